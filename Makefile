@@ -1,0 +1,146 @@
+# aor — one non-recursive Makefile.
+#   make            build/aord, build/aor, build/libaor.so (optimised, no sanitizers)
+#   make test       sanitizer build (ASan+UBSan) + unit tests + end-to-end tests
+#   make check      format check + banned functions + make test + ThreadSanitizer stress
+#   make demo       mock provider + aord + curl through the shim, with a trace
+#   make bench      benchmarks (optimised build), see docs/performance.md
+#   make install PREFIX=~/.local
+#   make clean
+
+BUILD    ?= build
+PREFIX   ?= $(HOME)/.local
+SANITIZE ?=
+CC       ?= cc
+
+PKGS := libevent libevent_openssl libcurl openssl sqlite3 libcjson inih
+WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -Icommon -Idaemon -Ishim
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+BASE_CFLAGS := $(filter-out -O2,$(BASE_CFLAGS)) -O1
+endif
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -lm
+CFLAGS_ALL = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
+# The shim lives inside other programs: libc, libdl and pthread only, never sanitized.
+SHIM_CFLAGS = $(BASE_CFLAGS) -fvisibility=hidden $(CFLAGS)
+
+COMMON_SRCS := $(sort $(wildcard common/*.c))
+SHIM_SRCS   := $(sort $(wildcard shim/*.c)) common/preamble.c
+DAEMON_ALL  := $(sort $(wildcard daemon/*.c))
+CLI_SRCS    := $(filter daemon/cli%.c,$(DAEMON_ALL))
+AORD_SRCS   := $(filter-out daemon/cli%.c,$(DAEMON_ALL))
+UNIT_SRCS   := $(sort $(wildcard tests/unit/test_*.c))
+PROG_SRCS   := $(sort $(wildcard tests/progs/*.c))
+
+COMMON_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/obj/%.o)
+SHIM_OBJS   := $(SHIM_SRCS:%.c=$(BUILD)/shimobj/%.o)
+AORD_OBJS   := $(AORD_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS    := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+DAEMON_LIB_OBJS := $(filter-out $(BUILD)/obj/daemon/main.o,$(AORD_OBJS))
+UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+PROG_BINS   := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
+
+.PHONY: all deps test unit e2e check format format-check banned demo bench install clean tsan
+.DEFAULT_GOAL := all
+
+all: deps $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
+
+# Installs missing Debian packages / npm clients (scripts/install-deps) when needed.
+deps:
+	@pkg-config --exists $(PKGS) cmocka 2>/dev/null && [ -f /usr/include/http_parser.h ] \
+	  && command -v clang-format >/dev/null && command -v curl >/dev/null \
+	  && command -v node >/dev/null && [ -d tests/clients/node_modules ] \
+	  || scripts/install-deps
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/shimobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libaorcommon.a: $(COMMON_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/aord: $(AORD_OBJS) $(BUILD)/libaorcommon.a
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+
+$(BUILD)/aor: $(CLI_OBJS) $(BUILD)/libaorcommon.a
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+
+$(BUILD)/libaor.so: $(SHIM_OBJS)
+	$(CC) -shared -o $@ $^ -ldl -lpthread -Wl,-z,defs
+
+# Unit tests: test_shim_* link the shim objects, test_daemon_* the daemon objects,
+# the rest the common library.
+$(BUILD)/tests/test_shim_%: tests/unit/test_shim_%.c $(SHIM_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka -ldl -lpthread
+
+$(BUILD)/tests/test_daemon_%: tests/unit/test_daemon_%.c $(DAEMON_LIB_OBJS) $(BUILD)/libaorcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka $(PKG_LIBS)
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libaorcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka $(PKG_LIBS)
+
+$(BUILD)/tests/progs/%: tests/progs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -o $@ $< -lpthread $(if $(findstring static,$*),-static,)
+
+# --- tests -------------------------------------------------------------------
+TEST_BUILD := build/san
+
+test: deps
+	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
+	@AOR_BUILD=$(TEST_BUILD) tests/run-all
+
+testbins: $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so $(UNIT_BINS) $(PROG_BINS)
+
+unit: deps
+	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
+	@AOR_BUILD=$(TEST_BUILD) AOR_ONLY=unit tests/run-all
+
+e2e: deps
+	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
+	@AOR_BUILD=$(TEST_BUILD) AOR_ONLY=e2e tests/run-all
+
+FMT_FILES = $(wildcard common/*.[ch] shim/*.[ch] daemon/*.[ch] tests/unit/*.[ch] tests/progs/*.[ch] tests/mockprov/*.[ch] tests/fuzz/*.[ch] bench/*.[ch])
+
+format:
+	clang-format -i $(FMT_FILES)
+
+format-check: deps
+	@clang-format --dry-run --Werror $(FMT_FILES) && echo "format: ok"
+
+banned:
+	@if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|atoi|atol|strtok|gets)[[:space:]]*\(' \
+	    $(filter %.c %.h,$(FMT_FILES)); then echo "banned functions used (see above)"; exit 1; \
+	 else echo "banned: ok"; fi
+
+check: format-check banned test tsan
+
+tsan: deps
+	@if [ -x tests/tsan-stress ]; then tests/tsan-stress; else echo "tsan: no stress test yet"; fi
+
+demo: all
+	@scripts/demo
+
+bench: deps
+	@scripts/install-deps --bench
+	@$(MAKE) --no-print-directory BUILD=build/bench all
+	@scripts/bench
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 0755 $(BUILD)/aord $(BUILD)/aor $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/libaor.so $(DESTDIR)$(PREFIX)/lib/
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,152 @@
+/* Executable kind from the ELF program headers (see binkind.h). */
+#include "binkind.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Field readers in the file's byte order. */
+static uint16_t rd16(const unsigned char *p, int big) {
+    return big ? (uint16_t)(p[0] << 8 | p[1]) : (uint16_t)(p[1] << 8 | p[0]);
+}
+
+static uint32_t rd32(const unsigned char *p, int big) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v = v << 8 | p[big ? i : 3 - i];
+    return v;
+}
+
+static uint64_t rd64(const unsigned char *p, int big) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[big ? i : 7 - i];
+    return v;
+}
+
+/* Reads exactly n bytes at off; 0, or -1 when fewer were available. */
+static int read_exact(aor_binkind_reader rd, void *ctx, void *buf, size_t n, uint64_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = rd(ctx, (char *)buf + got, n - got, off + got);
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+aor_binkind aor_binkind_read(aor_binkind_reader rd, void *ctx) {
+    unsigned char eh[sizeof(Elf64_Ehdr)];
+    memset(eh, 0, sizeof eh);
+    if (read_exact(rd, ctx, eh, EI_NIDENT, 0) != 0)
+        return AOR_BIN_OTHER;
+    if (memcmp(eh, ELFMAG, SELFMAG) != 0 || eh[EI_VERSION] != EV_CURRENT)
+        return AOR_BIN_OTHER;
+    int is64 = eh[EI_CLASS] == ELFCLASS64;
+    if (!is64 && eh[EI_CLASS] != ELFCLASS32)
+        return AOR_BIN_OTHER;
+    int big = eh[EI_DATA] == ELFDATA2MSB;
+    if (!big && eh[EI_DATA] != ELFDATA2LSB)
+        return AOR_BIN_OTHER;
+    size_t ehsize = is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
+    if (read_exact(rd, ctx, eh + EI_NIDENT, ehsize - EI_NIDENT, EI_NIDENT) != 0)
+        return AOR_BIN_OTHER;
+
+    uint64_t phoff;
+    uint16_t phentsize, phnum;
+    size_t want_ent;
+    if (is64) {
+        phoff = rd64(eh + offsetof(Elf64_Ehdr, e_phoff), big);
+        phentsize = rd16(eh + offsetof(Elf64_Ehdr, e_phentsize), big);
+        phnum = rd16(eh + offsetof(Elf64_Ehdr, e_phnum), big);
+        want_ent = sizeof(Elf64_Phdr);
+    } else {
+        phoff = rd32(eh + offsetof(Elf32_Ehdr, e_phoff), big);
+        phentsize = rd16(eh + offsetof(Elf32_Ehdr, e_phentsize), big);
+        phnum = rd16(eh + offsetof(Elf32_Ehdr, e_phnum), big);
+        want_ent = sizeof(Elf32_Phdr);
+    }
+    /* No program headers: not something the kernel can execute. PN_XNUM moves the count
+     * into section 0; no real executable needs that many, so it is "other". */
+    if (phnum == 0 || phnum == PN_XNUM || phentsize != want_ent || phoff == 0)
+        return AOR_BIN_OTHER;
+    size_t table = (size_t)phnum * phentsize;
+    if (table > AOR_BINKIND_PHDR_MAX || phoff > UINT64_MAX - table)
+        return AOR_BIN_OTHER;
+    unsigned char *ph = malloc(table);
+    if (!ph)
+        return AOR_BIN_OTHER;
+    aor_binkind kind = AOR_BIN_OTHER;
+    if (read_exact(rd, ctx, ph, table, phoff) != 0)
+        goto out_ph;
+    kind = AOR_BIN_STATIC;
+    for (size_t i = 0; i < phnum; i++) {
+        /* p_type is the first 32-bit field of both Elf32_Phdr and Elf64_Phdr. */
+        if (rd32(ph + i * phentsize, big) == PT_INTERP) {
+            kind = AOR_BIN_DYNAMIC;
+            break;
+        }
+    }
+out_ph:
+    free(ph);
+    return kind;
+}
+
+typedef struct {
+    const unsigned char *p;
+    size_t len;
+} mem_ctx;
+
+static ssize_t mem_read(void *ctx, void *buf, size_t n, uint64_t off) {
+    const mem_ctx *m = ctx;
+    if (off >= m->len)
+        return 0;
+    size_t avail = m->len - (size_t)off;
+    if (n > avail)
+        n = avail;
+    memcpy(buf, m->p + off, n);
+    return (ssize_t)n;
+}
+
+aor_binkind aor_binkind_of_buffer(const void *buf, size_t len) {
+    mem_ctx m = {buf, buf ? len : 0};
+    return aor_binkind_read(mem_read, &m);
+}
+
+static ssize_t fd_read(void *ctx, void *buf, size_t n, uint64_t off) {
+    int fd = *(const int *)ctx;
+    if (off > (uint64_t)INT64_MAX)
+        return -1;
+    ssize_t r;
+    do
+        r = pread(fd, buf, n, (off_t)off);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+aor_binkind aor_binkind_of_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return AOR_BIN_OTHER;
+    errno = 0;
+    aor_binkind k = aor_binkind_read(fd_read, &fd);
+    int e = errno;
+    close(fd);
+    errno = k == AOR_BIN_OTHER ? e : 0;
+    return k;
+}
+
+const char *aor_binkind_name(aor_binkind k) {
+    switch (k) {
+    case AOR_BIN_DYNAMIC:
+        return "dynamic";
+    case AOR_BIN_STATIC:
+        return "static";
+    default:
+        return "other";
+    }
+}

@@ -1,0 +1,92 @@
+/* Circuit breakers per (provider, model) (spec §4.4).
+ * In memory; the caller writes events to the store first (§4.5). Times: Unix seconds. */
+#ifndef AOR_BREAKER_H
+#define AOR_BREAKER_H
+
+typedef struct aor_breaker aor_breaker;
+
+typedef struct {
+    int failures;    /* breaker_failures (3) retryable failures ... */
+    double window_s; /* ... within breaker_window_s (60) ... */
+    double open_s;   /* ... open the circuit for breaker_open_s (30) */
+} aor_breaker_params;
+
+typedef enum { AOR_BREAKER_CLOSED = 0, AOR_BREAKER_OPEN, AOR_BREAKER_HALF_OPEN } aor_breaker_state;
+
+typedef struct {
+    const char *provider; /* owned by the table */
+    const char *model;
+    aor_breaker_state state; /* as of the `now` given to foreach/get */
+    double until;            /* open until (Unix seconds); 0 when closed */
+    int recent_failures;     /* failures inside the window */
+} aor_breaker_row;
+
+/* Most failures a circuit counts (breaker_failures above this: EINVAL). */
+#define AOR_BREAKER_FAILURES_MAX 1000
+
+/* New table; params are copied. NULL with errno=ENOMEM, or errno=EINVAL when failures is
+ * not in 1..AOR_BREAKER_FAILURES_MAX or window_s/open_s is negative or not finite. */
+aor_breaker *aor_breaker_new(const aor_breaker_params *params);
+
+/* Frees the table (NULL: no-op). */
+void aor_breaker_free(aor_breaker *b);
+
+/* State model (§4.4). Per circuit: closed (with the timestamps of recent failures),
+ * open until `until`, or half-open. An open circuit whose `until` has passed (until <=
+ * now) is half-open as of now: get/foreach report it so, a failure reopens it, a success
+ * closes it, and allow() lets requests through (the first is the probe). A failure is
+ * "within the window" when its time t > now - window_s (sliding; a failure exactly
+ * window_s old no longer counts). Failures recorded while the circuit is open and its
+ * time has not passed (late answers of requests sent before it opened) change nothing. */
+
+/* 1 when a request may go to (provider, model) at `now`: closed, or open with its time
+ * passed (the first request after expiry is the probe: state becomes half-open and
+ * further callers are allowed too until the probe's result is recorded). 0 when open.
+ * The move to half-open is memory only (nothing to log). Unknown circuit: 1. */
+int aor_breaker_allow(aor_breaker *b, const char *provider, const char *model, double now);
+
+/* Records a retryable failure at now. Closed: counts it; when that makes >= failures
+ * within the window the circuit opens until now + open_s (failure times are forgotten).
+ * Half-open (or open with its time passed): reopens at once until now + open_s. Open:
+ * nothing changes.
+ * Returns 1 when this failure opened the circuit (state changed to open: the caller logs
+ * breaker_open with the until aor_breaker_preview_fail gave first), 0 when it only
+ * counted, -1 with errno=ENOMEM (table unchanged) or errno=EINVAL (NULL name). */
+int aor_breaker_fail(aor_breaker *b, const char *provider, const char *model, double now);
+
+/* What aor_breaker_fail(b, provider, model, now) would do, without changing the table
+ * (write-ahead, §4.5). Returns 1 when it would open the circuit and sets *until (when not
+ * NULL) to the open-until it would set (now + open_s); 0 when it would only count (or
+ * change nothing). The failure count itself is not persisted (spec: `breakers` holds only
+ * until), so a 0 needs no log entry. Can't fail. */
+int aor_breaker_preview_fail(const aor_breaker *b, const char *provider, const char *model,
+                             double now, double *until);
+
+/* Records a success: closes the circuit and forgets failures (the circuit's memory is
+ * freed). Returns 1 when the state changed (it was open or half-open, whether or not its
+ * time had passed: log breaker_close first), 0 otherwise. Can't fail. To know ahead of
+ * time, aor_breaker_get(...) returning a state other than CLOSED means 1. */
+int aor_breaker_success(aor_breaker *b, const char *provider, const char *model);
+
+/* Puts an open circuit back as it was (replay): open until `until` (failure times are
+ * forgotten). 0, or -1 with errno=ENOMEM (table unchanged) or errno=EINVAL (NULL name). */
+int aor_breaker_restore(aor_breaker *b, const char *provider, const char *model, double until);
+
+/* Removes every circuit of provider (NULL: all), including closed ones that only hold
+ * failure times (admin reset, §8). Returns how many of the removed circuits were open or
+ * half-open (stored state; an open one whose time passed counts). Can't fail. */
+int aor_breaker_reset(aor_breaker *b, const char *provider);
+
+/* Looks up (provider, model) as of now. Returns 1 and fills *out (when not NULL; strings
+ * owned by the table, valid until the circuit is removed) when the table has it, which
+ * includes closed circuits with recent failures; 0 when it has nothing for it (closed, no
+ * failures). Does not change the state. */
+int aor_breaker_get(const aor_breaker *b, const char *provider, const char *model, double now,
+                    aor_breaker_row *out);
+
+/* Calls fn for each circuit that is open or half-open at `now` (row valid only during the
+ * call), in no particular order. fn must not change the table. */
+void aor_breaker_foreach(const aor_breaker *b, double now,
+                         void (*fn)(const aor_breaker_row *row, void *arg), void *arg);
+
+#endif

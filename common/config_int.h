@@ -1,0 +1,185 @@
+/* Internal helpers of the configuration loader (common/config*.c). Not for other
+ * modules: the public contract is config.h. Split out so config.c stays about the
+ * INI structure while value syntax, secrets, environment and error text live apart.
+ * Source: spec §3, §3.1, §3.2, §3.3; docs/config.md. */
+#ifndef AOR_CONFIG_INT_H
+#define AOR_CONFIG_INT_H
+
+#include "config.h"
+
+#include <stddef.h>
+
+#define AOR_CFG_FILE_MAX (1024 * 1024) /* bytes of a config file or env_file */
+#define AOR_CFG_LINE_MAX 4096          /* characters of one line */
+#define AOR_CFG_NAME_MAX 64            /* key / provider names */
+#define AOR_CFG_MODEL_MAX 200          /* model names */
+#define AOR_CFG_SECRET_MAX 4096        /* bytes of one secret */
+#define AOR_CFG_SUN_PATH 108           /* sizeof sun_path: socket path < this */
+#define AOR_CFG_ENV_NAME "<environment>"
+
+/* ---- error list (config_util.c) ------------------------------------------------ */
+
+typedef struct {
+    const char *file; /* display name; NULL: the list's main file */
+    size_t line;      /* 0: no line ("FILE: message") */
+    size_t seq;       /* discovery order, for a stable sort */
+    char *text;
+} aor_cfg_err_line;
+
+typedef struct {
+    const char *file; /* main file's display name (borrowed) */
+    aor_cfg_err_line *v;
+    size_t n, cap;
+    int oom; /* an allocation failed while recording an error */
+} aor_cfg_errs;
+
+/* Records one error "message" for line `line` (0: none) of the main file. Never pass a
+ * secret in the arguments. Can't fail: on ENOMEM sets errs->oom. */
+void aor_cfg_err(aor_cfg_errs *errs, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Same for another file (an env_file); `file` must outlive the list. */
+void aor_cfg_err_in(aor_cfg_errs *errs, const char *file, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* All errors, sorted by file (main file first) then line, one per line:
+ * "FILE:LINE: message\n" or "FILE: message\n". Returns a malloc'd string (caller frees),
+ * or NULL when there are none or on ENOMEM. */
+char *aor_cfg_errs_text(const aor_cfg_errs *errs);
+
+/* Frees the recorded texts (not errs itself). */
+void aor_cfg_errs_free(aor_cfg_errs *errs);
+
+/* ---- words and secrets (config_util.c) -------------------------------------------- */
+
+/* 1 when s looks like an API key or other credential (§3.1 rule 6): a known key
+ * prefix (sk-, sk-ant-, AIza, gsk_, xai-, ...) followed by a long token, or a token of
+ * 32+ characters without spaces, dots, slashes or colons that mixes letters and digits
+ * in a long random-looking run. Also checks each item of a comma list. */
+int aor_cfg_looks_secret(const char *s);
+
+/* 1 when an option name is one that people use for inline secrets (api_key, key,
+ * secret, token, password, ...; case-insensitive). */
+int aor_cfg_secret_option_name(const char *name);
+
+/* Writes s into buf (size cap > 0) for an error message: truncated to 48 characters
+ * with "...", control characters as '?', and "(hidden: looks like a secret)" when
+ * aor_cfg_looks_secret(s). Returns buf. */
+const char *aor_cfg_show(const char *s, char *buf, size_t cap);
+
+/* The candidate closest to `word` for a "did you mean" hint: case-insensitive
+ * Levenshtein distance <= 2, else a candidate that word is a prefix of (or that is a
+ * prefix of word), 3+ characters. Returns a pointer to the candidate, or NULL. */
+const char *aor_cfg_suggest(const char *word, const char *const *cands, size_t n);
+
+/* Case-insensitive ASCII equality. */
+int aor_cfg_ieq(const char *a, const char *b);
+
+/* ---- value syntax (config_util.c); all return 0, or -1 when the text is invalid ---- */
+
+/* true/false, yes/no, on/off, 1/0 (case-insensitive). */
+int aor_cfg_parse_bool(const char *v, int *out);
+
+/* A decimal integer in [min, max]. */
+int aor_cfg_parse_long(const char *v, long min, long max, long *out);
+
+/* "unlimited" -> AOR_RETRIES_UNLIMITED, or an integer 0..1000000. */
+int aor_cfg_parse_retries(const char *v, long *out);
+
+/* Seconds: a plain non-negative decimal ("5", "0.25"), at most 1e9. */
+int aor_cfg_parse_seconds(const char *v, double *out);
+
+/* Bytes: an integer with an optional binary suffix K, KiB, M, MiB, G, GiB
+ * (case-insensitive), in [min, max]. */
+int aor_cfg_parse_bytes(const char *v, long min, long max, long *out);
+
+/* Parsed base_url (all malloc'd on success; free with aor_cfg_url_free). */
+typedef struct {
+    char *base; /* scheme://host[:port][/path], host lower case, no trailing slash */
+    char *host; /* lower case; IPv6 without brackets */
+    int port;   /* written port, or 443 (https) / 80 (http) */
+} aor_cfg_url;
+
+/* Parses an http:// or https:// URL without credentials, query or fragment.
+ * On failure *why is a static explanation (never contains the value). */
+int aor_cfg_parse_url(const char *v, aor_cfg_url *out, const char **why);
+void aor_cfg_url_free(aor_cfg_url *u);
+
+/* `listen`: "off" -> *out = NULL; else a loopback host:port (127.0.0.0/8, [::1],
+ * localhost -> 127.0.0.1), port 1..65535; *out is a malloc'd normalised
+ * "host:port". On failure *why explains. */
+int aor_cfg_parse_listen(const char *v, char **out, const char **why);
+
+/* 1 for a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*, <= 128). */
+int aor_cfg_valid_env_name(const char *s);
+
+/* 1 for a valid key/provider name: 1..64 of [A-Za-z0-9._@+-]. */
+int aor_cfg_valid_name(const char *s);
+
+/* 1 for a valid model name: 1..200 printable characters, no space, ',', '=' or ';'. */
+int aor_cfg_valid_model(const char *s);
+
+/* 1 for a valid host name for `intercept` (letters, digits, '-', '.'; <= 253). */
+int aor_cfg_valid_host(const char *s);
+
+/* Splits a comma list into trimmed malloc'd items (empty items are kept as "").
+ * Returns the count and sets *items (free with aor_cfg_list_free), or -1 on ENOMEM. */
+long aor_cfg_split_list(const char *v, char ***items);
+void aor_cfg_list_free(char **items, size_t n);
+
+/* Cleans a secret in place: strips leading/trailing whitespace. Returns 0, or -1 when
+ * it is empty, longer than AOR_CFG_SECRET_MAX or holds spaces / control characters. */
+int aor_cfg_clean_secret(char *s);
+
+/* Resolves a path option: "~/" expands to the home directory, a relative path is taken
+ * relative to dir (the config file's directory; NULL: the working directory).
+ * Returns a malloc'd path, or NULL (errno ENOENT: no home; ENOMEM). */
+char *aor_cfg_resolve_path(const char *v, const char *dir);
+
+/* ---- environment (config_env.c) ---------------------------------------------------- */
+
+/* A provider aor knows without configuration (§3.3, §2 built-in host list). */
+typedef struct {
+    const char *name;
+    aor_dialect dialect;
+    const char *base_url;
+    const char *vars[2]; /* secret variables, in order; NULL-terminated */
+} aor_cfg_known;
+
+/* The known provider named `name` (exact), or NULL. */
+const aor_cfg_known *aor_cfg_known_find(const char *name);
+
+/* Variables read from an env_file. */
+typedef struct {
+    char **names;
+    char **values; /* secrets: wiped on free */
+    size_t n;
+} aor_cfg_envfile;
+
+/* Loads an env_file: must be a regular file owned by the user, mode 0600 or stricter,
+ * lines `VAR=value` / `export VAR=value` / `# comment`, values optionally quoted.
+ * Errors go to errs: permission/open problems at `opt_line` of the main file, syntax
+ * errors at their own line of `path` (which must outlive errs). Never echoes a value.
+ * Returns 0, or -1 after recording errors. */
+int aor_cfg_envfile_load(const char *path, size_t opt_line, aor_cfg_errs *errs,
+                         aor_cfg_envfile *out);
+
+/* The value of `name` in the env_file (NULL when absent). */
+const char *aor_cfg_envfile_get(const aor_cfg_envfile *ef, const char *name);
+
+/* Wipes and frees the variables (not ef itself). */
+void aor_cfg_envfile_free(aor_cfg_envfile *ef);
+
+/* Fills cfg->keys / cfg->providers with the embedded default of §3.3 from the process
+ * environment. Errors ("<environment>: ...") go to errs. Returns 0, or -1 on ENOMEM
+ * (other problems are recorded in errs and still return 0). */
+int aor_cfg_build_embedded(aor_config *cfg, aor_cfg_errs *errs);
+
+/* Fills the [daemon] paths left unset, with the rules of paths.h: socket ($AOR_SOCKET
+ * wins over everything, then the file, then $XDG_RUNTIME_DIR/aor/aor.sock or
+ * /tmp/aor-$UID/aor.sock) and state ($XDG_STATE_HOME/aor/aor.db or
+ * ~/.local/state/aor/aor.db). Records errors in errs at line 0. Returns 0, or -1 on
+ * ENOMEM. */
+int aor_cfg_default_paths(aor_config *cfg, aor_cfg_errs *errs);
+
+#endif

@@ -1,0 +1,628 @@
+/* Dialect differences: model location, key header, error shapes (spec §5.1, §5.6, §3.2).
+ * Contract: dialect.h. */
+#include "dialect.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static cJSON *parse_object(const char *body, size_t len) {
+    if (!body || len == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        errno = EINVAL;
+        return NULL;
+    }
+    return root;
+}
+
+static char *dup_or_enomem(const char *s) {
+    char *r = strdup(s);
+    if (!r)
+        errno = ENOMEM;
+    return r;
+}
+
+char *aor_dialect_body_model(const char *body, size_t len) {
+    cJSON *root = parse_object(body, len);
+    if (!root)
+        return NULL;
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model"));
+    char *r = NULL;
+    if (m)
+        r = dup_or_enomem(m);
+    else
+        errno = EINVAL;
+    cJSON_Delete(root);
+    return r;
+}
+
+/* --- splicing a new "model" value into the raw body --------------------------------- */
+/* The body is re-serialised by cJSON only as a last resort: cJSON keeps numbers as
+ * double, so printing would change integers above 2^53 and the exact text of floats.
+ * Splicing keeps every other byte as the client sent it. */
+
+#define MAX_MODEL_SPANS 8
+
+typedef struct {
+    size_t off, len;
+} span;
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+        i++;
+    return i;
+}
+
+/* s[*i] is '"'; moves *i past the closing quote. */
+static int skip_string(const char *s, size_t n, size_t *i) {
+    size_t j = *i + 1;
+    while (j < n && s[j] != '"')
+        j += (s[j] == '\\') ? 2 : 1;
+    if (j >= n)
+        return -1;
+    *i = j + 1;
+    return 0;
+}
+
+/* Moves *i past one JSON value (the text is known valid: cJSON parsed it). */
+static int skip_value(const char *s, size_t n, size_t *i) {
+    size_t j = *i;
+    if (j >= n)
+        return -1;
+    if (s[j] == '"')
+        return skip_string(s, n, i);
+    if (s[j] == '{' || s[j] == '[') {
+        size_t depth = 0;
+        while (j < n) {
+            if (s[j] == '"') {
+                if (skip_string(s, n, &j))
+                    return -1;
+                continue;
+            }
+            if (s[j] == '{' || s[j] == '[')
+                depth++;
+            else if ((s[j] == '}' || s[j] == ']') && --depth == 0) {
+                *i = j + 1;
+                return 0;
+            }
+            j++;
+        }
+        return -1;
+    }
+    while (j < n && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ' && s[j] != '\t' &&
+           s[j] != '\r' && s[j] != '\n')
+        j++;
+    *i = j;
+    return 0;
+}
+
+/* Finds the string values of top-level "model" members. Returns how many (0..MAX), or -1
+ * when the text can't be walked or has more than MAX_MODEL_SPANS of them. */
+static int find_model_spans(const char *s, size_t n, span *out) {
+    size_t i = 0;
+    int found = 0;
+    if (n >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
+        i = 3;
+    i = skip_ws(s, n, i);
+    if (i >= n || s[i] != '{')
+        return -1;
+    i = skip_ws(s, n, i + 1);
+    if (i < n && s[i] == '}')
+        return 0;
+    while (i < n) {
+        size_t k = i;
+        if (s[i] != '"' || skip_string(s, n, &i))
+            return -1;
+        int is_model = i - k == 7 && memcmp(s + k, "\"model\"", 7) == 0;
+        i = skip_ws(s, n, i);
+        if (i >= n || s[i] != ':')
+            return -1;
+        i = skip_ws(s, n, i + 1);
+        size_t v = i;
+        if (skip_value(s, n, &i))
+            return -1;
+        if (is_model && s[v] == '"') {
+            if (found == MAX_MODEL_SPANS)
+                return -1;
+            out[found].off = v;
+            out[found++].len = i - v;
+        }
+        i = skip_ws(s, n, i);
+        if (i < n && s[i] == '}')
+            return found;
+        if (i >= n || s[i] != ',')
+            return -1;
+        i = skip_ws(s, n, i + 1);
+    }
+    return -1;
+}
+
+/* Re-serialises the whole body with the new model (fallback). */
+static char *reprint_with_model(cJSON *root, const char *model, size_t *out_len) {
+    cJSON *item = cJSON_CreateString(model);
+    if (!item || !cJSON_ReplaceItemInObjectCaseSensitive(root, "model", item)) {
+        cJSON_Delete(item);
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *printed = cJSON_PrintUnformatted(root);
+    char *r = printed ? strdup(printed) : NULL; /* the caller frees with free() */
+    cJSON_free(printed);
+    if (!r) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    *out_len = strlen(r);
+    return r;
+}
+
+char *aor_dialect_body_set_model(const char *body, size_t len, const char *model, size_t *out_len) {
+    char *res = NULL, *quoted = NULL;
+    cJSON *str = NULL;
+    span spans[MAX_MODEL_SPANS];
+    if (!model) {
+        errno = EINVAL;
+        return NULL;
+    }
+    cJSON *root = parse_object(body, len);
+    if (!root)
+        return NULL;
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "model"))) {
+        errno = EINVAL;
+        goto out_root;
+    }
+    int n = find_model_spans(body, len, spans);
+    if (n <= 0) { /* e.g. an escaped key "mod\u0065l": let cJSON do it */
+        res = reprint_with_model(root, model, out_len);
+        goto out_root;
+    }
+    str = cJSON_CreateString(model);
+    quoted = str ? cJSON_PrintUnformatted(str) : NULL; /* "..." with JSON escapes */
+    if (!quoted) {
+        errno = ENOMEM;
+        goto out_str;
+    }
+    size_t ql = strlen(quoted), total = len;
+    for (int i = 0; i < n; i++)
+        total = total - spans[i].len + ql; /* spans lie inside the body: no underflow */
+    res = malloc(total + 1);
+    if (!res) {
+        errno = ENOMEM;
+        goto out_quoted;
+    }
+    size_t from = 0, to = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(res + to, body + from, spans[i].off - from);
+        to += spans[i].off - from;
+        memcpy(res + to, quoted, ql);
+        to += ql;
+        from = spans[i].off + spans[i].len;
+    }
+    memcpy(res + to, body + from, len - from);
+    to += len - from;
+    res[to] = '\0';
+    *out_len = to;
+out_quoted:
+    cJSON_free(quoted);
+out_str:
+    cJSON_Delete(str);
+out_root:
+    cJSON_Delete(root);
+    return res;
+}
+
+/* --- Gemini paths ------------------------------------------------------------------- */
+
+/* Finds the model segment of "/.../models/{model}[:method][?query]". */
+static int path_model_span(const char *path, size_t *off, size_t *len) {
+    if (!path)
+        return -1;
+    size_t plen = strcspn(path, "?#");
+    const char *hit = strstr(path, "/models/");
+    if (!hit || (size_t)(hit - path) + 8 > plen)
+        return -1;
+    size_t b = (size_t)(hit - path) + 8;
+    size_t e = b + strcspn(path + b, ":/?#");
+    if (e > plen)
+        e = plen;
+    if (e == b)
+        return -1;
+    *off = b;
+    *len = e - b;
+    return 0;
+}
+
+char *aor_dialect_path_model(const char *path) {
+    size_t off, len;
+    if (path_model_span(path, &off, &len)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    char *r = strndup(path + off, len);
+    if (!r)
+        errno = ENOMEM;
+    return r;
+}
+
+static int model_char_ok(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+
+char *aor_dialect_path_set_model(const char *path, const char *model) {
+    size_t off, len;
+    if (!model || !*model || path_model_span(path, &off, &len)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t ml = strlen(model);
+    for (size_t i = 0; i < ml; i++) {
+        if (!model_char_ok(model[i])) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    size_t plen = strlen(path), total = plen - len + ml;
+    char *r = malloc(total + 1);
+    if (!r) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memcpy(r, path, off);
+    memcpy(r + off, model, ml);
+    memcpy(r + off + ml, path + off + len, plen - off - len + 1);
+    return r;
+}
+
+/* --- credentials (§3.2) ------------------------------------------------------------- */
+
+char *aor_dialect_auth_header(aor_dialect d, const char *secret) {
+    static const char *const prefix[] = {"Authorization: Bearer ",
+                                         "x-api-key: ", "x-goog-api-key: "};
+    if (!secret || !*secret || (unsigned)d > AOR_DIALECT_GEMINI) {
+        errno = EINVAL;
+        return NULL;
+    }
+    for (const char *p = secret; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) { /* CR/LF would inject a header */
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    size_t pl = strlen(prefix[d]), sl = strlen(secret);
+    char *r = malloc(pl + sl + 1);
+    if (!r) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memcpy(r, prefix[d], pl);
+    memcpy(r + pl, secret, sl + 1);
+    return r;
+}
+
+int aor_dialect_is_auth_header(const char *name) {
+    static const char *const names[] = {"authorization", "x-api-key", "x-goog-api-key", "api-key"};
+    if (!name)
+        return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+        return (c | 0x20) - 'a' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into a new string. */
+static char *pct_decode(const char *s, size_t n) {
+    char *r = malloc(n + 1);
+    size_t o = 0;
+    if (!r)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int h, l;
+        if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 &&
+            (l = hexval(s[i + 2])) >= 0) {
+            r[o++] = (char)(h * 16 + l);
+            i += 2;
+        } else {
+            r[o++] = s[i] == '+' ? ' ' : s[i];
+        }
+    }
+    r[o] = '\0';
+    return r;
+}
+
+static int param_is(const char *p, size_t n, const char *name) {
+    size_t nl = strlen(name);
+    return n >= nl && strncmp(p, name, nl) == 0 && (n == nl || p[nl] == '=');
+}
+
+char *aor_dialect_path_take_key(const char *path, char **key) {
+    if (key)
+        *key = NULL;
+    if (!path) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t plen = strlen(path);
+    char *r = malloc(plen + 1);
+    if (!r) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    const char *q = strchr(path, '?');
+    size_t o = q ? (size_t)(q - path) : plen;
+    memcpy(r, path, o);
+    if (q) {
+        const char *p = q + 1;
+        int first = 1;
+        while (*p) {
+            size_t n = strcspn(p, "&");
+            if (param_is(p, n, "key")) {
+                const char *v = p + 3 + (n > 3);
+                size_t vl = n > 3 ? n - 4 : 0;
+                if (key) {
+                    free(*key);
+                    *key = pct_decode(v, vl);
+                    if (!*key) {
+                        free(r);
+                        errno = ENOMEM;
+                        return NULL;
+                    }
+                }
+            } else if (n > 0) {
+                r[o++] = first ? '?' : '&';
+                memcpy(r + o, p, n);
+                o += n;
+                first = 0;
+            }
+            p += n + (p[n] == '&');
+        }
+    }
+    r[o] = '\0';
+    return r;
+}
+
+char *aor_dialect_redact_url(const char *url) {
+    static const char *const secret_params[] = {"key", "api_key", "apikey", "access_token",
+                                                "token"};
+    static const char redacted[] = "REDACTED";
+    if (!url) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t ulen = strlen(url);
+    /* each redacted value grows by at most sizeof redacted; a URL has < ulen params */
+    size_t cap = ulen + 1 + (ulen / 2 + 1) * sizeof redacted;
+    char *r = malloc(cap);
+    if (!r) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    const char *q = strchr(url, '?');
+    size_t o = q ? (size_t)(q - url) + 1 : ulen;
+    memcpy(r, url, o);
+    if (q) {
+        const char *p = q + 1;
+        while (*p) {
+            size_t n = strcspn(p, "&#");
+            int secret = 0;
+            for (size_t i = 0; i < sizeof secret_params / sizeof secret_params[0]; i++)
+                secret |= param_is(p, n, secret_params[i]) && memchr(p, '=', n) != NULL;
+            if (secret) {
+                size_t nl = (size_t)((const char *)memchr(p, '=', n) - p) + 1;
+                memcpy(r + o, p, nl);
+                o += nl;
+                memcpy(r + o, redacted, sizeof redacted - 1);
+                o += sizeof redacted - 1;
+            } else {
+                memcpy(r + o, p, n);
+                o += n;
+            }
+            p += n;
+            if (*p == '#') { /* the fragment is copied as it is */
+                size_t fl = strlen(p);
+                memcpy(r + o, p, fl);
+                o += fl;
+                break;
+            }
+            if (*p == '&')
+                r[o++] = *p++;
+        }
+    }
+    r[o] = '\0';
+    return r;
+}
+
+/* --- error bodies (§5.6) ------------------------------------------------------------ */
+
+static const char *openai_type(int status) {
+    if (status == 429)
+        return "rate_limit_exceeded";
+    if (status == 401)
+        return "authentication_error";
+    if (status == 402)
+        return "insufficient_quota";
+    if (status == 403)
+        return "permission_error";
+    if (status >= 500)
+        return "server_error";
+    return "invalid_request_error";
+}
+
+static const char *anthropic_type(int status) {
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 402:
+        return "billing_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 413:
+        return "request_too_large";
+    case 429:
+        return "rate_limit_error";
+    case 529:
+        return "overloaded_error";
+    default:
+        return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+static const char *google_status(int status) {
+    switch (status) {
+    case 400:
+        return "INVALID_ARGUMENT";
+    case 401:
+        return "UNAUTHENTICATED";
+    case 402:
+        return "FAILED_PRECONDITION";
+    case 403:
+        return "PERMISSION_DENIED";
+    case 404:
+        return "NOT_FOUND";
+    case 409:
+        return "ABORTED";
+    case 429:
+        return "RESOURCE_EXHAUSTED";
+    case 499:
+        return "CANCELLED";
+    case 501:
+        return "NOT_IMPLEMENTED";
+    case 502:
+    case 503:
+        return "UNAVAILABLE";
+    case 504:
+        return "DEADLINE_EXCEEDED";
+    default:
+        return status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT";
+    }
+}
+
+/* Adds every member; returns 0, or -1 when one could not be added (ENOMEM). */
+static int build_openai(cJSON *root, const char *code, const char *message, int status) {
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    return err && cJSON_AddStringToObject(err, "message", message) &&
+                   cJSON_AddStringToObject(err, "type", openai_type(status)) &&
+                   cJSON_AddNullToObject(err, "param") &&
+                   (code ? cJSON_AddStringToObject(err, "code", code) != NULL
+                         : cJSON_AddNullToObject(err, "code") != NULL)
+               ? 0
+               : -1;
+}
+
+static int build_anthropic(cJSON *root, const char *code, const char *message, int status) {
+    cJSON *err;
+    if (!cJSON_AddStringToObject(root, "type", "error") ||
+        !(err = cJSON_AddObjectToObject(root, "error")) ||
+        !cJSON_AddStringToObject(err, "type", anthropic_type(status)))
+        return -1;
+    if (!code)
+        return cJSON_AddStringToObject(err, "message", message) ? 0 : -1;
+    /* the code goes in front of the message and into details.error_code */
+    size_t n = strlen(code) + strlen(message) + 3;
+    char *msg = malloc(n);
+    if (!msg)
+        return -1;
+    int w = snprintf(msg, n, message[0] ? "%s: %s" : "%s", code, message);
+    cJSON *details = NULL;
+    int ok = w >= 0 && (size_t)w < n && cJSON_AddStringToObject(err, "message", msg) &&
+             (details = cJSON_AddObjectToObject(err, "details")) &&
+             cJSON_AddStringToObject(details, "error_code", code);
+    free(msg);
+    return ok ? 0 : -1;
+}
+
+static int build_gemini(cJSON *root, const char *code, const char *message, int status) {
+    cJSON *err, *details, *info;
+    if (!(err = cJSON_AddObjectToObject(root, "error")) ||
+        !cJSON_AddNumberToObject(err, "code", status) ||
+        !cJSON_AddStringToObject(err, "message", message) ||
+        !cJSON_AddStringToObject(err, "status", google_status(status)))
+        return -1;
+    if (!code)
+        return 0;
+    if (!(details = cJSON_AddArrayToObject(err, "details")) || !(info = cJSON_CreateObject()))
+        return -1;
+    if (!cJSON_AddItemToArray(details, info)) {
+        cJSON_Delete(info);
+        return -1;
+    }
+    return cJSON_AddStringToObject(info, "@type", "type.googleapis.com/google.rpc.ErrorInfo") &&
+                   cJSON_AddStringToObject(info, "reason", code) &&
+                   cJSON_AddStringToObject(info, "domain", "aor")
+               ? 0
+               : -1;
+}
+
+char *aor_dialect_error_body(aor_dialect d, int status, const char *code, const char *message,
+                             size_t *len) {
+    cJSON *root = cJSON_CreateObject();
+    char *printed = NULL, *r = NULL;
+    int rc;
+    if (!root)
+        goto fail_nomem;
+    if (!message)
+        message = "";
+    if (d == AOR_DIALECT_ANTHROPIC)
+        rc = build_anthropic(root, code, message, status);
+    else if (d == AOR_DIALECT_GEMINI)
+        rc = build_gemini(root, code, message, status);
+    else
+        rc = build_openai(root, code, message, status);
+    if (rc || !(printed = cJSON_PrintUnformatted(root)))
+        goto fail_root;
+    r = strdup(printed); /* the caller frees with free() */
+    cJSON_free(printed);
+    if (!r)
+        goto fail_root;
+    cJSON_Delete(root);
+    *len = strlen(r);
+    return r;
+fail_root:
+    cJSON_Delete(root);
+fail_nomem:
+    errno = ENOMEM;
+    return NULL;
+}
+
+/* --- request paths ------------------------------------------------------------------ */
+
+static int has_prefix_seg(const char *path, size_t plen, const char *prefix) {
+    size_t n = strlen(prefix);
+    return plen >= n && strncmp(path, prefix, n) == 0 &&
+           (plen == n || path[n] == '/' || path[n] == '?' || path[n] == '#');
+}
+
+aor_dialect aor_dialect_of_path(const char *path) {
+    if (!path)
+        return AOR_DIALECT_OPENAI;
+    size_t plen = strcspn(path, "?#");
+    if (has_prefix_seg(path, plen, "/v1/messages"))
+        return AOR_DIALECT_ANTHROPIC;
+    if (has_prefix_seg(path, plen, "/v1beta/openai"))
+        return AOR_DIALECT_OPENAI; /* Gemini's OpenAI-compatible endpoint */
+    if (plen >= 8 && strncmp(path, "/v1beta/", 8) == 0)
+        return AOR_DIALECT_GEMINI;
+    /* Gemini v1: /v1/models/{model}:method; OpenAI /v1/models/{id} has no ':' */
+    if (plen > 11 && strncmp(path, "/v1/models/", 11) == 0 &&
+        memchr(path + 11, ':', plen - 11) != NULL)
+        return AOR_DIALECT_GEMINI;
+    return AOR_DIALECT_OPENAI;
+}

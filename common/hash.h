@@ -1,0 +1,21 @@
+/* Hashing (spec §5.1 client identity, §5.2 tie-breaking). SHA-256 from OpenSSL's
+ * libcrypto (daemon side only; the shim does not link this).
+ *
+ * "Can't fail" below: libcrypto can only fail here when it cannot allocate; that is
+ * treated like any other daemon OOM (one line on stderr, abort()). */
+#ifndef AOR_HASH_H
+#define AOR_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Hex SHA-256 (lower case) of data/len into out (65 bytes: 64 hex digits + NUL).
+ * data may be NULL only when len is 0 (hash of the empty string). Can't fail. */
+void aor_hash_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* 64-bit hash of the concatenation a || 0x00 || b: the first 8 bytes of its SHA-256, read
+ * big-endian. NULL counts as "". Used to order equal-priority keys consistently per
+ * client (§5.2): a = client hash, b = "provider/key". Can't fail. */
+uint64_t aor_hash_pair64(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,370 @@
+/* Candidate selection: spec §5.2 select_sequence, §5.4 sticky thresholds, §5.5
+ * round-robin. Pure logic over the config and the in-memory tables. See docs/route.md. */
+#include "route.h"
+
+#include "hash.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PASSTHROUGH_PREFIX "client-"
+#define PASSTHROUGH_HEX 12 /* hex digits of the client hash in a passthrough key name */
+
+/* A candidate while the sequence is built. */
+typedef struct {
+    aor_candidate c;
+    int pprio;    /* provider priority */
+    int kprio;    /* key priority (0 for the passthrough candidate) */
+    uint64_t tie; /* aor_hash_pair64(client, "provider/key") */
+} cand;
+
+/* Breaker verdict per provider, computed at most once per selection. */
+enum { BR_UNKNOWN = 0, BR_ALLOWED, BR_BLOCKED };
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const cand *a = pa, *b = pb;
+    if (a->pprio != b->pprio)
+        return a->pprio < b->pprio ? -1 : 1;
+    if (a->kprio != b->kprio)
+        return a->kprio < b->kprio ? -1 : 1;
+    if (a->tie != b->tie)
+        return a->tie < b->tie ? -1 : 1;
+    if (a->c.provider != b->c.provider)
+        return a->c.provider < b->c.provider ? -1 : 1;
+    if (a->c.key != b->c.key)
+        return a->c.key < b->c.key ? -1 : 1;
+    return 0;
+}
+
+/* 1 when provider p serves the request's canonical model by its `models` list (or
+ * models = *), for a request of `dialect` (no provider translates between dialects). */
+static int provider_lists(const aor_provider_cfg *p, const char *model, aor_dialect dialect) {
+    int listed = 0;
+    if (p->dialect != dialect)
+        return 0;
+    aor_config_upstream_model(p, model, &listed);
+    return listed;
+}
+
+/* Fills sel with the indexes of the providers that serve the request (step 1 of
+ * docs/route.md); returns how many. */
+static size_t select_providers(const aor_config *cfg, const char *model, const char *host,
+                               aor_dialect dialect, size_t *sel) {
+    size_t n = 0;
+    if (model[0] != '\0') {
+        for (size_t i = 0; i < cfg->nproviders; i++) {
+            if (provider_lists(&cfg->providers[i], model, dialect))
+                sel[n++] = i;
+        }
+        if (n > 0)
+            return n;
+    }
+    /* §5.2: a model no provider lists (or no model) goes to the owners of the host the
+     * client asked for; on the sidecar to the providers of the request's dialect. */
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const aor_provider_cfg *p = &cfg->providers[i];
+        if (host != NULL ? aor_config_provider_owns_host(p, host) : p->dialect == dialect)
+            sel[n++] = i;
+    }
+    return n;
+}
+
+/* "client-" + the first 12 hex digits of the client hash (or "client-anonymous" when the
+ * request carried no credential). Returns a malloc'd string or NULL (ENOMEM). */
+static char *passthrough_name(const char *client) {
+    size_t clen = strnlen(client, PASSTHROUGH_HEX);
+    const char *id = clen > 0 ? client : "anonymous";
+    size_t idlen = clen > 0 ? clen : strlen("anonymous");
+    size_t plen = strlen(PASSTHROUGH_PREFIX);
+    char *s = malloc(plen + idlen + 1);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, PASSTHROUGH_PREFIX, plen);
+    memcpy(s + plen, id, idlen);
+    s[plen + idlen] = '\0';
+    return s;
+}
+
+/* Tie-break hash of (client, "provider/key"); buf/cap is a growable scratch buffer.
+ * Returns 0, or -1 (ENOMEM). */
+static int tie_hash(const char *client, const char *provider, const char *key, char **buf,
+                    size_t *cap, uint64_t *out) {
+    size_t lp = strlen(provider), lk = strlen(key);
+    size_t need = lp + lk + 2;
+    if (need > *cap) {
+        char *nb = realloc(*buf, need);
+        if (nb == NULL)
+            return -1;
+        *buf = nb;
+        *cap = need;
+    }
+    memcpy(*buf, provider, lp);
+    (*buf)[lp] = '/';
+    memcpy(*buf + lp + 1, key, lk);
+    (*buf)[lp + 1 + lk] = '\0';
+    *out = aor_hash_pair64(client, *buf);
+    return 0;
+}
+
+/* Step 2 + 3: every (provider, key) of the selected providers, ordered. Returns the
+ * number written to *out (malloc'd) or -1 (ENOMEM). */
+static long build_candidates(const aor_config *cfg, const size_t *sel, size_t nsel,
+                             const char *client, aor_sequence *seq, cand **out) {
+    size_t total = 0, n = 0;
+    char *buf = NULL;
+    size_t cap = 0;
+    cand *cs;
+
+    for (size_t i = 0; i < nsel; i++) {
+        const aor_provider_cfg *p = &cfg->providers[sel[i]];
+        total += p->passthrough ? 1 : p->nkeys;
+        if (p->passthrough && seq->scratch == NULL) {
+            seq->scratch = passthrough_name(client);
+            if (seq->scratch == NULL)
+                return -1;
+        }
+    }
+    cs = malloc((total > 0 ? total : 1) * sizeof *cs);
+    if (cs == NULL)
+        return -1;
+    for (size_t i = 0; i < nsel; i++) {
+        const aor_provider_cfg *p = &cfg->providers[sel[i]];
+        size_t nk = p->passthrough ? 1 : p->nkeys;
+        for (size_t k = 0; k < nk; k++) {
+            cand *c = &cs[n];
+            c->c.provider = sel[i];
+            c->pprio = p->priority;
+            if (p->passthrough) {
+                c->c.key = -1;
+                c->c.key_name = seq->scratch;
+                c->kprio = 0;
+            } else {
+                size_t ki = p->key_idx[k];
+                if (ki >= cfg->nkeys)
+                    continue; /* not a declared key: config validation rejects this */
+                c->c.key = (long)ki;
+                c->c.key_name = cfg->keys[ki].name;
+                c->kprio = cfg->keys[ki].priority;
+            }
+            if (tie_hash(client, p->name, c->c.key_name, &buf, &cap, &c->tie) != 0)
+                goto fail_cands;
+            n++;
+        }
+    }
+    free(buf);
+    qsort(cs, n, sizeof *cs, cand_cmp);
+    /* A key written twice in one provider's list is one candidate (never tried twice);
+     * the duplicates are adjacent after sorting. */
+    size_t w = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (w > 0 && cs[w - 1].c.provider == cs[r].c.provider && cs[w - 1].c.key == cs[r].c.key)
+            continue;
+        cs[w++] = cs[r];
+    }
+    *out = cs;
+    return (long)w;
+
+fail_cands:
+    free(buf);
+    free(cs);
+    return -1;
+}
+
+/* Step 4: drops candidates in backoff or with an open circuit, in place. Returns the
+ * number kept; fills seq->dropped, earliest_until, last_kind. brstate has one slot per
+ * configured provider. */
+static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, double now, cand *cs,
+                               size_t n, unsigned char *brstate, aor_sequence *seq) {
+    const aor_config *cfg = ctx->cfg;
+    size_t w = 0;
+    double latest_failure = 0;
+    int have_backoff_kind = 0, breaker_dropped = 0;
+
+    for (size_t r = 0; r < n; r++) {
+        const char *pname = cfg->providers[cs[r].c.provider].name;
+        double bo_until = 0, br_until = 0;
+        int bo_blocked = ctx->backoff != NULL &&
+                         aor_backoff_blocked(ctx->backoff, pname, cs[r].c.key_name, now, &bo_until);
+        int br_blocked = 0;
+        aor_breaker_row brow;
+
+        if (ctx->breaker != NULL) {
+            if (bo_blocked) {
+                /* Only look (allow() would spend the probe of an expired circuit on a
+                 * provider we are not going to call for this key). */
+                if (aor_breaker_get(ctx->breaker, pname, model, now, &brow) &&
+                    brow.state == AOR_BREAKER_OPEN && brow.until > now) {
+                    br_blocked = 1;
+                    br_until = brow.until;
+                }
+            } else {
+                unsigned char *st = &brstate[cs[r].c.provider];
+                if (*st == BR_UNKNOWN)
+                    *st = aor_breaker_allow(ctx->breaker, pname, model, now) ? BR_ALLOWED
+                                                                             : BR_BLOCKED;
+                if (*st == BR_BLOCKED) {
+                    br_blocked = 1;
+                    if (aor_breaker_get(ctx->breaker, pname, model, now, &brow))
+                        br_until = brow.until;
+                }
+            }
+        }
+        if (!bo_blocked && !br_blocked) {
+            cs[w++] = cs[r];
+            continue;
+        }
+        /* Dropped: available again when every block on it has ended. */
+        double avail = bo_until > br_until ? bo_until : br_until;
+        if (seq->dropped == 0 || avail < seq->earliest_until)
+            seq->earliest_until = avail;
+        seq->dropped++;
+        if (bo_blocked) {
+            aor_backoff_row row;
+            if (aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
+                (!have_backoff_kind || row.last_failure > latest_failure)) {
+                latest_failure = row.last_failure;
+                seq->last_kind = row.last_error_kind;
+                have_backoff_kind = 1;
+            }
+        } else {
+            breaker_dropped = 1;
+        }
+    }
+    if (!have_backoff_kind && breaker_dropped)
+        seq->last_kind = AOR_KIND_RATE; /* an open circuit means repeated failures */
+    return w;
+}
+
+/* Moves cs[j] to the front, keeping the order of the others. */
+static void move_first(cand *cs, size_t j) {
+    cand t = cs[j];
+    memmove(&cs[1], &cs[0], j * sizeof *cs);
+    cs[0] = t;
+}
+
+/* Rotates cs so that cs[j] comes first (cyclic order kept). */
+static int rotate_to(cand *cs, size_t n, size_t j) {
+    cand *tmp = malloc(j * sizeof *tmp + 1);
+    if (tmp == NULL)
+        return -1;
+    memcpy(tmp, cs, j * sizeof *cs);
+    memmove(cs, &cs[j], (n - j) * sizeof *cs);
+    memcpy(&cs[n - j], tmp, j * sizeof *cs);
+    free(tmp);
+    return 0;
+}
+
+/* 1 when a candidate ahead of the sticky one (index j) beats it by more than the cache
+ * thresholds (§5.4): another provider with a provider priority better by more than
+ * provider_priority_cache_threshold, or a key of the same provider with a key priority
+ * better by more than key_priority_cache_threshold. */
+static int preferred_beats_sticky(const aor_config *cfg, const cand *cs, size_t j) {
+    for (size_t i = 0; i < j; i++) {
+        if (cs[i].c.provider != cs[j].c.provider) {
+            long long gap = (long long)cs[j].pprio - cs[i].pprio;
+            if (gap > cfg->provider_priority_cache_threshold)
+                return 1;
+        } else {
+            long long gap = (long long)cs[j].kprio - cs[i].kprio;
+            if (gap > cfg->key_priority_cache_threshold)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Steps 5 + 6: sticky first (§5.4) or round-robin advance (§5.5). */
+static int apply_sticky(const aor_route_ctx *ctx, const char *model, const char *client, cand *cs,
+                        size_t n) {
+    const aor_config *cfg = ctx->cfg;
+    aor_sticky_row row;
+    size_t j;
+
+    if (ctx->sticky == NULL || n == 0 || !aor_sticky_get(ctx->sticky, client, model, &row))
+        return 0;
+    for (j = 0; j < n; j++) {
+        if (strcmp(cfg->providers[cs[j].c.provider].name, row.provider) == 0 &&
+            strcmp(cs[j].c.key_name, row.key) == 0)
+            break;
+    }
+    if (j == n)
+        return 0; /* no longer configured, or dropped: the preferred order stands */
+    if (cfg->strategy == AOR_STRATEGY_ROUND_ROBIN && n >= 2) {
+        if (row.streak >= 2)
+            return rotate_to(cs, n, (j + 1) % n);
+        move_first(cs, j);
+        return 0;
+    }
+    if (j > 0 && !preferred_beats_sticky(cfg, cs, j))
+        move_first(cs, j);
+    return 0;
+}
+
+int aor_route_select(const aor_route_ctx *ctx, const char *model, const char *client,
+                     const char *host, aor_dialect dialect, double now, aor_sequence *out) {
+    size_t *sel = NULL;
+    unsigned char *brstate = NULL;
+    cand *cs = NULL;
+    long nc;
+    size_t kept;
+
+    if (out == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->last_kind = AOR_KIND_OK;
+    if (ctx == NULL || ctx->cfg == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    const aor_config *cfg = ctx->cfg;
+    if (model == NULL)
+        model = "";
+    if (client == NULL)
+        client = "";
+
+    size_t np = cfg->nproviders > 0 ? cfg->nproviders : 1;
+    sel = malloc(np * sizeof *sel);
+    brstate = calloc(np, 1);
+    if (sel == NULL || brstate == NULL)
+        goto fail_oom;
+    size_t nsel = select_providers(cfg, model, host, dialect, sel);
+    nc = build_candidates(cfg, sel, nsel, client, out, &cs);
+    if (nc < 0)
+        goto fail_oom;
+    kept = drop_unavailable(ctx, model, now, cs, (size_t)nc, brstate, out);
+    if (apply_sticky(ctx, model, client, cs, kept) != 0)
+        goto fail_oom;
+
+    out->items = malloc((kept > 0 ? kept : 1) * sizeof *out->items);
+    if (out->items == NULL)
+        goto fail_oom;
+    for (size_t i = 0; i < kept; i++)
+        out->items[i] = cs[i].c;
+    out->n = kept;
+    free(cs);
+    free(brstate);
+    free(sel);
+    return 0;
+
+fail_oom:
+    free(cs);
+    free(brstate);
+    free(sel);
+    aor_sequence_free(out);
+    errno = ENOMEM;
+    return -1;
+}
+
+void aor_sequence_free(aor_sequence *seq) {
+    if (seq == NULL)
+        return;
+    free(seq->items);
+    free(seq->scratch);
+    seq->items = NULL;
+    seq->scratch = NULL;
+    seq->n = 0;
+}

@@ -1,0 +1,73 @@
+/* The state store: SQLite file with the tables of spec §4.5 / issue 2 — `backoff`
+ * (provider, key, until, window_s, failure_count, last_error_kind, last_failure),
+ * `sticky` (client, model, provider, key, last_success, streak), `breakers` (provider,
+ * model, until) and the write-ahead `state_events` log. WAL mode, prepared statements, one
+ * writer (the daemon). Each event is committed before the caller changes memory.
+ * Schema version in PRAGMA user_version (1). Details and the durability argument
+ * (WAL + synchronous=NORMAL survives kill -9; only an OS crash can lose the newest
+ * commits): docs/store.md.
+ *
+ * Only names are stored (provider, key name, model, client hash); no secret ever reaches
+ * this API. Times are Unix seconds (double). */
+#ifndef AOR_STORE_H
+#define AOR_STORE_H
+
+#include "backoff.h"
+#include "breaker.h"
+#include "sticky.h"
+
+#include <stddef.h>
+
+typedef struct aor_store aor_store;
+
+/* Opens the store at path, creating missing parent directories (mode 0700), the file
+ * (mode 0600) and the schema as needed; ":memory:" (or an SQLite "file:" URI) for tests.
+ * On error returns NULL, sets errno (ENOMEM, EINVAL, EIO for SQLite errors, or the
+ * mkdir/open errno) and writes a message naming the path and the cause (SQLite's error,
+ * strerror) into err (errlen bytes). A file with a newer schema version is refused. */
+aor_store *aor_store_open(const char *path, char *err, size_t errlen);
+
+/* Closes the store (NULL: no-op). */
+void aor_store_close(aor_store *st);
+
+/* Appends one event and commits it (one autocommitted INSERT through a statement
+ * prepared at open). Each returns 0, or -1 when SQLite failed or an argument was NULL
+ * (errno=EINVAL); then the caller must not change memory; the error text is in
+ * aor_store_errmsg for the caller to log. Strings are copied into the database; no
+ * secret is ever passed.
+ *   log_backoff: a failure; the row as it is after aor_backoff_fail (its last_failure is
+ *     the event time).
+ *   log_success: a success of (provider, key): replay removes its backoff row.
+ *   log_breaker_open / _close: circuit (provider, model) opened until `until` / closed.
+ *   log_sticky: the (client, model) sticky row after aor_sticky_success (its last_success
+ *     is the event time; streak kept for round-robin, §5.5).
+ *   log_reset: admin reset of provider (NULL = all, §8): replay removes that provider's
+ *     backoff rows AND its circuits (the daemon must do the same in memory: a reset
+ *     provider is usable at once). Sticky rows are kept. */
+int aor_store_log_backoff(aor_store *st, const aor_backoff_row *row); /* failure -> row */
+int aor_store_log_success(aor_store *st, const char *provider, const char *key, double now);
+int aor_store_log_breaker_open(aor_store *st, const char *provider, const char *model, double until,
+                               double now);
+int aor_store_log_breaker_close(aor_store *st, const char *provider, const char *model, double now);
+int aor_store_log_sticky(aor_store *st, const aor_sticky_row *row);
+int aor_store_log_reset(aor_store *st, const char *provider /* NULL = all */, double now);
+
+/* Number of events appended (committed) since open; tests count disk writes with it.
+ * NULL: 0. */
+unsigned long aor_store_writes(const aor_store *st);
+
+/* Rebuilds memory at start (§4.5): loads the compacted tables into b, br and s (which
+ * should be empty), replays state_events in id order (newest wins), keeps expired backoff
+ * rows (they carry the curve level, §4.2), drops circuits whose until <= now; then
+ * compacts: rewrites the three tables from memory (breakers: those open at now) and
+ * empties state_events, in one transaction. Safe to run after a crash at any point (an
+ * interrupted compaction rolls back; the events are still there).
+ * Returns 0, or -1 (message in aor_store_errmsg; errno EINVAL for a NULL argument or a
+ * malformed event row, ENOMEM). After a failure the tables may hold part of the state
+ * and the database is unchanged: the caller should not start routing on them. */
+int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now);
+
+/* Last error text of this store ("" when none; valid until the next call on st). */
+const char *aor_store_errmsg(const aor_store *st);
+
+#endif

@@ -1,0 +1,384 @@
+#include "admin.h"
+
+#include "clock.h"
+#include "log.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int aor_admin_is_local(const char *path) {
+    return strcmp(path, "/healthz") == 0 || strcmp(path, "/metrics") == 0 ||
+           strcmp(path, "/admin") == 0 || strncmp(path, "/admin/", 7) == 0 ||
+           strcmp(path, "/") == 0;
+}
+
+int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/admin.token", d->state_dir) >= (int)sizeof path) {
+        snprintf(err, errlen, "state directory path too long");
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        char buf[65];
+        ssize_t n = read(fd, buf, 64);
+        close(fd);
+        if (n == 64) {
+            int ok = 1;
+            for (int i = 0; i < 64; i++)
+                ok &= strchr("0123456789abcdef", buf[i]) != NULL && buf[i] != '\0';
+            if (ok) {
+                memcpy(d->admin_token, buf, 64);
+                d->admin_token[64] = '\0';
+                chmod(path, 0600);
+                return 0;
+            }
+        }
+        aor_warn("%s is not a valid token; writing a new one", path);
+    }
+    unsigned char raw[32];
+    if (RAND_bytes(raw, sizeof raw) != 1) {
+        snprintf(err, errlen, "no randomness for the admin token");
+        return -1;
+    }
+    for (int i = 0; i < 32; i++)
+        snprintf(d->admin_token + 2 * i, 3, "%02x", raw[i]);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int ok = write(fd, d->admin_token, 64) == 64 && write(fd, "\n", 1) == 1;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) < 0) {
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Value of query parameter `name` (malloc'd, not decoded beyond %XX), or NULL. */
+static char *query_param(const char *url, const char *name) {
+    const char *q = strchr(url, '?');
+    if (!q)
+        return NULL;
+    q++;
+    size_t nl = strlen(name);
+    while (*q) {
+        size_t l = strcspn(q, "&");
+        if (l > nl && strncmp(q, name, nl) == 0 && q[nl] == '=') {
+            const char *v = q + nl + 1;
+            size_t vl = l - nl - 1;
+            char *out = malloc(vl + 1);
+            if (!out)
+                return NULL;
+            size_t o = 0;
+            for (size_t i = 0; i < vl; i++) {
+                if (v[i] == '%' && i + 2 < vl && isxdigit((unsigned char)v[i + 1]) &&
+                    isxdigit((unsigned char)v[i + 2])) {
+                    char hex[3] = {v[i + 1], v[i + 2], 0};
+                    out[o++] = (char)strtol(hex, NULL, 16);
+                    i += 2;
+                } else {
+                    out[o++] = v[i] == '+' ? ' ' : v[i];
+                }
+            }
+            out[o] = '\0';
+            return out;
+        }
+        q += l;
+        if (*q == '&')
+            q++;
+    }
+    return NULL;
+}
+
+static int token_ok(aor_daemon *d, const aor_http_request *req) {
+    const char *auth = aor_http_request_field(req, "authorization");
+    if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+        const char *t = auth + 7;
+        while (*t == ' ')
+            t++;
+        if (strlen(t) == 64 && CRYPTO_memcmp(t, d->admin_token, 64) == 0)
+            return 1;
+    }
+    const char *cookie = aor_http_request_field(req, "cookie");
+    if (cookie) {
+        const char *c = strstr(cookie, "aor_admin=");
+        if (c && strlen(c + 10) >= 64 && CRYPTO_memcmp(c + 10, d->admin_token, 64) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void reply(aor_conn *c, const aor_http_request *req, int status, const char *ctype,
+                  const char *const *extra, const char *body, size_t len) {
+    aor_http_write_response(aor_conn_output(c), status, ctype, extra, body, len,
+                            req->keep_alive);
+}
+
+static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (!s) {
+        reply(c, req, 500, "application/json", NULL, "{\"error\":\"out of memory\"}", 25);
+        return;
+    }
+    reply(c, req, status, "application/json", NULL, s, strlen(s));
+    free(s);
+}
+
+static void reply_error(aor_conn *c, const aor_http_request *req, int status, const char *msg) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    reply_json(c, req, status, j);
+    cJSON_Delete(j);
+}
+
+typedef struct {
+    cJSON *arr;
+    double now;
+} state_ctx;
+
+static void add_backoff(const aor_backoff_row *r, void *arg) {
+    state_ctx *s = arg;
+    if (r->until <= s->now)
+        return; /* only active rows */
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "provider", r->provider);
+    cJSON_AddStringToObject(o, "key", r->key);
+    cJSON_AddNumberToObject(o, "window_s", r->window_s);
+    cJSON_AddNumberToObject(o, "failure_count", r->failure_count);
+    cJSON_AddNumberToObject(o, "until", r->until);
+    cJSON_AddStringToObject(o, "last_error_kind", aor_kind_name(r->last_error_kind));
+    cJSON_AddNumberToObject(o, "last_failure", r->last_failure);
+    cJSON_AddItemToArray(s->arr, o);
+}
+
+static void add_breaker(const aor_breaker_row *r, void *arg) {
+    state_ctx *s = arg;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "provider", r->provider);
+    cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddStringToObject(o, "state", r->state == AOR_BREAKER_OPEN ? "open" : "half-open");
+    cJSON_AddNumberToObject(o, "until", r->until);
+    cJSON_AddItemToArray(s->arr, o);
+}
+
+static void add_sticky(const aor_sticky_row *r, void *arg) {
+    state_ctx *s = arg;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "client", r->client);
+    cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddStringToObject(o, "provider", r->provider);
+    cJSON_AddStringToObject(o, "key", r->key);
+    cJSON_AddNumberToObject(o, "last_success", r->last_success);
+    cJSON_AddItemToArray(s->arr, o);
+}
+
+static cJSON *state_json(aor_daemon *d) {
+    double now = aor_clock_now();
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddNumberToObject(j, "now", now);
+    state_ctx s = {cJSON_AddArrayToObject(j, "backoff"), now};
+    aor_backoff_foreach(aor_rstate_backoff(d->rs), add_backoff, &s);
+    s.arr = cJSON_AddArrayToObject(j, "breakers");
+    aor_breaker_foreach(aor_rstate_breaker(d->rs), now, add_breaker, &s);
+    s.arr = cJSON_AddArrayToObject(j, "sticky");
+    aor_sticky_foreach(aor_rstate_sticky(d->rs), add_sticky, &s);
+    cJSON *keys = cJSON_AddArrayToObject(j, "keys");
+    const aor_config *cfg = d->cfg;
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const aor_provider_cfg *p = &cfg->providers[i];
+        for (size_t k = 0; k < p->nkeys; k++) {
+            const aor_key_cfg *kc = &cfg->keys[p->key_idx[k]];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "provider", p->name);
+            cJSON_AddStringToObject(o, "key", kc->name);
+            cJSON_AddStringToObject(o, "name", kc->friendly ? kc->friendly : kc->name);
+            cJSON_AddNumberToObject(o, "priority", kc->priority);
+            cJSON_AddItemToArray(keys, o);
+        }
+    }
+    cJSON *provs = cJSON_AddArrayToObject(j, "providers");
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", cfg->providers[i].name);
+        cJSON_AddStringToObject(o, "dialect", aor_dialect_name(cfg->providers[i].dialect));
+        cJSON_AddStringToObject(o, "base_url", cfg->providers[i].base_url);
+        cJSON_AddNumberToObject(o, "priority", cfg->providers[i].priority);
+        cJSON_AddBoolToObject(o, "passthrough", cfg->providers[i].passthrough);
+        cJSON_AddItemToArray(provs, o);
+    }
+    cJSON_AddBoolToObject(j, "fake_clock", aor_clock_is_fake());
+    cJSON_AddStringToObject(j, "config", cfg->source ? cfg->source : "<embedded default>");
+    return j;
+}
+
+static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
+    struct evbuffer *b = evbuffer_new();
+    if (!b) {
+        reply_error(c, req, 500, "out of memory");
+        return;
+    }
+    const aor_metrics *m = &d->m;
+#define M(name, help, val)                                                                     \
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %lu\n", name, help, name, name, \
+                        (unsigned long)(val))
+    M("aor_connections_total", "Client connections accepted.", m->connections);
+    M("aor_requests_total", "Requests handled.", m->requests);
+    M("aor_proxied_requests_total", "Requests routed upstream.", m->proxied);
+    M("aor_upstream_attempts_total", "Upstream attempts classified.", m->attempts);
+    M("aor_upstream_failures_total", "Retryable upstream failures.", m->attempt_fail);
+    M("aor_all_backed_off_total", "Terminal aor_all_backed_off answers.", m->all_backed_off);
+    M("aor_rejected_peers_total", "Connections refused by the uid check.", m->rejected_peers);
+    M("aor_bad_preambles_total", "Shim connections with a malformed preamble.",
+      m->bad_preambles);
+    M("aor_state_writes_total", "State events written to the store.",
+      aor_rstate_writes(d->rs));
+#undef M
+    evbuffer_add_printf(b, "# HELP aor_up Whether aord is up.\n# TYPE aor_up gauge\naor_up 1\n");
+    size_t len = evbuffer_get_length(b);
+    reply(c, req, 200, "text/plain; version=0.0.4", NULL,
+          (const char *)evbuffer_pullup(b, -1), len);
+    evbuffer_free(b);
+}
+
+static const char admin_page[] =
+    "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>aor</title>"
+    "<style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style></head><body>"
+    "<h1>aor</h1><p id=\"msg\"></p><div id=\"out\"></div>"
+    "<p><button onclick=\"clearAll()\">Clear all backoff</button></p>"
+    "<script>"
+    "function esc(s){return String(s).replace(/[&<>\"]/g,c=>({'&':'&amp;','<':'&lt;','>':"
+    "'&gt;','\"':'&quot;'}[c]))}"
+    "function table(t,rows){if(!rows.length)return '<h2>'+t+'</h2><p>none</p>';"
+    "let k=Object.keys(rows[0]);return '<h2>'+t+'</h2><table><tr>'+k.map(x=>'<th>'+esc(x)+"
+    "'</th>').join('')+'</tr>'+rows.map(r=>'<tr>'+k.map(x=>'<td>'+esc(r[x])+'</td>').join('')"
+    "+'</tr>').join('')+'</table>'}"
+    "async function load(){let r=await fetch('/admin/api/state');if(!r.ok){document."
+    "getElementById('msg').textContent='Open /admin?token=TOKEN once (the token is in "
+    "$XDG_STATE_HOME/aor/admin.token).';return}let s=await r.json();document.getElementById("
+    "'out').innerHTML=table('Backoff',s.backoff)+table('Circuit breakers',s.breakers)+"
+    "table('Sticky',s.sticky)+table('Keys',s.keys)}"
+    "async function clearAll(){await fetch('/admin/api/backoff/clear',{method:'POST'});load()}"
+    "load();setInterval(load,5000)</script></body></html>";
+
+void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
+    char *path = aor_http_request_path(req);
+    int is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
+    int is_post = req->method == HTTP_POST;
+    if (!path) {
+        reply_error(c, req, 500, "out of memory");
+        goto done;
+    }
+    if (strcmp(path, "/healthz") == 0 || strcmp(path, "/") == 0) {
+        if (!is_get) {
+            reply_error(c, req, 405, "use GET");
+            goto done;
+        }
+        reply(c, req, 200, "text/plain", NULL, "ok\n", 3);
+        goto done;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        if (!is_get) {
+            reply_error(c, req, 405, "use GET");
+            goto done;
+        }
+        metrics(d, c, req);
+        goto done;
+    }
+    if (strcmp(path, "/admin") == 0 && is_get) {
+        char *tok = query_param(req->url, "token");
+        if (tok && strlen(tok) == 64 && CRYPTO_memcmp(tok, d->admin_token, 64) == 0) {
+            char cookie[160];
+            snprintf(cookie, sizeof cookie,
+                     "Set-Cookie: aor_admin=%s; Path=/; HttpOnly; SameSite=Strict",
+                     d->admin_token);
+            const char *extra[] = {cookie, "Cache-Control: no-store", NULL};
+            reply(c, req, 200, "text/html; charset=utf-8", extra, admin_page,
+                  sizeof admin_page - 1);
+        } else {
+            const char *extra[] = {"Cache-Control: no-store", NULL};
+            reply(c, req, 200, "text/html; charset=utf-8", extra, admin_page,
+                  sizeof admin_page - 1);
+        }
+        free(tok);
+        goto done;
+    }
+    if (strcmp(path, "/admin/api/clock/advance") == 0 && !aor_clock_is_fake()) {
+        reply_error(c, req, 404, "no such route (the test clock is off)");
+        goto done;
+    }
+    if (!token_ok(d, req)) {
+        const char *extra[] = {"WWW-Authenticate: Bearer realm=\"aor\"", NULL};
+        const char *msg = "{\"error\":{\"message\":\"admin token required: send "
+                          "'Authorization: Bearer <token>' with the token from "
+                          "$XDG_STATE_HOME/aor/admin.token\"}}";
+        reply(c, req, 401, "application/json", extra, msg, strlen(msg));
+        goto done;
+    }
+    if (strcmp(path, "/admin/api/state") == 0 && is_get) {
+        cJSON *j = state_json(d);
+        reply_json(c, req, 200, j);
+        cJSON_Delete(j);
+    } else if (strcmp(path, "/admin/api/backoff/reset") == 0 && is_post) {
+        char *prov = query_param(req->url, "provider");
+        if (!prov || !*prov) {
+            reply_error(c, req, 400, "provider=NAME is required");
+        } else if (aor_config_provider_index(d->cfg, prov) < 0) {
+            reply_error(c, req, 404, "no such provider");
+        } else {
+            int n = aor_rstate_reset(d->rs, prov, aor_clock_now());
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "removed", n < 0 ? 0 : n);
+            reply_json(c, req, n < 0 ? 500 : 200, j);
+            cJSON_Delete(j);
+        }
+        free(prov);
+    } else if (strcmp(path, "/admin/api/backoff/clear") == 0 && is_post) {
+        int n = aor_rstate_reset(d->rs, NULL, aor_clock_now());
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "removed", n < 0 ? 0 : n);
+        reply_json(c, req, n < 0 ? 500 : 200, j);
+        cJSON_Delete(j);
+    } else if (strcmp(path, "/admin/api/clock/advance") == 0 && is_post) {
+        char *sv = query_param(req->url, "s");
+        char *end = NULL;
+        errno = 0;
+        double s = sv ? strtod(sv, &end) : NAN;
+        if (!sv || errno || !end || *end || !isfinite(s) || s < 0 ||
+            aor_clock_advance(s) < 0) {
+            reply_error(c, req, 400, "s=N (seconds >= 0) is required");
+        } else {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "now", aor_clock_now());
+            reply_json(c, req, 200, j);
+            cJSON_Delete(j);
+        }
+        free(sv);
+    } else {
+        reply_error(c, req, 404, "no such admin route");
+    }
+done:
+    free(path);
+    int ka = req->keep_alive;
+    aor_http_request_free(req);
+    aor_conn_response_done(c, ka);
+}

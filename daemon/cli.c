@@ -1,0 +1,118 @@
+/* aor: the command line (spec §1, §9). Dispatch, usage and `check-config`; the other
+ * commands live in daemon/cli_*.c. See docs/cli.md. */
+#include "cli.h"
+#include "version.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    const char *synopsis;
+    int (*fn)(aor_cli *c, int argc, char **argv);
+} command;
+
+static int cmd_check_config(aor_cli *c, int argc, char **argv);
+
+static const command commands[] = {
+    {"run", "run [--config FILE] [--] CMD [ARGS...]   run CMD routed through aor",
+     aor_cli_cmd_run},
+    {"env", "env [--sidecar] [--config FILE]        print the variables as `export` lines",
+     aor_cli_cmd_env},
+    {"status", "status [--json] [--config FILE]        daemon, keys, backoff, circuits",
+     aor_cli_cmd_status},
+    {"backoff", "backoff [reset PROVIDER | clear]       list or reset backoff rows",
+     aor_cli_cmd_backoff},
+    {"check-config", "check-config [--config FILE]          validate the configuration",
+     cmd_check_config},
+    {"install-service",
+     "install-service [--print] [--no-start] [--systemd|--launchd]\n"
+     "                                         run aord as a user service",
+     aor_cli_cmd_install_service},
+    {"doctor", "doctor [--config FILE]                check the setup, one line per check",
+     aor_cli_cmd_doctor},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: aor [--config FILE] COMMAND [ARGS...]\n"
+               "       aor --help | --version\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  aor %s\n", commands[i].synopsis);
+    fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage or configuration error "
+               "(`aor run`: the program's own).\nSee docs/cli.md.\n");
+}
+
+/* `aor check-config`: the validation of `aord --check-config` (spec §3.1). */
+static int cmd_check_config(aor_cli *c, int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        int t = aor_cli_take_config(c, argc, argv, &i);
+        if (t < 0)
+            return AOR_CLI_USAGE;
+        if (t > 0)
+            continue;
+        fprintf(stderr, "aor check-config: unknown argument '%s'\n", argv[i]);
+        return AOR_CLI_USAGE;
+    }
+    aor_config *cfg = aor_cli_load_config(c);
+    if (!cfg)
+        return AOR_CLI_USAGE;
+    size_t nk = 0;
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        nk += cfg->providers[i].nkeys;
+    printf("aor: configuration OK (%s): %zu providers, %zu keys\n",
+           cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
+           nk);
+    aor_config_free(cfg);
+    return AOR_CLI_OK;
+}
+
+int main(int argc, char **argv) {
+    aor_cli c = {argv[0], NULL};
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        int t = aor_cli_take_config(&c, argc, argv, &i);
+        if (t < 0)
+            return AOR_CLI_USAGE;
+        if (t > 0)
+            continue;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0) {
+            usage(stdout);
+            return AOR_CLI_OK;
+        }
+        if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            printf("aor %s\n", AOR_VERSION);
+            return AOR_CLI_OK;
+        }
+        if (a[0] == '-') {
+            fprintf(stderr, "aor: unknown option '%s'\n", a);
+            usage(stderr);
+            return AOR_CLI_USAGE;
+        }
+        break;
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return AOR_CLI_USAGE;
+    }
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+        if (strcmp(argv[i], commands[k].name) != 0)
+            continue;
+        /* `aor CMD --help` (run: only before the program). */
+        for (int j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++) {
+            if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
+                printf("usage: aor %s\n", commands[k].synopsis);
+                return AOR_CLI_OK;
+            }
+            if (strcmp(argv[j], "--config") == 0)
+                j++;
+            else if (commands[k].fn == aor_cli_cmd_run && argv[j][0] != '-')
+                break;
+        }
+        return commands[k].fn(&c, argc - i - 1, argv + i + 1);
+    }
+    fprintf(stderr, "aor: unknown command '%s'\n", argv[i]);
+    usage(stderr);
+    return AOR_CLI_USAGE;
+}

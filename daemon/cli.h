@@ -1,0 +1,137 @@
+/* aor, the command line (spec §1, §2 "Trust" and last bullet, §9). Internal to the
+ * daemon/cli*.c files; see docs/cli.md for the user's view.
+ *
+ * Exit codes of every command: AOR_CLI_OK, AOR_CLI_FAIL, AOR_CLI_USAGE (usage or
+ * configuration error). `aor run` returns the program's own code once it has exec'd.
+ * Nothing here prints a secret: keys appear by name only. */
+#ifndef AOR_CLI_H
+#define AOR_CLI_H
+
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define AOR_CLI_OK 0
+#define AOR_CLI_FAIL 1
+#define AOR_CLI_USAGE 2
+
+#define AOR_CLI_FILE_MAX (16 * 1024 * 1024) /* bytes read from a CA/bundle file at most */
+#define AOR_CLI_START_WAIT_S 5              /* seconds `aor run` waits for a new aord */
+#define AOR_CLI_HTTP_TIMEOUT_S 10           /* admin request timeout, seconds */
+#define AOR_CLI_HTTP_BODY_MAX (8 * 1024 * 1024) /* admin answer cap, bytes */
+
+/* What every command gets: argv[0] of aor and the --config value given before the
+ * command (NULL: $AOR_CONFIG, else the default file). */
+typedef struct {
+    const char *argv0;
+    const char *config_arg;
+} aor_cli;
+
+/* ---- commands: argc/argv are the arguments after the command name ---------------- */
+
+int aor_cli_cmd_run(aor_cli *c, int argc, char **argv);             /* cli_run.c */
+int aor_cli_cmd_env(aor_cli *c, int argc, char **argv);             /* cli_run.c */
+int aor_cli_cmd_status(aor_cli *c, int argc, char **argv);          /* cli_admin.c */
+int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv);         /* cli_admin.c */
+int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv);          /* cli_doctor.c */
+int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv); /* cli_service.c */
+
+/* ---- helpers (cli_util.c) -------------------------------------------------------- */
+
+/* Takes "--config FILE" / "--config=FILE" at argv[*i] into c->config_arg and advances *i
+ * past it. Returns 1 when consumed, 0 when argv[*i] is not --config, -1 (message printed)
+ * when the value is missing. */
+int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
+
+/* Loads the configuration (c->config_arg, else $AOR_CONFIG, else the default). On
+ * errors prints "aor: configuration errors:" and the file:line list on stderr and
+ * returns NULL. Free with aor_config_free. */
+aor_config *aor_cli_load_config(const aor_cli *c);
+
+/* Absolute directory of the running aor binary (/proc/self/exe, else argv0 resolved
+ * through PATH). malloc'd, or NULL when it cannot be found. */
+char *aor_cli_self_dir(const char *argv0);
+
+/* libaor.so to preload: $AOR_LIB when set (must exist), else <self_dir>/libaor.so (build
+ * layout), else <self_dir>/../lib/libaor.so (installed layout). Returns a malloc'd
+ * absolute path, or NULL after printing on stderr where it looked. quiet: do not print. */
+char *aor_cli_find_lib(const char *self_dir, int quiet);
+
+/* aord to start: <self_dir>/aord when executable, else the first `aord` on PATH.
+ * malloc'd absolute path, or NULL when there is none. */
+char *aor_cli_find_aord(const char *self_dir);
+
+/* First executable regular file named `cmd` on $PATH (cmd itself when it contains a
+ * '/'), like execvp looks it up. malloc'd, or NULL when there is none. */
+char *aor_cli_which(const char *cmd);
+
+/* 1 when something accepts a connection on the Unix socket `path` (aord is up), else 0.
+ * pid: when not NULL, receives the peer's pid (SO_PEERCRED) or 0 when unknown. */
+int aor_cli_socket_answers(const char *path, pid_t *pid);
+
+/* Reads a whole file of at most max bytes into a malloc'd NUL-terminated buffer.
+ * Returns 0, or -1 with errno (EFBIG when larger than max). */
+int aor_cli_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* Writes data to path atomically ("<path>.tmp.<pid>" + rename) with `mode`; skipped when
+ * the file already holds exactly these bytes. Returns 0, or -1 with errno. */
+int aor_cli_write_file(const char *path, const void *data, size_t len, mode_t mode);
+
+/* mkdir -p with `mode` for the directories created. 0, or -1 with errno. */
+int aor_cli_mkdirs(const char *dir, mode_t mode);
+
+/* Writes s to f as one POSIX shell word in single quotes (' becomes '\''). */
+void aor_cli_shell_quote(FILE *f, const char *s);
+
+/* Text for a duration in seconds, e.g. "45 s", "3 min 05 s", "2 h 10 min" into buf. */
+const char *aor_cli_duration(double s, char *buf, size_t cap);
+
+/* ---- environment plans (cli_trust.c) -------------------------------------------- */
+
+/* Variables `aor run` sets before exec and `aor env` prints, in order. */
+typedef struct {
+    char *name;
+    char *value;
+} aor_cli_var;
+
+typedef struct {
+    aor_cli_var *v;
+    size_t n;
+} aor_cli_plan;
+
+/* Appends NAME=value (copied). 0, or -1 on ENOMEM. */
+int aor_cli_plan_add(aor_cli_plan *p, const char *name, const char *value);
+
+/* Frees the entries (not p itself). */
+void aor_cli_plan_free(aor_cli_plan *p);
+
+/* LD_PRELOAD = lib, prepended to the current $LD_PRELOAD (kept once: a value that
+ * already lists lib is left as it is). 0, or -1 on ENOMEM. */
+int aor_cli_plan_preload(aor_cli_plan *p, const char *lib);
+
+/* The trust variables of spec §2 "Trust", for the CA in data_dir:
+ * SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE -> bundle.pem, unless already set
+ * (non-empty) or bundle.pem does not exist; NODE_EXTRA_CA_CERTS -> ca.pem, unless set
+ * to a file that already contains the CA; set to another file, the merged file
+ * <data_dir>/node-extra-ca.pem (that file + ca.pem, rewritten when different) is used.
+ * Nothing when $AOR_NO_TRUST is on. Notes (missing CA, unreadable user file) go to
+ * stderr as "aor: ..." lines. Returns 0, or -1 on ENOMEM. */
+int aor_cli_plan_trust(aor_cli_plan *p, const char *data_dir);
+
+/* The sidecar base-URL variables for a listen address ("127.0.0.1:8787"), each only
+ * when not already set: OPENAI_BASE_URL=http://L/v1, ANTHROPIC_BASE_URL=http://L,
+ * GEMINI_BASE_URL and GOOGLE_GEMINI_BASE_URL=http://L, OPENROUTER_BASE_URL=http://L/v1.
+ * Returns 0, or -1 on ENOMEM. */
+int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen);
+
+/* Applies the plan with setenv. 0, or -1 with errno. */
+int aor_cli_plan_apply(const aor_cli_plan *p);
+
+/* 1 when the PEM file `path` contains the certificate of the PEM file `ca_path`,
+ * 0 when it does not, -1 with errno when either cannot be read (EINVAL: ca_path holds
+ * no certificate). Reads at most AOR_CLI_FILE_MAX bytes of each. */
+int aor_cli_file_has_ca(const char *path, const char *ca_path);
+
+#endif

@@ -1,0 +1,345 @@
+#include "conn.h"
+
+#include "admin.h"
+#include "log.h"
+#include "preamble.h"
+#include "proxy.h"
+
+#include <errno.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PREAMBLE_TIMEOUT_S 10
+#define IDLE_TIMEOUT_S 300
+#define OUT_LOW_WATERMARK (256 * 1024)
+#define IN_MAX_WHILE_BUSY (1024 * 1024)
+
+struct aor_conn {
+    aor_daemon *d;
+    struct bufferevent *bev;
+    int via_shim;
+    aor_preamble pre;
+    char *host;           /* intercepted host (lower case), NULL on the sidecar */
+    aor_http_reader *reader;
+    aor_proxy *proxy;     /* request in flight through the walk */
+    int busy;             /* a request is being answered */
+    int closing;          /* close once output is flushed */
+    int http10;
+    int depth; /* > 0 while process_input runs: frees are deferred */
+    int dead;  /* free when depth drops to 0 */
+    void (*drain_cb)(void *);
+    void *drain_arg;
+};
+
+/* Preamble stage: a bare fd waiting for "AOR/1 ...\n" plus the first client byte. */
+typedef struct {
+    aor_daemon *d;
+    int fd;
+    struct event *ev;
+} pending_unix;
+
+static void conn_free(aor_conn *c) {
+    if (c->proxy)
+        aor_proxy_cancel(c->proxy);
+    if (c->bev)
+        bufferevent_free(c->bev);
+    aor_http_reader_free(c->reader);
+    free(c->host);
+    free(c);
+}
+
+/* Frees c now, or when the outermost process_input returns. */
+static void conn_release(aor_conn *c) {
+    if (c->depth > 0) {
+        c->dead = 1;
+        return;
+    }
+    conn_free(c);
+}
+
+static void process_input(aor_conn *c) {
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    c->depth++;
+    while (!c->dead && !c->busy && !c->closing && evbuffer_get_length(in) > 0) {
+        struct evbuffer_iovec v[8];
+        int n = evbuffer_peek(in, -1, NULL, v, 8);
+        if (n > 8)
+            n = 8;
+        size_t total = 0;
+        aor_http_result res = AOR_HTTP_NEED_MORE;
+        int status = 0;
+        const char *why = NULL;
+        for (int i = 0; i < n; i++) {
+            size_t used = 0;
+            res = aor_http_reader_feed(c->reader, v[i].iov_base, v[i].iov_len, &used, &status,
+                                       &why);
+            total += used;
+            if (res != AOR_HTTP_NEED_MORE)
+                break;
+        }
+        evbuffer_drain(in, total);
+        if (res == AOR_HTTP_NEED_MORE) {
+            if (total == 0)
+                break;
+            continue;
+        }
+        if (res == AOR_HTTP_CONTINUE) {
+            evbuffer_add_printf(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+            continue;
+        }
+        if (res == AOR_HTTP_ERROR) {
+            aor_warn("bad request from client: %s (answered %d)", why, status);
+            char body[256];
+            int len = snprintf(body, sizeof body, "{\"error\":{\"message\":\"aor: %s\","
+                                                  "\"type\":\"invalid_request_error\"}}",
+                               why);
+            aor_http_write_response(bufferevent_get_output(c->bev), status, "application/json",
+                                    NULL, body, (size_t)len, 0);
+            c->closing = 1;
+            break;
+        }
+        /* AOR_HTTP_REQUEST */
+        aor_http_request *req = aor_http_reader_take(c->reader);
+        if (!req)
+            break;
+        c->busy = 1;
+        c->http10 = req->http_major == 1 && req->http_minor == 0;
+        c->d->m.requests++;
+        char *path = aor_http_request_path(req);
+        int local = !c->via_shim && path && aor_admin_is_local(path);
+        free(path);
+        if (local) {
+            aor_admin_handle(c->d, c, req);
+        } else {
+            c->proxy = aor_proxy_start(c->d, c, req, c->host);
+        }
+    }
+    c->depth--;
+    if (c->depth > 0)
+        return;
+    if (c->dead ||
+        (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)) {
+        conn_free(c);
+        return;
+    }
+    if (c->closing)
+        bufferevent_disable(c->bev, EV_READ);
+    else if (c->busy && evbuffer_get_length(in) > IN_MAX_WHILE_BUSY)
+        bufferevent_disable(c->bev, EV_READ);
+}
+
+static void on_read(struct bufferevent *bev, void *arg) {
+    process_input(arg);
+}
+
+static void on_write(struct bufferevent *bev, void *arg) {
+    aor_conn *c = arg;
+    if (c->closing && !c->busy && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        conn_release(c);
+        return;
+    }
+    if (c->drain_cb)
+        c->drain_cb(c->drain_arg);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg) {
+    aor_conn *c = arg;
+    if (what & BEV_EVENT_CONNECTED)
+        return;
+    if (what & BEV_EVENT_ERROR) {
+        unsigned long e;
+        while ((e = bufferevent_get_openssl_error(bev))) {
+            char buf[256];
+            ERR_error_string_n(e, buf, sizeof buf);
+            aor_debug("client TLS: %s", buf);
+        }
+    }
+    /* EOF, error or timeout: the client is gone. */
+    conn_release(c);
+}
+
+static aor_conn *conn_new(aor_daemon *d, struct bufferevent *bev) {
+    aor_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->d = d;
+    c->bev = bev;
+    c->reader = aor_http_reader_new((size_t)d->cfg->body_max);
+    if (!c->reader) {
+        free(c);
+        return NULL;
+    }
+    bufferevent_setcb(bev, on_read, on_write, on_event, c);
+    bufferevent_setwatermark(bev, EV_WRITE, OUT_LOW_WATERMARK, 0);
+    struct timeval idle = {IDLE_TIMEOUT_S, 0};
+    bufferevent_set_timeouts(bev, &idle, NULL);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    d->m.connections++;
+    return c;
+}
+
+void aor_conn_accept_tcp(aor_daemon *d, int fd) {
+    evutil_make_socket_nonblocking(fd);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct bufferevent *bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (!bev) {
+        close(fd);
+        return;
+    }
+    if (!conn_new(d, bev))
+        bufferevent_free(bev);
+}
+
+static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tls) {
+    struct bufferevent *bev;
+    if (tls) {
+        SSL *ssl = SSL_new(aor_tls_server_ctx(d->tls));
+        if (!ssl) {
+            close(fd);
+            return;
+        }
+        /* The leaf for clients that send no SNI: the host the shim saw. */
+        aor_tls_set_conn_host(ssl, pre->host[0] ? pre->host : pre->ip);
+        bev = bufferevent_openssl_socket_new(d->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        if (!bev) {
+            SSL_free(ssl);
+            close(fd);
+            return;
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    } else {
+        bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        if (!bev) {
+            close(fd);
+            return;
+        }
+    }
+    aor_conn *c = conn_new(d, bev);
+    if (!c) {
+        bufferevent_free(bev);
+        return;
+    }
+    c->via_shim = 1;
+    c->pre = *pre;
+    if (pre->host[0]) {
+        c->host = strdup(pre->host);
+    } else {
+        c->host = strdup(pre->ip);
+    }
+    if (!c->host)
+        conn_free(c);
+}
+
+static void pending_free(pending_unix *p, int close_fd) {
+    if (p->ev)
+        event_free(p->ev);
+    if (close_fd)
+        close(p->fd);
+    free(p);
+}
+
+static void on_preamble(evutil_socket_t fd, short what, void *arg) {
+    pending_unix *p = arg;
+    aor_daemon *d = p->d;
+    if (what & EV_TIMEOUT) {
+        aor_warn("shim connection: no preamble within %d s, closed", PREAMBLE_TIMEOUT_S);
+        d->m.bad_preambles++;
+        pending_free(p, 1);
+        return;
+    }
+    char buf[AOR_PREAMBLE_MAX + 1];
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        pending_free(p, 1);
+        return;
+    }
+    aor_preamble pre;
+    const char *err = NULL;
+    int used = aor_preamble_parse(buf, (size_t)n, &pre, &err);
+    if (used == 0 && (size_t)n < sizeof buf)
+        return; /* need more */
+    if (used <= 0) {
+        aor_warn("shim connection: malformed preamble (%s), closed",
+                 err ? err : "no newline within the size limit");
+        d->m.bad_preambles++;
+        pending_free(p, 1);
+        return;
+    }
+    if (n == used)
+        return; /* wait for the first client byte to tell TLS from plain HTTP */
+    int tls = (unsigned char)buf[used] == 0x16;
+    /* Consume exactly the preamble; the client's bytes stay for TLS / HTTP. */
+    char sink[AOR_PREAMBLE_MAX + 1];
+    if (recv(fd, sink, (size_t)used, 0) != used) {
+        pending_free(p, 1);
+        return;
+    }
+    int sfd = p->fd;
+    pending_free(p, 0);
+    aor_debug("shim connection: host=%s ip=%s port=%d %s", pre.host[0] ? pre.host : "-", pre.ip,
+              pre.port, tls ? "tls" : "plain");
+    start_session(d, sfd, &pre, tls);
+}
+
+void aor_conn_accept_unix(aor_daemon *d, int fd) {
+    evutil_make_socket_nonblocking(fd);
+    pending_unix *p = calloc(1, sizeof *p);
+    if (!p) {
+        close(fd);
+        return;
+    }
+    p->d = d;
+    p->fd = fd;
+    p->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_preamble, p);
+    struct timeval tv = {PREAMBLE_TIMEOUT_S, 0};
+    if (!p->ev || event_add(p->ev, &tv) < 0)
+        pending_free(p, 1);
+}
+
+struct evbuffer *aor_conn_output(aor_conn *c) {
+    return bufferevent_get_output(c->bev);
+}
+
+size_t aor_conn_output_len(aor_conn *c) {
+    return evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+int aor_conn_http10(const aor_conn *c) {
+    return c->http10;
+}
+
+void aor_conn_on_drain(aor_conn *c, void (*cb)(void *arg), void *arg) {
+    c->drain_cb = cb;
+    c->drain_arg = arg;
+}
+
+void aor_conn_response_done(aor_conn *c, int keep_alive) {
+    c->proxy = NULL;
+    c->busy = 0;
+    c->drain_cb = NULL;
+    if (!keep_alive)
+        c->closing = 1;
+    if (c->depth > 0)
+        return; /* the running process_input goes on */
+    if (!c->closing)
+        bufferevent_enable(c->bev, EV_READ);
+    process_input(c);
+}
+
+void aor_conn_abort(aor_conn *c) {
+    c->proxy = NULL;
+    c->drain_cb = NULL;
+    conn_release(c);
+}

@@ -1,0 +1,43 @@
+/* Client connections of aord (spec §7 socket, §8 sidecar): the shim's Unix-socket
+ * connections (uid check, preamble, TLS with a leaf for the SNI host) and the loopback
+ * sidecar's TCP connections; HTTP/1.1 keep-alive request loop; dispatch of each request
+ * to the proxy walk or the local routes. */
+#ifndef AOR_CONN_H
+#define AOR_CONN_H
+
+#include "daemon.h"
+#include "http.h"
+
+#include <event2/buffer.h>
+
+typedef struct aor_conn aor_conn;
+
+/* Takes over fd accepted on the Unix socket (peer uid already checked): reads the
+ * preamble, then serves TLS or plain HTTP. Closes fd on any failure. */
+void aor_conn_accept_unix(aor_daemon *d, int fd);
+
+/* Takes over fd accepted on the sidecar listener (peer uid already checked). */
+void aor_conn_accept_tcp(aor_daemon *d, int fd);
+
+/* The connection's output buffer (the response goes there). */
+struct evbuffer *aor_conn_output(aor_conn *c);
+
+/* The request currently served is fully answered; keep_alive 0 closes the connection
+ * once the output is flushed. Starts the next request when bytes are waiting. */
+void aor_conn_response_done(aor_conn *c, int keep_alive);
+
+/* Ends the connection now without finishing the response (the client must see an error,
+ * never a clean end: spec §5.3). */
+void aor_conn_abort(aor_conn *c);
+
+/* Called by the proxy to learn when the output buffer drained below the low watermark
+ * (flow control); cb NULL to stop. */
+void aor_conn_on_drain(aor_conn *c, void (*cb)(void *arg), void *arg);
+
+/* Bytes waiting in the output buffer. */
+size_t aor_conn_output_len(aor_conn *c);
+
+/* 1 when the client speaks HTTP/1.0 (no chunked encoding). */
+int aor_conn_http10(const aor_conn *c);
+
+#endif

@@ -1,0 +1,43 @@
+/* aord's shared context: one per process, owned by main.c. Internal to the daemon. */
+#ifndef AOR_DAEMON_H
+#define AOR_DAEMON_H
+
+#include "config.h"
+#include "rstate.h"
+#include "tls.h"
+#include "upstream.h"
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+typedef struct {
+    unsigned long connections;    /* accepted client connections */
+    unsigned long requests;       /* requests handled (proxied + local) */
+    unsigned long proxied;        /* requests that went through the walk */
+    unsigned long attempts;       /* upstream attempts */
+    unsigned long attempt_fail;   /* retryable upstream failures */
+    unsigned long all_backed_off; /* terminal aor_all_backed_off answers */
+    unsigned long rejected_peers; /* connections refused by the uid check */
+    unsigned long bad_preambles;
+} aor_metrics;
+
+typedef struct aor_daemon {
+    struct event_base *base;
+    aor_config *cfg;
+    const char *config_arg; /* --config value or NULL */
+    aor_tls *tls;
+    aor_rstate *rs;
+    aor_upstream *up;
+    struct evconnlistener *unix_listener;
+    struct evconnlistener *tcp_listener;
+    char *socket_path;
+    char *runtime_dir;    /* directory of the socket; hosts file lives here */
+    char *state_dir;      /* $XDG_STATE_HOME/aor */
+    char *data_dir;       /* $XDG_DATA_HOME/aor */
+    char admin_token[65]; /* hex */
+    int tcp_port;         /* bound sidecar port (0 when off) */
+    aor_metrics m;
+    double started;
+} aor_daemon;
+
+#endif

@@ -1,0 +1,318 @@
+#include "http.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct aor_http_reader {
+    http_parser parser;
+    http_parser_settings settings;
+    size_t body_max;
+    size_t header_bytes;
+    aor_http_request *req; /* being built */
+    int complete;
+    int headers_done;
+    int expect_continue;
+    int last_was_value; /* for joining header fragments */
+    int err_status;
+    const char *err_why;
+};
+
+static void request_reset(aor_http_request *req) {
+    for (size_t i = 0; i < req->nfields; i++) {
+        free(req->fields[i].name);
+        free(req->fields[i].value);
+    }
+    free(req->fields);
+    free(req->url);
+    if (req->body)
+        evbuffer_free(req->body);
+    memset(req, 0, sizeof *req);
+}
+
+void aor_http_request_free(aor_http_request *req) {
+    if (!req)
+        return;
+    request_reset(req);
+    free(req);
+}
+
+static int fail(aor_http_reader *r, int status, const char *why) {
+    r->err_status = status;
+    r->err_why = why;
+    return -1;
+}
+
+/* Appends at..len to *s (NUL-terminated, malloc'd). */
+static int append(char **s, const char *at, size_t len) {
+    size_t old = *s ? strlen(*s) : 0;
+    char *n = realloc(*s, old + len + 1);
+    if (!n)
+        return -1;
+    memcpy(n + old, at, len);
+    n[old + len] = '\0';
+    *s = n;
+    return 0;
+}
+
+static int ensure_req(aor_http_reader *r) {
+    if (r->req)
+        return 0;
+    r->req = calloc(1, sizeof *r->req);
+    if (!r->req)
+        return -1;
+    r->req->body = evbuffer_new();
+    if (!r->req->body) {
+        free(r->req);
+        r->req = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_begin(http_parser *p) {
+    aor_http_reader *r = p->data;
+    r->header_bytes = 0;
+    r->headers_done = 0;
+    r->expect_continue = 0;
+    r->last_was_value = 0;
+    if (ensure_req(r) < 0)
+        return fail(r, 500, "out of memory");
+    return 0;
+}
+
+static int count_header_bytes(aor_http_reader *r, size_t len) {
+    r->header_bytes += len;
+    if (r->header_bytes > AOR_HTTP_MAX_HEADER_BYTES)
+        return fail(r, 431, "request header section too large");
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len) {
+    aor_http_reader *r = p->data;
+    if (count_header_bytes(r, len) < 0)
+        return -1;
+    if (append(&r->req->url, at, len) < 0)
+        return fail(r, 500, "out of memory");
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len) {
+    aor_http_reader *r = p->data;
+    aor_http_request *q = r->req;
+    if (count_header_bytes(r, len) < 0)
+        return -1;
+    if (q->nfields == 0 || r->last_was_value) {
+        if (q->nfields >= AOR_HTTP_MAX_HEADERS)
+            return fail(r, 431, "too many request header fields");
+        aor_http_field *n = realloc(q->fields, (q->nfields + 1) * sizeof *n);
+        if (!n)
+            return fail(r, 500, "out of memory");
+        q->fields = n;
+        q->fields[q->nfields].name = NULL;
+        q->fields[q->nfields].value = NULL;
+        q->nfields++;
+        r->last_was_value = 0;
+    }
+    if (append(&q->fields[q->nfields - 1].name, at, len) < 0)
+        return fail(r, 500, "out of memory");
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len) {
+    aor_http_reader *r = p->data;
+    aor_http_request *q = r->req;
+    if (count_header_bytes(r, len) < 0)
+        return -1;
+    if (q->nfields == 0)
+        return fail(r, 400, "header value without a name");
+    r->last_was_value = 1;
+    if (append(&q->fields[q->nfields - 1].value, at, len) < 0)
+        return fail(r, 500, "out of memory");
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p) {
+    aor_http_reader *r = p->data;
+    aor_http_request *q = r->req;
+    for (size_t i = 0; i < q->nfields; i++) {
+        if (!q->fields[i].value) {
+            q->fields[i].value = strdup("");
+            if (!q->fields[i].value)
+                return fail(r, 500, "out of memory");
+        }
+    }
+    if (!q->url)
+        return fail(r, 400, "request without a target");
+    if (p->content_length != (uint64_t)-1 && p->content_length > r->body_max &&
+        !(p->flags & F_CHUNKED))
+        return fail(r, 413, "request body larger than body_max");
+    q->method = p->method;
+    q->http_major = p->http_major;
+    q->http_minor = p->http_minor;
+    q->upgrade = aor_http_request_field(q, "upgrade") != NULL;
+    const char *expect = aor_http_request_field(q, "expect");
+    if (expect && strcasecmp(expect, "100-continue") == 0)
+        r->expect_continue = 1;
+    r->headers_done = 1;
+    /* An Upgrade request has no body to read here (http_parser would stop at upgrade). */
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len) {
+    aor_http_reader *r = p->data;
+    if (evbuffer_get_length(r->req->body) + len > r->body_max)
+        return fail(r, 413, "request body larger than body_max");
+    if (evbuffer_add(r->req->body, at, len) < 0)
+        return fail(r, 500, "out of memory");
+    return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+    aor_http_reader *r = p->data;
+    r->req->keep_alive = http_should_keep_alive(p);
+    r->complete = 1;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+aor_http_reader *aor_http_reader_new(size_t body_max) {
+    aor_http_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->body_max = body_max;
+    http_parser_init(&r->parser, HTTP_REQUEST);
+    r->parser.data = r;
+    http_parser_settings_init(&r->settings);
+    r->settings.on_message_begin = on_message_begin;
+    r->settings.on_url = on_url;
+    r->settings.on_header_field = on_header_field;
+    r->settings.on_header_value = on_header_value;
+    r->settings.on_headers_complete = on_headers_complete;
+    r->settings.on_body = on_body;
+    r->settings.on_message_complete = on_message_complete;
+    return r;
+}
+
+void aor_http_reader_free(aor_http_reader *r) {
+    if (!r)
+        return;
+    aor_http_request_free(r->req);
+    free(r);
+}
+
+aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_t len,
+                                     size_t *consumed, int *status, const char **why) {
+    *consumed = 0;
+    if (r->complete)
+        return AOR_HTTP_REQUEST;
+    int had_headers = r->headers_done;
+    size_t n = http_parser_execute(&r->parser, &r->settings, data, len);
+    *consumed = n;
+    enum http_errno e = HTTP_PARSER_ERRNO(&r->parser);
+    if (r->complete)
+        return AOR_HTTP_REQUEST;
+    if (r->err_status) {
+        *status = r->err_status;
+        *why = r->err_why;
+        return AOR_HTTP_ERROR;
+    }
+    if (e != HPE_OK && e != HPE_PAUSED) {
+        *status = 400;
+        *why = http_errno_description(e);
+        return AOR_HTTP_ERROR;
+    }
+    if (r->parser.upgrade && r->headers_done) {
+        /* http_parser stops at an Upgrade request; hand it over as complete. */
+        r->req->keep_alive = 0;
+        r->complete = 1;
+        return AOR_HTTP_REQUEST;
+    }
+    if (!had_headers && r->headers_done && r->expect_continue)
+        return AOR_HTTP_CONTINUE;
+    return AOR_HTTP_NEED_MORE;
+}
+
+aor_http_request *aor_http_reader_take(aor_http_reader *r) {
+    if (!r->complete)
+        return NULL;
+    aor_http_request *q = r->req;
+    r->req = NULL;
+    r->complete = 0;
+    r->headers_done = 0;
+    http_parser_pause(&r->parser, 0);
+    return q;
+}
+
+const char *aor_http_request_field(const aor_http_request *req, const char *name) {
+    for (size_t i = 0; i < req->nfields; i++) {
+        if (req->fields[i].name && strcasecmp(req->fields[i].name, name) == 0)
+            return req->fields[i].value;
+    }
+    return NULL;
+}
+
+char *aor_http_request_path(const aor_http_request *req) {
+    const char *u = req->url ? req->url : "/";
+    size_t n = strcspn(u, "?#");
+    return strndup(u, n);
+}
+
+const char *aor_http_reason(int status) {
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 402: return "Payment Required";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 426: return "Upgrade Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 529: return "Site Overloaded";
+    default: return "Status";
+    }
+}
+
+int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
+                            const char *const *extra, const char *body, size_t len,
+                            int keep_alive) {
+    if (evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, aor_http_reason(status)) < 0)
+        return -1;
+    if (content_type && evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type) < 0)
+        return -1;
+    for (size_t i = 0; extra && extra[i]; i++) {
+        if (evbuffer_add_printf(out, "%s\r\n", extra[i]) < 0)
+            return -1;
+    }
+    if (evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", len,
+                            keep_alive ? "" : "Connection: close\r\n") < 0)
+        return -1;
+    if (len && evbuffer_add(out, body, len) < 0)
+        return -1;
+    return 0;
+}
+
+int aor_http_is_hop_header(const char *name) {
+    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
+                                      "proxy-authenticate", "proxy-authorization", "te",
+                                      "trailer",    "trailers",          "transfer-encoding",
+                                      "upgrade",    "host",              "content-length",
+                                      "expect"};
+    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++) {
+        if (strcasecmp(name, hop[i]) == 0)
+            return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,80 @@
+/* HTTP/1.1 request parsing glue over http_parser (libhttp-parser, nodejs/http-parser
+ * 2.9) and response framing helpers. Source: RFC 9112 (message syntax), spec §8.
+ * Limits: headers at most AOR_HTTP_MAX_HEADER_BYTES in total and AOR_HTTP_MAX_HEADERS
+ * fields; the body at most the configured body_max (413 beyond it). */
+#ifndef AOR_HTTP_H
+#define AOR_HTTP_H
+
+#include <event2/buffer.h>
+#include <http_parser.h>
+#include <stddef.h>
+
+#define AOR_HTTP_MAX_HEADER_BYTES (64 * 1024)
+#define AOR_HTTP_MAX_HEADERS 200
+
+typedef struct {
+    char *name; /* as received; compare case-insensitively */
+    char *value;
+} aor_http_field;
+
+/* One parsed request. Owned by the aor_http_reader that produced it until taken. */
+typedef struct {
+    unsigned method;       /* enum http_method */
+    char *url;             /* request target as received, e.g. "/v1/chat/completions?x=1" */
+    aor_http_field *fields;
+    size_t nfields;
+    struct evbuffer *body; /* whole request body (buffered, capped) */
+    int keep_alive;        /* connection may carry another request after this one */
+    int upgrade;           /* Upgrade header present (WebSocket) */
+    unsigned short http_major, http_minor;
+} aor_http_request;
+
+typedef struct aor_http_reader aor_http_reader;
+
+/* Result of feeding bytes. */
+typedef enum {
+    AOR_HTTP_NEED_MORE = 0, /* all bytes consumed, no complete request yet */
+    AOR_HTTP_REQUEST,       /* a complete request is ready (aor_http_reader_take) */
+    AOR_HTTP_CONTINUE,      /* headers done with "Expect: 100-continue": send 100 */
+    AOR_HTTP_ERROR          /* malformed / over a limit: answer `status` and close */
+} aor_http_result;
+
+/* New reader for one connection; body_max in bytes. NULL on ENOMEM. */
+aor_http_reader *aor_http_reader_new(size_t body_max);
+void aor_http_reader_free(aor_http_reader *r);
+
+/* Feeds up to len bytes of data. Sets *consumed to how many were used (the rest belongs
+ * to a following request and must be fed again after the current one was handled).
+ * On AOR_HTTP_ERROR, *status is the status to answer (400, 413, 431) and *why a static
+ * text naming the problem. */
+aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_t len,
+                                     size_t *consumed, int *status, const char **why);
+
+/* Takes the completed request (caller frees it with aor_http_request_free) and readies the
+ * reader for the next one. NULL if none is complete. */
+aor_http_request *aor_http_reader_take(aor_http_reader *r);
+
+void aor_http_request_free(aor_http_request *req);
+
+/* Value of the first field named `name` (case-insensitive), or NULL. */
+const char *aor_http_request_field(const aor_http_request *req, const char *name);
+
+/* Path of the request target without the query ("/v1/x?y" -> "/v1/x"); malloc'd. */
+char *aor_http_request_path(const aor_http_request *req);
+
+/* Appends a complete small response: status line, Content-Type, Content-Length, the
+ * extra header lines (each "Name: value", NULL-terminated array, may be NULL), a
+ * Connection: close when !keep_alive, then the body. Returns 0 or -1 (ENOMEM). */
+int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
+                            const char *const *extra, const char *body, size_t len,
+                            int keep_alive);
+
+/* Reason phrase for a status code ("OK", "Too Many Requests", ...); never NULL. */
+const char *aor_http_reason(int status);
+
+/* 1 when a header is hop-by-hop (RFC 9110 §7.6.1) or otherwise re-made by aor
+ * (connection, keep-alive, proxy-*, te, trailer(s), transfer-encoding, upgrade, host,
+ * content-length, expect). */
+int aor_http_is_hop_header(const char *name);
+
+#endif

@@ -1,0 +1,264 @@
+#include "listen.h"
+
+#include "conn.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static void on_unix_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                           int salen, void *arg) {
+    aor_daemon *d = arg;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+        aor_warn("shim socket: refused a peer of uid %d (only uid %d may connect)",
+                 (int)cred.uid, (int)getuid());
+        d->m.rejected_peers++;
+        close(fd);
+        return;
+    }
+    aor_conn_accept_unix(d, fd);
+}
+
+static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                          int salen, void *arg) {
+    aor_daemon *d = arg;
+    unsigned uid = 0;
+    if (aor_listen_peer_uid(fd, &uid) < 0) {
+        aor_warn("sidecar: cannot tell the owner of a connection (%s); refused",
+                 strerror(errno));
+        d->m.rejected_peers++;
+        close(fd);
+        return;
+    }
+    if (uid != (unsigned)getuid()) {
+        aor_warn("sidecar: refused a connection of uid %u (only uid %d may use it)", uid,
+                 (int)getuid());
+        d->m.rejected_peers++;
+        close(fd);
+        return;
+    }
+    aor_conn_accept_tcp(d, fd);
+}
+
+static int mkdir_p(const char *dir, mode_t mode) {
+    char *copy = strdup(dir);
+    if (!copy)
+        return -1;
+    for (char *s = copy + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
+                free(copy);
+                return -1;
+            }
+            *s = '/';
+        }
+    }
+    int r = mkdir(copy, mode);
+    free(copy);
+    if (r < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+int aor_listen_unix(aor_daemon *d, char *err, size_t errlen) {
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    if (strlen(d->socket_path) >= sizeof sun.sun_path) {
+        snprintf(err, errlen, "socket path too long (max %zu bytes): %s",
+                 sizeof sun.sun_path - 1, d->socket_path);
+        return -1;
+    }
+    memcpy(sun.sun_path, d->socket_path, strlen(d->socket_path) + 1);
+    if (mkdir_p(d->runtime_dir, 0700) < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", d->runtime_dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (stat(d->runtime_dir, &st) == 0 && st.st_uid == getuid() && (st.st_mode & 077))
+        chmod(d->runtime_dir, 0700);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* A socket file that answers belongs to a running aord: do not steal it. */
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0) {
+        if (connect(probe, (struct sockaddr *)&sun, sizeof sun) == 0) {
+            close(probe);
+            close(fd);
+            snprintf(err, errlen, "another aord is already listening on %s", d->socket_path);
+            return -1;
+        }
+        close(probe);
+    }
+    unlink(d->socket_path);
+    mode_t old = umask(0177);
+    int r = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+    umask(old);
+    if (r < 0) {
+        snprintf(err, errlen, "bind %s: %s", d->socket_path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    chmod(d->socket_path, 0600);
+    d->unix_listener = evconnlistener_new(d->base, on_unix_accept, d,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 512, fd);
+    if (!d->unix_listener) {
+        snprintf(err, errlen, "listen %s: %s", d->socket_path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
+    if (!d->cfg->listen)
+        return 0;
+    const char *spec = d->cfg->listen;
+    const char *colon = strrchr(spec, ':');
+    if (!colon) {
+        snprintf(err, errlen, "listen = %s: expected host:port", spec);
+        return -1;
+    }
+    char host[256];
+    size_t hl = (size_t)(colon - spec);
+    if (hl >= sizeof host) {
+        snprintf(err, errlen, "listen = %s: host too long", spec);
+        return -1;
+    }
+    memcpy(host, spec, hl);
+    host[hl] = '\0';
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int gr = getaddrinfo(host, colon + 1, &hints, &res);
+    if (gr != 0) {
+        snprintf(err, errlen, "listen = %s: %s", spec, gai_strerror(gr));
+        return -1;
+    }
+    d->tcp_listener =
+        evconnlistener_new_bind(d->base, on_tcp_accept, d,
+                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+                                512, res->ai_addr, (int)res->ai_addrlen);
+    if (!d->tcp_listener) {
+        snprintf(err, errlen, "listen = %s: cannot bind: %s", spec, strerror(errno));
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(evconnlistener_get_fd(d->tcp_listener), (struct sockaddr *)&ss, &sl);
+    d->tcp_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+int aor_listen_peer_uid(int fd, unsigned *uid) {
+    struct sockaddr_storage local, peer;
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (getsockname(fd, (struct sockaddr *)&local, &ll) < 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &pl) < 0)
+        return -1;
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 r;
+    } req;
+    memset(&req, 0, sizeof req);
+    req.nlh.nlmsg_len = sizeof req;
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = (unsigned char)local.ss_family;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0u;
+    req.r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    /* The peer's socket: its source is our peer address, its destination is us. */
+    if (local.ss_family == AF_INET) {
+        struct sockaddr_in *l4 = (struct sockaddr_in *)&local, *p4 = (struct sockaddr_in *)&peer;
+        req.r.id.idiag_sport = p4->sin_port;
+        req.r.id.idiag_dport = l4->sin_port;
+        memcpy(req.r.id.idiag_src, &p4->sin_addr, 4);
+        memcpy(req.r.id.idiag_dst, &l4->sin_addr, 4);
+    } else if (local.ss_family == AF_INET6) {
+        struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)&local,
+                            *p6 = (struct sockaddr_in6 *)&peer;
+        req.r.id.idiag_sport = p6->sin6_port;
+        req.r.id.idiag_dport = l6->sin6_port;
+        memcpy(req.r.id.idiag_src, &p6->sin6_addr, 16);
+        memcpy(req.r.id.idiag_dst, &l6->sin6_addr, 16);
+    } else {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (nl < 0)
+        return -1;
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+    if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        close(nl);
+        return -1;
+    }
+    long buf[2048];
+    int found = 0;
+    for (;;) {
+        ssize_t n = recv(nl, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        struct nlmsghdr *h = (struct nlmsghdr *)buf;
+        int done = 0;
+        for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+                done = 1;
+                break;
+            }
+            if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+                struct inet_diag_msg *m = NLMSG_DATA(h);
+                *uid = m->idiag_uid;
+                found = 1;
+                done = 1;
+                break;
+            }
+        }
+        if (done)
+            break;
+    }
+    close(nl);
+    if (!found) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
+}
+
+void aor_listen_close(aor_daemon *d) {
+    if (d->unix_listener) {
+        evconnlistener_free(d->unix_listener);
+        d->unix_listener = NULL;
+        unlink(d->socket_path);
+    }
+    if (d->tcp_listener) {
+        evconnlistener_free(d->tcp_listener);
+        d->tcp_listener = NULL;
+    }
+}

@@ -1,0 +1,25 @@
+/* aord's listeners: the Unix socket for the shim (spec §7: directory 0700, socket
+ * 0600, SO_PEERCRED uid check) and the loopback sidecar/admin listener (spec §8: only
+ * connections of the daemon's own uid, found through NETLINK_SOCK_DIAG on Linux). */
+#ifndef AOR_LISTEN_H
+#define AOR_LISTEN_H
+
+#include "daemon.h"
+
+/* Creates the socket directory (0700) and binds the Unix socket (0600) at
+ * d->socket_path, removing a stale socket file (one nobody answers on). Returns 0, or
+ * -1 with a message in err (e.g. another aord is already running). */
+int aor_listen_unix(aor_daemon *d, char *err, size_t errlen);
+
+/* Binds the sidecar listener at d->cfg->listen ("host:port", loopback only). Sets
+ * d->tcp_port. Returns 0 (also when listen is off), or -1 with a message in err. */
+int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen);
+
+/* Uid owning the TCP socket at the other end of the loopback connection fd, via
+ * NETLINK_SOCK_DIAG. Returns 0 and sets *uid, or -1 with errno. */
+int aor_listen_peer_uid(int fd, unsigned *uid);
+
+/* Closes both listeners and removes the socket file. */
+void aor_listen_close(aor_daemon *d);
+
+#endif

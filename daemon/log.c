@@ -1,0 +1,49 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+static FILE *log_file;
+static aor_log_level min_level = AOR_LOG_INFO;
+
+int aor_log_open(const char *path) {
+    FILE *f = fopen(path, "ae");
+    if (!f)
+        return -1;
+    setvbuf(f, NULL, _IOLBF, 0);
+    if (log_file)
+        fclose(log_file);
+    log_file = f;
+    return 0;
+}
+
+void aor_log_set_level(aor_log_level level) {
+    min_level = level;
+}
+
+void aor_log(aor_log_level level, const char *fmt, ...) {
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    if (level < min_level)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap); /* truncation is fine for a log line */
+    va_end(ap);
+    fprintf(stderr, "aord: %s: %s\n", names[level], msg);
+    if (log_file) {
+        char ts[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        fprintf(log_file, "%s %s: %s\n", ts, names[level], msg);
+    }
+}
+
+void aor_log_close(void) {
+    if (log_file)
+        fclose(log_file);
+    log_file = NULL;
+}

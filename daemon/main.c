@@ -1,0 +1,281 @@
+/* aord: the per-user routing daemon (spec §1, §9). */
+#include "admin.h"
+#include "clock.h"
+#include "daemon.h"
+#include "listen.h"
+#include "log.h"
+#include "publish.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef AOR_VERSION
+#define AOR_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: aord [--config FILE] [--check-config] [--version]\n"
+               "  Runs the aor routing daemon in the foreground (see docs/config.md).\n");
+}
+
+/* "$VAR/suffix" or "$HOME/fallback/suffix"; malloc'd. */
+static char *xdg_path(const char *var, const char *fallback, const char *suffix) {
+    const char *base = getenv(var);
+    char *out = NULL;
+    if (base && *base) {
+        if (asprintf(&out, "%s/%s", base, suffix) < 0)
+            return NULL;
+    } else {
+        const char *home = getenv("HOME");
+        if (asprintf(&out, "%s/%s/%s", home && *home ? home : "/tmp", fallback, suffix) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+static int mkdirs(const char *path, mode_t mode) {
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    for (char *s = copy + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(copy, 0755) < 0 && errno != EEXIST) {
+                free(copy);
+                return -1;
+            }
+            *s = '/';
+        }
+    }
+    int r = mkdir(copy, mode);
+    int e = errno;
+    free(copy);
+    if (r < 0 && e != EEXIST) {
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg) {
+    aor_daemon *d = arg;
+    aor_info("signal %d: stopping", (int)sig);
+    event_base_loopexit(d->base, NULL);
+}
+
+/* Old configs stay alive: requests in flight point into them. */
+static aor_config **retired;
+static size_t nretired;
+
+static void on_reload(evutil_socket_t sig, short what, void *arg) {
+    aor_daemon *d = arg;
+    char *errors = NULL;
+    aor_config *cfg = aor_config_load(d->config_arg, &errors);
+    if (!cfg) {
+        aor_error("SIGHUP: config has errors, keeping the running one:\n%s",
+                  errors ? errors : "(unknown error)");
+        free(errors);
+        return;
+    }
+    aor_config **n = realloc(retired, (nretired + 1) * sizeof *n);
+    if (!n) {
+        aor_config_free(cfg);
+        return;
+    }
+    retired = n;
+    retired[nretired++] = d->cfg;
+    d->cfg = cfg;
+    aor_rstate_set_config(d->rs, cfg);
+    aor_publish_update(cfg);
+    aor_info("SIGHUP: config reloaded from %s", cfg->source ? cfg->source : "the environment");
+}
+
+int main(int argc, char **argv) {
+    const char *config_arg = NULL;
+    int check_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config_arg = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            config_arg = argv[i] + 9;
+        } else if (strcmp(argv[i], "--check-config") == 0) {
+            check_only = 1;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("aord %s\n", AOR_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "aord: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    /* The daemon never routes its own upstream traffic through the shim (§2). */
+    setenv("AOR_DAEMON", "1", 1);
+    unsetenv("LD_PRELOAD");
+    if (getenv("AOR_DEBUG") && strcmp(getenv("AOR_DEBUG"), "1") == 0)
+        aor_log_set_level(AOR_LOG_DEBUG);
+
+    const char *cerr = NULL;
+    if (aor_clock_init(&cerr) < 0) {
+        fprintf(stderr, "aord: %s\n", cerr);
+        return 2;
+    }
+    char *errors = NULL;
+    aor_config *cfg = aor_config_load(config_arg, &errors);
+    if (!cfg) {
+        fprintf(stderr, "aord: configuration errors:\n%s", errors ? errors : "(unknown)\n");
+        if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
+            fputc('\n', stderr);
+        free(errors);
+        return 2;
+    }
+    if (check_only) {
+        size_t nk = 0;
+        for (size_t i = 0; i < cfg->nproviders; i++)
+            nk += cfg->providers[i].nkeys;
+        printf("aord: configuration OK (%s): %zu providers, %zu keys\n",
+               cfg->source ? cfg->source : "embedded default from the environment",
+               cfg->nproviders, nk);
+        aor_config_free(cfg);
+        return 0;
+    }
+
+    aor_daemon d;
+    memset(&d, 0, sizeof d);
+    d.cfg = cfg;
+    d.config_arg = config_arg;
+    int rc = 1;
+    char err[1024] = "";
+    signal(SIGPIPE, SIG_IGN);
+    d.socket_path = strdup(cfg->socket_path);
+    d.runtime_dir = d.socket_path ? dir_of(d.socket_path) : NULL;
+    d.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "aor");
+    d.data_dir = xdg_path("XDG_DATA_HOME", ".local/share", "aor");
+    if (!d.socket_path || !d.runtime_dir || !d.state_dir || !d.data_dir) {
+        fprintf(stderr, "aord: out of memory\n");
+        goto out;
+    }
+    if (mkdirs(d.state_dir, 0700) < 0) {
+        fprintf(stderr, "aord: cannot create %s: %s\n", d.state_dir, strerror(errno));
+        goto out;
+    }
+    char *state_parent = dir_of(cfg->state_path);
+    if (state_parent) {
+        mkdirs(state_parent, 0700);
+        free(state_parent);
+    }
+    char logpath[4200];
+    snprintf(logpath, sizeof logpath, "%s/aord.log", d.state_dir);
+    if (aor_log_open(logpath) < 0)
+        aor_warn("cannot open log file %s: %s", logpath, strerror(errno));
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        aor_error("libcurl initialisation failed");
+        goto out;
+    }
+    d.base = event_base_new();
+    if (!d.base) {
+        aor_error("cannot create the event loop");
+        goto out_curl;
+    }
+    d.started = aor_clock_now();
+    d.tls = aor_tls_new(d.data_dir, err, sizeof err);
+    if (!d.tls) {
+        aor_error("TLS: %s", err);
+        goto out_base;
+    }
+    if (aor_tls_warning(d.tls))
+        aor_warn("TLS: %s", aor_tls_warning(d.tls));
+    d.rs = aor_rstate_open(cfg, cfg->state_path, aor_clock_now(), err, sizeof err);
+    if (!d.rs) {
+        aor_error("state: %s", err);
+        goto out_tls;
+    }
+    d.up = aor_upstream_new(d.base);
+    if (!d.up) {
+        aor_error("cannot create the upstream multi handle");
+        goto out_rs;
+    }
+    if (aor_admin_token_init(&d, err, sizeof err) < 0) {
+        aor_error("admin token: %s", err);
+        goto out_up;
+    }
+    if (aor_listen_unix(&d, err, sizeof err) < 0) {
+        aor_error("%s", err);
+        goto out_up;
+    }
+    if (aor_listen_tcp(&d, err, sizeof err) < 0) {
+        aor_error("%s", err);
+        goto out_listen;
+    }
+    if (aor_publish_start(d.runtime_dir, cfg) < 0)
+        aor_warn("cannot publish the address set in %s: %s", d.runtime_dir, strerror(errno));
+    struct event *ev_term = evsignal_new(d.base, SIGTERM, on_stop, &d);
+    struct event *ev_int = evsignal_new(d.base, SIGINT, on_stop, &d);
+    struct event *ev_hup = evsignal_new(d.base, SIGHUP, on_reload, &d);
+    if (!ev_term || !ev_int || !ev_hup) {
+        aor_error("cannot install signal handlers");
+        goto out_signals;
+    }
+    evsignal_add(ev_term, NULL);
+    evsignal_add(ev_int, NULL);
+    evsignal_add(ev_hup, NULL);
+    size_t nk = 0;
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        nk += cfg->providers[i].nkeys;
+    aor_info("aord %s ready: socket %s, sidecar %s%s, %zu providers, %zu keys, config %s%s",
+             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off",
+             "", cfg->nproviders, nk, cfg->source ? cfg->source : "<embedded default>",
+             aor_clock_is_fake() ? ", TEST CLOCK" : "");
+    event_base_dispatch(d.base);
+    rc = 0;
+    aor_info("stopped");
+out_signals:
+    if (ev_term)
+        event_free(ev_term);
+    if (ev_int)
+        event_free(ev_int);
+    if (ev_hup)
+        event_free(ev_hup);
+out_listen:
+    aor_listen_close(&d);
+out_up:
+    aor_upstream_free(d.up);
+out_rs:
+    aor_rstate_close(d.rs);
+out_tls:
+    aor_tls_free(d.tls);
+out_base:
+    event_base_free(d.base);
+out_curl:
+    curl_global_cleanup();
+out:
+    for (size_t i = 0; i < nretired; i++)
+        aor_config_free(retired[i]);
+    free(retired);
+    aor_config_free(d.cfg);
+    free(d.socket_path);
+    free(d.runtime_dir);
+    free(d.state_dir);
+    free(d.data_dir);
+    aor_log_close();
+    return rc;
+}

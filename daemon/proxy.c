@@ -1,0 +1,890 @@
+#include "proxy.h"
+
+#include "classify.h"
+#include "clock.h"
+#include "dialect.h"
+#include "hash.h"
+#include "log.h"
+#include "route.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define ERROR_BODY_MAX (1024 * 1024) /* error answers buffered for classification */
+#define SSE_PEEK_MAX (256 * 1024)    /* bytes held while looking for the first event */
+#define OUT_HIGH_WATERMARK (1024 * 1024)
+#define MAX_RESP_HEADERS 200
+
+typedef enum {
+    MODE_HEADERS = 0, /* waiting for the header block */
+    MODE_BUFFER,      /* error (or suspicious) answer: buffer, classify at the end */
+    MODE_SSE_PEEK,    /* 200 SSE: hold until the first event is seen */
+    MODE_STREAM       /* committed: bytes go to the client as they arrive */
+} attempt_mode;
+
+struct aor_proxy {
+    aor_daemon *d;
+    aor_conn *c;
+    aor_http_request *req;
+    char *path;         /* request path without query */
+    char *query;        /* query without '?', or NULL */
+    char *host;         /* intercepted host or NULL (sidecar) */
+    aor_dialect dialect;
+    char *model;        /* canonical model, or NULL */
+    char client[65];    /* hex SHA-256 of the client's credential */
+    const char *body;   /* request body (contiguous) */
+    size_t body_len;
+    long allowed;       /* attempts allowed (-1 unlimited) */
+    aor_sequence seq;
+    size_t next;        /* next index in seq */
+    int attempts;
+    size_t skipped;     /* candidates skipped during the walk (backed off meanwhile) */
+    double skipped_until;
+
+    /* current attempt */
+    aor_xfer *x;
+    const aor_candidate *cand;
+    attempt_mode mode;
+    long status;
+    char **hdr_lines;  /* "Name: value" as received */
+    size_t nhdr;
+    struct evbuffer *held;
+    int chunked_out;
+    int committed;     /* a byte went to the client */
+    int sse_error;     /* first event was an error: attempt failed */
+    aor_verdict sse_verdict;
+    int cut;           /* we stopped the transfer */
+    char *upstream_body; /* rewritten body when the model id differs */
+
+    /* last failed answer, returned as it came when the walk runs out */
+    long last_status;
+    char **last_hdrs;
+    size_t last_nhdr;
+    struct evbuffer *last_body;
+    aor_verdict last_verdict;
+    const aor_candidate *last_cand;
+};
+
+/* Starts the next attempt; returns 1 when one is in flight, 0 when it answered (p freed). */
+static int start_next(aor_proxy *p);
+
+static void free_lines(char **lines, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+static void proxy_free(aor_proxy *p) {
+    if (p->x)
+        aor_xfer_cancel(p->x);
+    aor_http_request_free(p->req);
+    free(p->path);
+    free(p->query);
+    free(p->host);
+    free(p->model);
+    free(p->upstream_body);
+    aor_sequence_free(&p->seq);
+    free_lines(p->hdr_lines, p->nhdr);
+    free_lines(p->last_hdrs, p->last_nhdr);
+    if (p->held)
+        evbuffer_free(p->held);
+    if (p->last_body)
+        evbuffer_free(p->last_body);
+    free(p);
+}
+
+void aor_proxy_cancel(aor_proxy *p) {
+    proxy_free(p);
+}
+
+static const char *cand_provider(const aor_proxy *p, const aor_candidate *c) {
+    return p->d->cfg->providers[c->provider].name;
+}
+
+/* Ends the request: the connection goes on (keep-alive) or closes. */
+static void finish(aor_proxy *p, int keep_alive) {
+    aor_conn *c = p->c;
+    int ka = keep_alive && p->req->keep_alive;
+    proxy_free(p);
+    aor_conn_response_done(c, ka);
+}
+
+static void abort_client(aor_proxy *p) {
+    aor_conn *c = p->c;
+    proxy_free(p);
+    aor_conn_abort(c);
+}
+
+static void add_aor_headers(struct evbuffer *out, const char *provider, const char *key,
+                            int attempts) {
+    evbuffer_add_printf(out, "x-aor-provider: %s\r\nx-aor-key: %s\r\nx-aor-attempts: %d\r\n",
+                        provider, key, attempts);
+}
+
+/* Answers an error made by aor itself in the request's dialect. */
+static void answer_local_error(aor_proxy *p, int status, const char *code, const char *message,
+                               const char *retry_after) {
+    size_t len = 0;
+    char *body = aor_dialect_error_body(p->dialect, status, code, message, &len);
+    struct evbuffer *out = aor_conn_output(p->c);
+    const char *prov = p->last_cand ? cand_provider(p, p->last_cand) : "-";
+    const char *key = p->last_cand ? p->last_cand->key_name : "-";
+    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n", status,
+                        aor_http_reason(status));
+    if (retry_after)
+        evbuffer_add_printf(out, "Retry-After: %s\r\n", retry_after);
+    add_aor_headers(out, prov, key, p->attempts);
+    evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", body ? len : 0,
+                        p->req->keep_alive ? "" : "Connection: close\r\n");
+    if (body)
+        evbuffer_add(out, body, len);
+    free(body);
+    finish(p, 1);
+}
+
+/* Header lines of an upstream answer that go to the client. */
+static int forward_header(const char *line) {
+    const char *colon = strchr(line, ':');
+    if (!colon)
+        return 0;
+    size_t n = (size_t)(colon - line);
+    char name[64];
+    if (n == 0 || n >= sizeof name)
+        return n >= sizeof name; /* long names are not hop-by-hop ones */
+    memcpy(name, line, n);
+    name[n] = '\0';
+    if (aor_http_is_hop_header(name))
+        return 0;
+    if (strncasecmp(name, "x-aor-", 6) == 0)
+        return 0;
+    return 1;
+}
+
+static const char *header_value(char **lines, size_t n, const char *name) {
+    size_t ln = strlen(name);
+    for (size_t i = 0; i < n; i++) {
+        if (strncasecmp(lines[i], name, ln) == 0 && lines[i][ln] == ':') {
+            const char *v = lines[i] + ln + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* Writes status line + headers of an upstream answer. content_length < 0: framing by
+ * chunked encoding (or close for HTTP/1.0 clients). */
+static void write_head(aor_proxy *p, long status, char **lines, size_t n,
+                       const aor_candidate *cand, long long content_length) {
+    struct evbuffer *out = aor_conn_output(p->c);
+    evbuffer_add_printf(out, "HTTP/1.1 %ld %s\r\n", status, aor_http_reason((int)status));
+    for (size_t i = 0; i < n; i++) {
+        if (forward_header(lines[i]))
+            evbuffer_add_printf(out, "%s\r\n", lines[i]);
+    }
+    add_aor_headers(out, cand_provider(p, cand), cand->key_name, p->attempts);
+    if (content_length >= 0) {
+        evbuffer_add_printf(out, "Content-Length: %lld\r\n", content_length);
+        p->chunked_out = 0;
+    } else if (aor_conn_http10(p->c)) {
+        p->chunked_out = 0;
+        p->req->keep_alive = 0;
+    } else {
+        evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+        p->chunked_out = 1;
+    }
+    if (!p->req->keep_alive)
+        evbuffer_add_printf(out, "Connection: close\r\n");
+    evbuffer_add(out, "\r\n", 2);
+    p->committed = 1;
+}
+
+static void write_body(aor_proxy *p, const char *data, size_t len) {
+    if (!len)
+        return;
+    struct evbuffer *out = aor_conn_output(p->c);
+    if (p->chunked_out) {
+        evbuffer_add_printf(out, "%zx\r\n", len);
+        evbuffer_add(out, data, len);
+        evbuffer_add(out, "\r\n", 2);
+    } else {
+        evbuffer_add(out, data, len);
+    }
+}
+
+static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
+    size_t len = evbuffer_get_length(b);
+    if (!len)
+        return;
+    struct evbuffer *out = aor_conn_output(p->c);
+    if (p->chunked_out)
+        evbuffer_add_printf(out, "%zx\r\n", len);
+    evbuffer_add_buffer(out, b);
+    if (p->chunked_out)
+        evbuffer_add(out, "\r\n", 2);
+}
+
+/* Sends a buffered answer as it came, with a Content-Length. */
+static void send_buffered(aor_proxy *p, long status, char **lines, size_t n, struct evbuffer *b,
+                          const aor_candidate *cand) {
+    write_head(p, status, lines, n, cand, (long long)evbuffer_get_length(b));
+    evbuffer_add_buffer(aor_conn_output(p->c), b);
+    finish(p, 1);
+}
+
+/* ---- recording ---------------------------------------------------------------- */
+
+static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
+    const aor_provider_cfg *pc = &p->d->cfg->providers[cand->provider];
+    aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client,
+                      kind, hint_s, aor_clock_now());
+}
+
+/* ---- upstream callbacks ------------------------------------------------------- */
+
+static void reset_attempt(aor_proxy *p) {
+    free_lines(p->hdr_lines, p->nhdr);
+    p->hdr_lines = NULL;
+    p->nhdr = 0;
+    p->status = 0;
+    p->mode = MODE_HEADERS;
+    p->sse_error = 0;
+    p->cut = 0;
+    if (p->held)
+        evbuffer_drain(p->held, evbuffer_get_length(p->held));
+}
+
+static void on_drain(void *arg) {
+    aor_proxy *p = arg;
+    if (p->x && aor_conn_output_len(p->c) < OUT_HIGH_WATERMARK / 2)
+        aor_xfer_resume(p->x);
+}
+
+static int is_content_type(char **lines, size_t n, const char *prefix) {
+    const char *ct = header_value(lines, n, "content-type");
+    return ct && strncasecmp(ct, prefix, strlen(prefix)) == 0;
+}
+
+static void on_up_header(void *arg, const char *line, size_t len) {
+    aor_proxy *p = arg;
+    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        /* A new status line (also after 1xx): forget earlier headers. */
+        free_lines(p->hdr_lines, p->nhdr);
+        p->hdr_lines = NULL;
+        p->nhdr = 0;
+        const char *sp = memchr(line, ' ', len);
+        p->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        p->mode = MODE_HEADERS;
+        return;
+    }
+    if (len == 0) {
+        if (p->status >= 100 && p->status < 200)
+            return;
+        int ok = p->status >= 200 && p->status < 300;
+        if (!ok || is_content_type(p->hdr_lines, p->nhdr, "text/html")) {
+            p->mode = MODE_BUFFER;
+        } else if (is_content_type(p->hdr_lines, p->nhdr, "text/event-stream")) {
+            p->mode = MODE_SSE_PEEK;
+        } else {
+            p->mode = MODE_STREAM;
+            const char *cl = header_value(p->hdr_lines, p->nhdr, "content-length");
+            long long n = -1;
+            if (cl) {
+                char *end;
+                errno = 0;
+                long long v = strtoll(cl, &end, 10);
+                if (!errno && end != cl && *end == '\0' && v >= 0)
+                    n = v;
+            }
+            record(p, p->cand, AOR_KIND_OK, -1);
+            write_head(p, p->status, p->hdr_lines, p->nhdr, p->cand, n);
+        }
+        return;
+    }
+    if (p->nhdr >= MAX_RESP_HEADERS)
+        return;
+    char **n = realloc(p->hdr_lines, (p->nhdr + 1) * sizeof *n);
+    if (!n)
+        return;
+    p->hdr_lines = n;
+    p->hdr_lines[p->nhdr] = strndup(line, len);
+    if (p->hdr_lines[p->nhdr])
+        p->nhdr++;
+}
+
+/* Looks for the end of the first SSE event in held. Returns its length (up to and
+ * including the blank line), or 0 when not complete yet. */
+static size_t first_event_len(struct evbuffer *held) {
+    struct evbuffer_ptr e = evbuffer_search(held, "\n\n", 2, NULL);
+    struct evbuffer_ptr e2 = evbuffer_search(held, "\r\n\r\n", 4, NULL);
+    size_t best = 0;
+    if (e.pos >= 0)
+        best = (size_t)e.pos + 2;
+    if (e2.pos >= 0 && (best == 0 || (size_t)e2.pos + 4 < best))
+        best = (size_t)e2.pos + 4;
+    return best;
+}
+
+/* Checks the first SSE event for an error event (§5.3). */
+static int first_event_is_error(aor_proxy *p, size_t evlen) {
+    const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)evlen);
+    if (!ev)
+        return 0;
+    /* Gather the data: lines. */
+    char *data = malloc(evlen + 1);
+    if (!data)
+        return 0;
+    size_t dl = 0;
+    int event_error = 0;
+    const char *s = ev, *end = ev + evlen;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t ll = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        size_t l2 = ll;
+        if (l2 && s[l2 - 1] == '\r')
+            l2--;
+        if (l2 >= 5 && strncmp(s, "data:", 5) == 0) {
+            const char *v = s + 5;
+            size_t vl = l2 - 5;
+            if (vl && *v == ' ') {
+                v++;
+                vl--;
+            }
+            memcpy(data + dl, v, vl);
+            dl += vl;
+        } else if (l2 >= 6 && strncmp(s, "event:", 6) == 0) {
+            const char *v = s + 6;
+            while (*v == ' ')
+                v++;
+            if ((size_t)(v - s) <= l2 && strncmp(v, "error", 5) == 0)
+                event_error = 1;
+        }
+        s = nl ? nl + 1 : end;
+    }
+    data[dl] = '\0';
+    int is_err = aor_classify_sse_error(p->dialect, data, dl, &p->sse_verdict);
+    if (!is_err && event_error) {
+        p->sse_verdict.kind = AOR_KIND_TRANSIENT;
+        p->sse_verdict.hint_s = -1;
+        snprintf(p->sse_verdict.reason, sizeof p->sse_verdict.reason, "SSE error event");
+        is_err = 1;
+    }
+    free(data);
+    return is_err;
+}
+
+static size_t on_up_data(void *arg, const char *data, size_t len) {
+    aor_proxy *p = arg;
+    switch (p->mode) {
+    case MODE_HEADERS:
+        return len; /* body of a 1xx: none */
+    case MODE_BUFFER:
+        if (evbuffer_get_length(p->held) + len > ERROR_BODY_MAX) {
+            p->cut = 1;
+            return 0; /* enough to classify; stop */
+        }
+        evbuffer_add(p->held, data, len);
+        return len;
+    case MODE_SSE_PEEK: {
+        evbuffer_add(p->held, data, len);
+        size_t evlen = first_event_len(p->held);
+        if (!evlen) {
+            if (evbuffer_get_length(p->held) > SSE_PEEK_MAX)
+                evlen = evbuffer_get_length(p->held); /* no event boundary: just go on */
+            else
+                return len;
+        }
+        if (first_event_is_error(p, evlen)) {
+            p->sse_error = 1;
+            p->cut = 1;
+            return 0; /* end this attempt; on_done walks on */
+        }
+        p->mode = MODE_STREAM;
+        record(p, p->cand, AOR_KIND_OK, -1);
+        write_head(p, p->status, p->hdr_lines, p->nhdr, p->cand, -1);
+        write_body_buffer(p, p->held);
+        break;
+    }
+    case MODE_STREAM:
+        write_body(p, data, len);
+        break;
+    }
+    if (aor_conn_output_len(p->c) > OUT_HIGH_WATERMARK)
+        return CURL_WRITEFUNC_PAUSE;
+    return len;
+}
+
+/* Keeps the failed answer to return it as it came if the walk runs out. */
+static void keep_last(aor_proxy *p, const aor_verdict *v) {
+    free_lines(p->last_hdrs, p->last_nhdr);
+    p->last_hdrs = p->hdr_lines;
+    p->last_nhdr = p->nhdr;
+    p->hdr_lines = NULL;
+    p->nhdr = 0;
+    p->last_status = p->status;
+    if (!p->last_body)
+        p->last_body = evbuffer_new();
+    if (p->last_body) {
+        evbuffer_drain(p->last_body, evbuffer_get_length(p->last_body));
+        evbuffer_add_buffer(p->last_body, p->held);
+    }
+    p->last_verdict = *v;
+    p->last_cand = p->cand;
+}
+
+static aor_header *make_headers(char **lines, size_t n, char **store) {
+    aor_header *h = calloc(n ? n : 1, sizeof *h);
+    if (!h)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char *colon = strchr(lines[i], ':');
+        store[i] = strdup(lines[i]);
+        if (!store[i] || !colon) {
+            h[i].name = "";
+            h[i].value = "";
+            continue;
+        }
+        char *c2 = store[i] + (colon - lines[i]);
+        *c2 = '\0';
+        char *v = c2 + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        h[i].name = store[i];
+        h[i].value = v;
+    }
+    return h;
+}
+
+static void classify_held(aor_proxy *p, aor_verdict *v) {
+    const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
+    char **store = calloc(p->nhdr ? p->nhdr : 1, sizeof *store);
+    aor_header *h = store ? make_headers(p->hdr_lines, p->nhdr, store) : NULL;
+    size_t blen = evbuffer_get_length(p->held);
+    const char *body = blen ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
+    aor_classify(pc->dialect, p->status, h, h ? p->nhdr : 0, body, blen, aor_clock_now(),
+                 pc->retry_after_ignore, v);
+    if (store)
+        free_lines(store, p->nhdr);
+    free(h);
+}
+
+static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext) {
+    aor_proxy *p = arg;
+    p->x = NULL;
+    const aor_candidate *cand = p->cand;
+    const char *prov = cand_provider(p, cand);
+    if (p->committed) {
+        if (rc != CURLE_OK) {
+            aor_warn("%s/%s: upstream failed after the answer started (%s); ending the "
+                     "client's response without its terminator",
+                     prov, cand->key_name, errtext);
+            record(p, cand, AOR_KIND_TRANSIENT, -1);
+            abort_client(p);
+            return;
+        }
+        if (p->chunked_out)
+            evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
+        finish(p, p->chunked_out || header_value(p->hdr_lines, p->nhdr, "content-length"));
+        return;
+    }
+    aor_verdict v;
+    memset(&v, 0, sizeof v);
+    if (p->sse_error) {
+        v = p->sse_verdict;
+    } else if (rc != CURLE_OK && !p->cut) {
+        v.kind = AOR_KIND_TRANSIENT;
+        v.hint_s = -1;
+        snprintf(v.reason, sizeof v.reason, "network: %s", errtext);
+        p->status = 0;
+    } else if (p->mode == MODE_SSE_PEEK) {
+        if (evbuffer_get_length(p->held) == 0) {
+            v.kind = AOR_KIND_TRANSIENT;
+            v.hint_s = -1;
+            snprintf(v.reason, sizeof v.reason, "stream ended before its first event");
+        } else {
+            /* A short stream that ended cleanly without a blank line: pass it on. */
+            record(p, cand, AOR_KIND_OK, -1);
+            write_head(p, p->status, p->hdr_lines, p->nhdr, cand, -1);
+            write_body_buffer(p, p->held);
+            if (p->chunked_out)
+                evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
+            finish(p, 1);
+            return;
+        }
+    } else {
+        classify_held(p, &v);
+    }
+    (void)status;
+    p->d->m.attempts++;
+    aor_info("%s/%s: %ld -> %s (%s)%s", prov, cand->key_name, p->status, aor_kind_name(v.kind),
+             v.reason, v.hint_s > 0 ? " with retry hint" : "");
+    if (v.kind == AOR_KIND_OK) {
+        record(p, cand, AOR_KIND_OK, -1);
+        send_buffered(p, p->status, p->hdr_lines, p->nhdr, p->held, cand);
+        return;
+    }
+    if (v.kind == AOR_KIND_CONFIG) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "aor: provider '%s' answered with something that is not a %s API answer "
+                 "(status %ld); check its base_url",
+                 prov, aor_dialect_name(p->d->cfg->providers[cand->provider].dialect),
+                 p->status);
+        aor_error("%s", msg);
+        p->last_cand = cand;
+        answer_local_error(p, 502, "aor_bad_upstream", msg, NULL);
+        return;
+    }
+    if (v.kind == AOR_KIND_CLIENT) {
+        send_buffered(p, p->status, p->hdr_lines, p->nhdr, p->held, cand);
+        return;
+    }
+    /* Retryable: record and walk on. */
+    p->d->m.attempt_fail++;
+    record(p, cand, v.kind, v.hint_s);
+    keep_last(p, &v);
+    if (!p->d->cfg->auto_fallback) {
+        p->next = p->seq.n; /* no more candidates */
+    }
+    start_next(p);
+}
+
+/* ---- starting attempts -------------------------------------------------------- */
+
+/* Path part of a base_url ("https://openrouter.ai/api" -> "/api", "" when none). */
+static const char *base_path(const char *base_url) {
+    const char *s = strstr(base_url, "://");
+    s = s ? s + 3 : base_url;
+    const char *slash = strchr(s, '/');
+    return slash ? slash : "";
+}
+
+/* The request path relative to the API root the client used. */
+static const char *relative_path(aor_proxy *p) {
+    if (!p->host)
+        return p->path;
+    const aor_config *cfg = p->d->cfg;
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        if (!aor_config_provider_owns_host(&cfg->providers[i], p->host))
+            continue;
+        const char *bp = base_path(cfg->providers[i].base_url);
+        size_t n = strlen(bp);
+        if (n && strncmp(p->path, bp, n) == 0 && (p->path[n] == '/' || p->path[n] == '\0'))
+            return p->path + n;
+        break;
+    }
+    return p->path;
+}
+
+/* Query string without any key= parameter (Gemini credentials go in a header). */
+static char *query_without_key(const char *q) {
+    if (!q)
+        return NULL;
+    size_t n = strlen(q);
+    char *out = malloc(n + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    const char *s = q;
+    while (*s) {
+        const char *amp = strchr(s, '&');
+        size_t l = amp ? (size_t)(amp - s) : strlen(s);
+        if (!(l >= 4 && strncmp(s, "key=", 4) == 0)) {
+            if (o)
+                out[o++] = '&';
+            memcpy(out + o, s, l);
+            o += l;
+        }
+        s += l;
+        if (*s == '&')
+            s++;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* The credential the client presented (for identity and pass-through). */
+static char *client_credential(const aor_http_request *req, const char *query) {
+    const char *v = aor_http_request_field(req, "authorization");
+    if (!v)
+        v = aor_http_request_field(req, "x-api-key");
+    if (!v)
+        v = aor_http_request_field(req, "x-goog-api-key");
+    if (!v)
+        v = aor_http_request_field(req, "api-key");
+    if (v)
+        return strdup(v);
+    if (query) {
+        const char *s = query;
+        while (s && *s) {
+            if (strncmp(s, "key=", 4) == 0) {
+                size_t l = strcspn(s + 4, "&");
+                return strndup(s + 4, l);
+            }
+            s = strchr(s, '&');
+            if (s)
+                s++;
+        }
+    }
+    return NULL;
+}
+
+static struct curl_slist *build_headers(aor_proxy *p, const aor_provider_cfg *pc,
+                                        const aor_candidate *cand) {
+    struct curl_slist *h = NULL, *t;
+    const aor_http_request *req = p->req;
+    for (size_t i = 0; i < req->nfields; i++) {
+        const char *name = req->fields[i].name;
+        if (aor_http_is_hop_header(name) || strcasecmp(name, "accept-encoding") == 0)
+            continue;
+        if (cand->key >= 0 && aor_dialect_is_auth_header(name))
+            continue;
+        size_t need = strlen(name) + strlen(req->fields[i].value) + 3;
+        char *line = malloc(need);
+        if (!line)
+            goto fail;
+        snprintf(line, need, "%s: %s", name, req->fields[i].value);
+        t = curl_slist_append(h, line);
+        free(line);
+        if (!t)
+            goto fail;
+        h = t;
+    }
+    if (cand->key >= 0) {
+        char *auth = aor_dialect_auth_header(pc->dialect, p->d->cfg->keys[cand->key].secret);
+        if (!auth)
+            goto fail;
+        t = curl_slist_append(h, auth);
+        explicit_bzero(auth, strlen(auth));
+        free(auth);
+        if (!t)
+            goto fail;
+        h = t;
+    } else if (p->query && !aor_http_request_field(req, "x-goog-api-key")) {
+        /* Pass-through of a Gemini ?key= credential: as a header, never in the URL. */
+        char *cred = client_credential(req, p->query);
+        if (cred && !aor_http_request_field(req, "authorization") &&
+            !aor_http_request_field(req, "x-api-key")) {
+            char *auth = aor_dialect_auth_header(AOR_DIALECT_GEMINI, cred);
+            if (auth) {
+                t = curl_slist_append(h, auth);
+                if (t)
+                    h = t;
+                explicit_bzero(auth, strlen(auth));
+                free(auth);
+            }
+        }
+        if (cred) {
+            explicit_bzero(cred, strlen(cred));
+            free(cred);
+        }
+    }
+    t = curl_slist_append(h, "Expect:");
+    if (!t)
+        goto fail;
+    h = t;
+    return h;
+fail:
+    curl_slist_free_all(h);
+    return NULL;
+}
+
+static char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
+    char *q = query_without_key(p->query);
+    size_t need = strlen(pc->base_url) + strlen(rel) + (q ? strlen(q) : 0) + 3;
+    char *url = malloc(need);
+    if (url)
+        snprintf(url, need, "%s%s%s%s", pc->base_url, rel, q && *q ? "?" : "", q ? q : "");
+    free(q);
+    return url;
+}
+
+static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
+    const aor_config *cfg = p->d->cfg;
+    const aor_provider_cfg *pc = &cfg->providers[cand->provider];
+    const char *rel = relative_path(p);
+    char *rel_owned = NULL;
+    const char *body = p->body;
+    size_t body_len = p->body_len;
+    free(p->upstream_body);
+    p->upstream_body = NULL;
+    if (p->model) {
+        int listed = 0;
+        const char *up = aor_config_upstream_model(pc, p->model, &listed);
+        if (strcmp(up, p->model) != 0) {
+            if (p->dialect == AOR_DIALECT_GEMINI) {
+                rel_owned = aor_dialect_path_set_model(rel, up);
+                if (rel_owned)
+                    rel = rel_owned;
+            } else {
+                size_t nl = 0;
+                p->upstream_body = aor_dialect_body_set_model(p->body, p->body_len, up, &nl);
+                if (p->upstream_body) {
+                    body = p->upstream_body;
+                    body_len = nl;
+                }
+            }
+        }
+    }
+    char *url = build_url(p, pc, rel);
+    free(rel_owned);
+    struct curl_slist *headers = build_headers(p, pc, cand);
+    if (!url || !headers) {
+        free(url);
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    static const char *const methods[] = {
+#define XX(num, name, string) [num] = #string,
+        HTTP_METHOD_MAP(XX)
+#undef XX
+    };
+    const char *method = p->req->method < sizeof methods / sizeof methods[0] &&
+                                 methods[p->req->method]
+                             ? methods[p->req->method]
+                             : "POST";
+    aor_xfer_request xr = {url, method, headers, body, body_len, pc->ca_file, 0};
+    aor_xfer_callbacks cb = {on_up_header, on_up_data, on_up_done};
+    reset_attempt(p);
+    p->cand = cand;
+    p->attempts++;
+    aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method,
+              p->path);
+    p->x = aor_xfer_start(p->d->up, &xr, &cb, p);
+    free(url);
+    return p->x ? 0 : -1;
+}
+
+static void answer_all_backed_off(aor_proxy *p, double earliest) {
+    double now = aor_clock_now();
+    double wait = earliest > now ? ceil(earliest - now) : 1;
+    if (wait < 1)
+        wait = 1;
+    char ra[32];
+    snprintf(ra, sizeof ra, "%.0f", wait);
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "aor: every configured key for %s is backed off or its circuit is open; the "
+             "earliest is free again in %.0f s (last failure: %s)",
+             p->model ? p->model : "this request", wait,
+             p->last_cand ? p->last_verdict.reason : aor_kind_name(p->seq.last_kind));
+    p->d->m.all_backed_off++;
+    answer_local_error(p, 429, "aor_all_backed_off", msg, ra);
+}
+
+static int start_next(aor_proxy *p) {
+    const aor_config *cfg = p->d->cfg;
+    double now = aor_clock_now();
+    while (p->next < p->seq.n) {
+        if (p->allowed >= 0 && p->attempts >= p->allowed)
+            break;
+        const aor_candidate *cand = &p->seq.items[p->next++];
+        const aor_provider_cfg *pc = &cfg->providers[cand->provider];
+        double until = 0;
+        if (aor_backoff_blocked(aor_rstate_backoff(p->d->rs), pc->name, cand->key_name, now,
+                                &until)) {
+            /* Backed off meanwhile (another request failed on it): skip, no cost. */
+            if (!p->skipped || until < p->skipped_until)
+                p->skipped_until = until;
+            p->skipped++;
+            continue;
+        }
+        if (try_candidate(p, cand) == 0)
+            return 1;
+        aor_error("could not start an upstream transfer to %s", pc->name);
+    }
+    if (p->attempts == 0 || (p->last_cand == NULL)) {
+        if (p->seq.dropped || p->skipped) {
+            double e = p->seq.earliest_until;
+            if (p->skipped && (e == 0 || p->skipped_until < e))
+                e = p->skipped_until;
+            answer_all_backed_off(p, e);
+            return 0;
+        }
+        char msg[512];
+        snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'",
+                 p->model ? p->model : "(none)");
+        answer_local_error(p, 404, "model_not_found", msg, NULL);
+        return 0;
+    }
+    /* The walk ran out with upstream errors: the last answer as it came (§5.6). */
+    if (p->last_status > 0 && p->last_body) {
+        send_buffered(p, p->last_status, p->last_hdrs, p->last_nhdr, p->last_body,
+                      p->last_cand);
+        return 0;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "aor: upstream %s failed: %s", cand_provider(p, p->last_cand),
+             p->last_verdict.reason);
+    answer_local_error(p, 502, "aor_upstream_unreachable", msg, NULL);
+    return 0;
+}
+
+aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host) {
+    aor_proxy *p = calloc(1, sizeof *p);
+    if (!p) {
+        aor_http_request_free(req);
+        aor_conn_abort(c);
+        return NULL;
+    }
+    p->d = d;
+    p->c = c;
+    p->req = req;
+    d->m.proxied++;
+    p->path = aor_http_request_path(req);
+    const char *qm = req->url ? strchr(req->url, '?') : NULL;
+    if (qm)
+        p->query = strdup(qm + 1);
+    if (host)
+        p->host = strdup(host);
+    p->held = evbuffer_new();
+    if (!p->path || !p->held || (qm && !p->query) || (host && !p->host)) {
+        proxy_free(p);
+        aor_conn_abort(c);
+        return NULL;
+    }
+    p->dialect = aor_dialect_of_path(p->path);
+    if (host) {
+        /* An intercepted host: its provider's dialect decides. */
+        for (size_t i = 0; i < d->cfg->nproviders; i++) {
+            if (aor_config_provider_owns_host(&d->cfg->providers[i], host)) {
+                p->dialect = d->cfg->providers[i].dialect;
+                break;
+            }
+        }
+    }
+    if (req->upgrade) {
+        answer_local_error(p, 426, "websocket_not_supported",
+                           "aor: WebSocket is not supported here; use HTTP", NULL);
+        return NULL;
+    }
+    p->body_len = evbuffer_get_length(req->body);
+    p->body = p->body_len ? (const char *)evbuffer_pullup(req->body, -1) : "";
+    if (p->dialect == AOR_DIALECT_GEMINI || strncmp(p->path, "/v1beta/models/", 15) == 0)
+        p->model = aor_dialect_path_model(p->path);
+    if (!p->model && p->body_len)
+        p->model = aor_dialect_body_model(p->body, p->body_len);
+    char *cred = client_credential(req, p->query);
+    aor_hash_sha256_hex(cred ? cred : "", cred ? strlen(cred) : 0, p->client);
+    if (cred) {
+        explicit_bzero(cred, strlen(cred));
+        free(cred);
+    }
+    long retries = aor_config_retries_for(d->cfg, p->model ? p->model : "");
+    p->allowed = retries == AOR_RETRIES_UNLIMITED ? -1 : retries + 1;
+    if (!d->cfg->auto_fallback)
+        p->allowed = 1;
+    aor_route_ctx ctx = aor_rstate_route_ctx(d->rs);
+    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, aor_clock_now(),
+                         &p->seq) < 0) {
+        answer_local_error(p, 500, "aor_internal", "aor: out of memory", NULL);
+        return NULL;
+    }
+    aor_conn_on_drain(c, on_drain, p);
+    return start_next(p) ? p : NULL;
+}

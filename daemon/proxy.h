@@ -1,0 +1,23 @@
+/* The walk (spec §5.3, §5.6): for one proxied request, select the candidate sequence,
+ * try (provider, key) pairs upstream, classify each answer, record state, and stream the
+ * winning answer back (SSE event by event). */
+#ifndef AOR_PROXY_H
+#define AOR_PROXY_H
+
+#include "conn.h"
+#include "daemon.h"
+#include "http.h"
+
+typedef struct aor_proxy aor_proxy;
+
+/* Starts proxying req (ownership passes to the proxy) for connection c.
+ * host: the host the client asked for (intercepted connection: SNI or preamble host),
+ * or NULL on the sidecar. Answers through aor_conn_output and finishes with
+ * aor_conn_response_done / aor_conn_abort. Returns the proxy (for aor_proxy_cancel), or
+ * NULL when it answered at once. */
+aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host);
+
+/* The client went away: stop the upstream transfer and free, without touching c. */
+void aor_proxy_cancel(aor_proxy *p);
+
+#endif

@@ -1,0 +1,48 @@
+/* The daemon's routing state: backoff, circuit breakers and sticky tables in memory,
+ * written ahead to the SQLite store (spec §4.5: the event is committed before memory
+ * changes; nothing is written when nothing changed). */
+#ifndef AOR_RSTATE_H
+#define AOR_RSTATE_H
+
+#include "backoff.h"
+#include "breaker.h"
+#include "classify.h"
+#include "config.h"
+#include "route.h"
+#include "sticky.h"
+#include "store.h"
+
+typedef struct aor_rstate aor_rstate;
+
+/* Opens the store at db_path, replays it (§4.5) and builds the tables with the
+ * parameters of cfg. On error returns NULL with a message in err. */
+aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
+                            size_t errlen);
+void aor_rstate_close(aor_rstate *rs);
+
+/* Points the state at a new config (SIGHUP reload); tables keep their rows. */
+void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg);
+
+/* Records the outcome of one upstream attempt on (provider, key) for (client, model).
+ * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds:
+ * backoff and (for rate/transient) breaker failure; client/config kinds: nothing.
+ * hint_s: the verdict's retry hint or -1. Returns 0, or -1 when the store could not
+ * write (memory is then left unchanged and the error is logged). */
+int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
+                      const char *client, aor_kind kind, double hint_s, double now);
+
+/* Clears backoff rows and circuits of provider (NULL: all) — admin reset/clear.
+ * Returns the number of rows removed, or -1 on store error. */
+int aor_rstate_reset(aor_rstate *rs, const char *provider, double now);
+
+/* Route context over the current tables (valid until the next state change). */
+aor_route_ctx aor_rstate_route_ctx(aor_rstate *rs);
+
+aor_backoff *aor_rstate_backoff(aor_rstate *rs);
+aor_breaker *aor_rstate_breaker(aor_rstate *rs);
+aor_sticky *aor_rstate_sticky(aor_rstate *rs);
+
+/* Number of event writes since start (tests and /metrics). */
+unsigned long aor_rstate_writes(const aor_rstate *rs);
+
+#endif

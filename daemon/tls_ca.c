@@ -1,0 +1,623 @@
+/* The local CA's files: data directory, ca.pem / ca.key load-or-create, bundle.pem.
+ * Rules: tls.h (aor_tls_new) and docs/tls.md. */
+#include "tls_ca.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#define CA_NAME "ca.pem"
+#define KEY_NAME "ca.key"
+#define BUNDLE_NAME "bundle.pem"
+#define SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define PEM_FILE_MAX ((size_t)1 << 20)     /* bytes; a bigger ca.pem / ca.key is not ours */
+#define BUNDLE_FILE_MAX ((size_t)64 << 20) /* bytes; cap on the bundles we read */
+#define CA_CN_MAX 64                       /* RFC 5280 ub-common-name */
+#define DAY_S 86400
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+
+    if (err == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    (void)vsnprintf(err, errlen, fmt, ap); /* a cut message is still a message */
+    va_end(ap);
+}
+
+/* OpenSSL's reason for the latest failure, for error lines; clears the error queue. */
+static const char *ossl_why(char *buf, size_t len) {
+    unsigned long e = ERR_peek_last_error();
+
+    if (e == 0)
+        (void)snprintf(buf, len, "no detail from OpenSSL");
+    else
+        ERR_error_string_n(e, buf, len);
+    ERR_clear_error();
+    return buf;
+}
+
+static char *path_join(const char *dir, const char *name) {
+    size_t dlen = strlen(dir);
+    char *p;
+
+    while (dlen > 1 && dir[dlen - 1] == '/')
+        dlen--;
+    if (asprintf(&p, "%.*s/%s", (int)dlen, dir, name) < 0)
+        return NULL;
+    return p;
+}
+
+/* Reads the regular file name (relative to dirfd, or absolute) into a malloc'd,
+ * NUL-terminated buffer. Returns 0, or -1 with errno (ENOENT, EFBIG over max, EINVAL
+ * not a regular file, ...). st_out, when not NULL, receives the file's fstat. */
+static int read_file(int dirfd, const char *name, size_t max, char **out, size_t *outlen,
+                     struct stat *st_out) {
+    struct stat st;
+    size_t cap, len = 0;
+    char *p;
+    int fd, saved;
+
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0)
+        goto fail_close;
+    if (!S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        goto fail_close;
+    }
+    if (st.st_size < 0 || (uintmax_t)st.st_size > max) {
+        errno = EFBIG;
+        goto fail_close;
+    }
+    cap = (size_t)st.st_size;
+    p = malloc(cap + 1);
+    if (p == NULL)
+        goto fail_close;
+    while (len < cap) {
+        ssize_t n = read(fd, p + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            goto fail_free;
+        if (n == 0)
+            break; /* shrank under us: take what is there */
+        len += (size_t)n;
+    }
+    p[len] = '\0';
+    (void)close(fd);
+    if (st_out != NULL)
+        *st_out = st;
+    *out = p;
+    *outlen = len;
+    return 0;
+
+fail_free:
+    saved = errno;
+    free(p);
+    errno = saved;
+fail_close:
+    saved = errno;
+    (void)close(fd);
+    errno = saved;
+    return -1;
+}
+
+static int write_all(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Writes name in dirfd atomically: "<name>.tmp" created 0600 and chmod'ed to mode
+ * before the first byte, fsync'ed, renamed over name, directory fsync'ed.
+ * Returns 0, or -1 with errno (the tmp file is removed). */
+static int write_atomic(int dirfd, const char *name, const char *data, size_t len, mode_t mode) {
+    char tmp[64];
+    int fd, saved, n;
+
+    n = snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
+        return -1;
+    fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    if (fchmod(fd, mode) < 0 || write_all(fd, data, len) < 0 || fsync(fd) < 0)
+        goto fail_unlink;
+    if (close(fd) < 0) {
+        fd = -1;
+        goto fail_unlink;
+    }
+    fd = -1;
+    if (renameat(dirfd, tmp, dirfd, name) < 0)
+        goto fail_unlink;
+    (void)fsync(dirfd); /* best effort: the rename is durable on most file systems */
+    return 0;
+
+fail_unlink:
+    saved = errno;
+    if (fd >= 0)
+        (void)close(fd);
+    (void)unlinkat(dirfd, tmp, 0);
+    errno = saved;
+    return -1;
+}
+
+/* mkdir -p with mode 0700 for every directory it creates. */
+static int make_dirs(const char *path, char *err, size_t errlen) {
+    size_t n = strlen(path);
+    char *p = strdup(path);
+
+    if (p == NULL) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 1; i <= n; i++) {
+        char c = p[i];
+        struct stat st;
+
+        if (c != '/' && c != '\0')
+            continue;
+        if (p[i - 1] == '/')
+            continue;
+        p[i] = '\0';
+        if (mkdir(p, 0700) == 0) {
+            if (chmod(p, 0700) < 0) { /* umask may have taken bits we need */
+                set_err(err, errlen, "%s: cannot chmod 0700: %s", p, strerror(errno));
+                free(p);
+                return -1;
+            }
+        } else if (errno != EEXIST && (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))) {
+            set_err(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
+            free(p);
+            return -1;
+        }
+        p[i] = c;
+    }
+    free(p);
+    return 0;
+}
+
+static int no_passphrase(char *buf, int size, int rwflag, void *u) {
+    return -1; /* an encrypted ca.key is an error, never a terminal prompt */
+}
+
+/* PEM text of x (malloc'd, NUL-terminated) or NULL. */
+static char *cert_pem(X509 *x, size_t *len_out) {
+    BIO *b = BIO_new(BIO_s_mem());
+    char *data, *out = NULL;
+    long len;
+
+    if (b == NULL)
+        return NULL;
+    if (PEM_write_bio_X509(b, x) == 1) {
+        len = BIO_get_mem_data(b, &data);
+        if (len > 0 && (out = malloc((size_t)len + 1)) != NULL) {
+            memcpy(out, data, (size_t)len);
+            out[len] = '\0';
+            *len_out = (size_t)len;
+        }
+    }
+    BIO_free(b);
+    return out;
+}
+
+int aor_tls_rand_serial(X509 *x) {
+    BIGNUM *bn = BN_new();
+    int rc = -1;
+
+    if (bn == NULL)
+        return -1;
+    do {
+        if (!BN_rand(bn, 128, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY))
+            goto out_free;
+    } while (BN_is_zero(bn));
+    if (BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) != NULL)
+        rc = 0;
+out_free:
+    BN_free(bn);
+    return rc;
+}
+
+int aor_tls_sign(X509 *x, EVP_PKEY *key) {
+    int id = EVP_PKEY_get_base_id(key);
+    const EVP_MD *md = (id == EVP_PKEY_ED25519 || id == EVP_PKEY_ED448) ? NULL : EVP_sha256();
+
+    return X509_sign(x, key, md) > 0 ? 0 : -1;
+}
+
+/* Copies src into dst (dstlen bytes), bytes outside printable ASCII replaced by '?'. */
+static void printable_copy(char *dst, size_t dstlen, const char *src) {
+    size_t i = 0;
+
+    for (; src[i] != '\0' && i + 1 < dstlen; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
+/* "aor local CA (<user>@<host>)", cut to fit RFC 5280's 64-character CN. */
+static void ca_common_name(char *out, size_t outlen) {
+    char user[21], host[65], raw[256];
+    const char *u = NULL;
+    struct passwd *pw = getpwuid(geteuid());
+    int ulen, hlen, room = CA_CN_MAX - (int)strlen("aor local CA (@)");
+
+    if (pw != NULL && pw->pw_name != NULL && pw->pw_name[0] != '\0')
+        u = pw->pw_name;
+    else if ((u = getenv("USER")) == NULL || u[0] == '\0') {
+        (void)snprintf(raw, sizeof raw, "uid%u", (unsigned)geteuid());
+        u = raw;
+    }
+    printable_copy(user, sizeof user, u);
+    if (gethostname(raw, sizeof raw) < 0)
+        raw[0] = '\0';
+    raw[sizeof raw - 1] = '\0';
+    printable_copy(host, sizeof host, raw[0] != '\0' ? raw : "localhost");
+    ulen = (int)strlen(user);
+    hlen = (int)strlen(host);
+    if (hlen > room - ulen)
+        hlen = room - ulen;
+    (void)snprintf(out, outlen, "aor local CA (%s@%.*s)", user, hlen, host);
+}
+
+static int add_ext(X509 *x, X509V3_CTX *v3, int nid, const char *value) {
+    X509_EXTENSION *ext = X509V3_EXT_nconf_nid(NULL, v3, nid, value);
+    int ok;
+
+    if (ext == NULL)
+        return -1;
+    ok = X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+    return ok == 1 ? 0 : -1;
+}
+
+/* A new self-signed CA certificate for key (spec: design.md "TLS, certificates"). */
+static X509 *make_ca_cert(EVP_PKEY *key) {
+    char cn[CA_CN_MAX + 1];
+    time_t now = time(NULL);
+    X509 *x = X509_new();
+    X509_NAME *name = X509_NAME_new();
+    X509V3_CTX v3;
+
+    if (x == NULL || name == NULL)
+        goto fail_free;
+    ca_common_name(cn, sizeof cn);
+    if (X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_UTF8, (const unsigned char *)cn,
+                                   -1, -1, 0) != 1)
+        goto fail_free;
+    if (X509_set_version(x, X509_VERSION_3) != 1 || aor_tls_rand_serial(x) < 0 ||
+        X509_set_subject_name(x, name) != 1 || X509_set_issuer_name(x, name) != 1 ||
+        ASN1_TIME_set(X509_getm_notBefore(x), now - DAY_S) == NULL ||
+        ASN1_TIME_set(X509_getm_notAfter(x), now + (time_t)AOR_TLS_CA_DAYS * DAY_S) == NULL ||
+        X509_set_pubkey(x, key) != 1)
+        goto fail_free;
+    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    if (add_ext(x, &v3, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") < 0 ||
+        add_ext(x, &v3, NID_key_usage, "critical,keyCertSign,cRLSign") < 0 ||
+        add_ext(x, &v3, NID_subject_key_identifier, "hash") < 0 || aor_tls_sign(x, key) < 0)
+        goto fail_free;
+    X509_NAME_free(name);
+    return x;
+
+fail_free:
+    X509_NAME_free(name);
+    X509_free(x);
+    return NULL;
+}
+
+/* Creates ca.key (0600) then ca.pem (0644); on failure neither is left behind. */
+static int create_ca(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
+    char why[256], *pem = NULL, *kdata;
+    size_t pemlen = 0;
+    long klen;
+    BIO *kb = NULL;
+
+    ca->key = EVP_EC_gen("P-256");
+    if (ca->key == NULL) {
+        set_err(err, errlen, "cannot generate the CA key: %s", ossl_why(why, sizeof why));
+        return -1;
+    }
+    ca->cert = make_ca_cert(ca->key);
+    if (ca->cert == NULL || (pem = cert_pem(ca->cert, &pemlen)) == NULL) {
+        set_err(err, errlen, "cannot build the CA certificate: %s", ossl_why(why, sizeof why));
+        goto fail_free;
+    }
+    kb = BIO_new(BIO_s_secmem());
+    if (kb == NULL || PEM_write_bio_PrivateKey(kb, ca->key, NULL, NULL, 0, NULL, NULL) != 1 ||
+        (klen = BIO_get_mem_data(kb, &kdata)) <= 0) {
+        set_err(err, errlen, "cannot encode the CA key: %s", ossl_why(why, sizeof why));
+        goto fail_free;
+    }
+    if (write_atomic(dirfd, KEY_NAME, kdata, (size_t)klen, 0600) < 0) {
+        set_err(err, errlen, "%s: cannot write: %s", ca->key_path, strerror(errno));
+        goto fail_free;
+    }
+    if (write_atomic(dirfd, CA_NAME, pem, pemlen, 0644) < 0) {
+        set_err(err, errlen, "%s: cannot write: %s", ca->ca_path, strerror(errno));
+        (void)unlinkat(dirfd, KEY_NAME, 0);
+        goto fail_free;
+    }
+    BIO_free(kb); /* secure-heap BIO: cleansed on free */
+    free(pem);
+    return 0;
+
+fail_free:
+    BIO_free(kb);
+    free(pem);
+    return -1;
+}
+
+static void format_time(const ASN1_TIME *t, char *out, size_t outlen) {
+    struct tm tm;
+
+    if (ASN1_TIME_to_tm(t, &tm) != 1 || strftime(out, outlen, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+        (void)snprintf(out, outlen, "?");
+}
+
+/* Parses and checks the CA read from ca.pem / ca.key. */
+static int load_ca(aor_tls_ca *ca, int dirfd, const char *pem, size_t pemlen, const char *key,
+                   size_t keylen, const struct stat *key_st, char *err, size_t errlen) {
+    char why[256], when[64];
+    BIO *b;
+    int cmp;
+
+    b = BIO_new_mem_buf(pem, (int)pemlen);
+    ca->cert = b != NULL ? PEM_read_bio_X509(b, NULL, no_passphrase, NULL) : NULL;
+    BIO_free(b);
+    if (ca->cert == NULL) {
+        set_err(err, errlen, "%s: not a PEM certificate (%s)", ca->ca_path,
+                ossl_why(why, sizeof why));
+        return -1;
+    }
+    b = BIO_new_mem_buf(key, (int)keylen);
+    ca->key = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL) : NULL;
+    BIO_free(b);
+    if (ca->key == NULL) {
+        set_err(err, errlen, "%s: not an unencrypted PEM private key (%s)", ca->key_path,
+                ossl_why(why, sizeof why));
+        return -1;
+    }
+    if (X509_check_private_key(ca->cert, ca->key) != 1) {
+        ERR_clear_error();
+        set_err(err, errlen,
+                "%s is not the key of %s; restore the matching pair, or remove both "
+                "to create a new CA",
+                ca->key_path, ca->ca_path);
+        return -1;
+    }
+    if (X509_check_ca(ca->cert) != 1 || (X509_get_key_usage(ca->cert) & KU_KEY_CERT_SIGN) == 0) {
+        set_err(err, errlen,
+                "%s: not a CA certificate (needs basicConstraints CA:TRUE and "
+                "keyUsage keyCertSign)",
+                ca->ca_path);
+        return -1;
+    }
+    cmp = X509_cmp_current_time(X509_get0_notAfter(ca->cert));
+    if (cmp <= 0) {
+        format_time(X509_get0_notAfter(ca->cert), when, sizeof when);
+        set_err(err, errlen,
+                "%s: the CA %s (notAfter %s); remove ca.pem and ca.key to create a "
+                "new one and trust it again (docs/tls.md)",
+                ca->ca_path, cmp < 0 ? "has expired" : "has an unreadable expiry", when);
+        return -1;
+    }
+    if ((key_st->st_mode & 077) != 0) {
+        if (key_st->st_uid != geteuid()) {
+            set_err(err, errlen, "%s: mode %04o and owned by uid %u, not by you", ca->key_path,
+                    (unsigned)(key_st->st_mode & 07777), (unsigned)key_st->st_uid);
+            return -1;
+        }
+        if (fchmodat(dirfd, KEY_NAME, 0600, 0) < 0) {
+            set_err(err, errlen, "%s: mode %04o and chmod 0600 failed: %s", ca->key_path,
+                    (unsigned)(key_st->st_mode & 07777), strerror(errno));
+            return -1;
+        }
+        (void)snprintf(ca->warning, sizeof ca->warning, "%s had mode %04o, now 0600", ca->key_path,
+                       (unsigned)(key_st->st_mode & 07777));
+    }
+    return 0;
+}
+
+/* bundle.pem = system bundle + ca.pem, written only when its content differs. */
+static int update_bundle(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
+    const char *cands[2] = {SYSTEM_BUNDLE, X509_get_default_cert_file()};
+    char *ca_pem = NULL, *sys = NULL, *cur = NULL, *want = NULL;
+    size_t ca_len = 0, sys_len = 0, cur_len = 0, want_len;
+    struct stat st;
+    int rc = -1, have_cur;
+
+    ca_pem = cert_pem(ca->cert, &ca_len);
+    if (ca_pem == NULL) {
+        set_err(err, errlen, "%s: cannot encode the CA certificate", ca->bundle_path);
+        goto out_free;
+    }
+    for (size_t i = 0; i < 2 && sys == NULL; i++) {
+        if (cands[i] != NULL && (i == 0 || strcmp(cands[i], cands[0]) != 0))
+            (void)read_file(AT_FDCWD, cands[i], BUNDLE_FILE_MAX, &sys, &sys_len, NULL);
+    }
+    if (sys == NULL) {
+        sys_len = 0;
+        if (ca->warning[0] == '\0')
+            (void)snprintf(ca->warning, sizeof ca->warning,
+                           "no system CA bundle (%s, %s): %s holds only the aor CA, so clients "
+                           "pointed at it trust no other server",
+                           SYSTEM_BUNDLE, cands[1] != NULL ? cands[1] : "-", ca->bundle_path);
+    }
+    want_len = sys_len + 1 + ca_len;
+    want = malloc(want_len + 1);
+    if (want == NULL) {
+        set_err(err, errlen, "out of memory");
+        goto out_free;
+    }
+    if (sys_len > 0)
+        memcpy(want, sys, sys_len);
+    want_len = sys_len;
+    if (sys_len > 0 && sys[sys_len - 1] != '\n')
+        want[want_len++] = '\n';
+    memcpy(want + want_len, ca_pem, ca_len);
+    want_len += ca_len;
+
+    have_cur = read_file(dirfd, BUNDLE_NAME, BUNDLE_FILE_MAX, &cur, &cur_len, &st) == 0;
+    if (have_cur && cur_len == want_len && memcmp(cur, want, want_len) == 0) {
+        if ((st.st_mode & 07777) != 0644 && fchmodat(dirfd, BUNDLE_NAME, 0644, 0) < 0) {
+            set_err(err, errlen, "%s: cannot chmod 0644: %s", ca->bundle_path, strerror(errno));
+            goto out_free;
+        }
+        rc = 0;
+        goto out_free;
+    }
+    if (write_atomic(dirfd, BUNDLE_NAME, want, want_len, 0644) < 0) {
+        set_err(err, errlen, "%s: cannot write: %s", ca->bundle_path, strerror(errno));
+        goto out_free;
+    }
+    rc = 0;
+out_free:
+    free(cur);
+    free(want);
+    free(sys);
+    free(ca_pem);
+    return rc;
+}
+
+static const char *read_errstr(int e) {
+    if (e == EFBIG)
+        return "larger than 1 MiB, not a PEM file";
+    if (e == EINVAL)
+        return "not a regular file";
+    return strerror(e);
+}
+
+int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, char *err, size_t errlen) {
+    char *pem = NULL, *key = NULL;
+    size_t pemlen = 0, keylen = 0;
+    struct stat st, key_st;
+    int dirfd = -1, have_pem, have_key, pem_errno, key_errno;
+
+    memset(ca, 0, sizeof *ca);
+    if (data_dir == NULL || data_dir[0] == '\0') {
+        set_err(err, errlen, "no data directory given for the aor CA");
+        return -1;
+    }
+    ca->ca_path = path_join(data_dir, CA_NAME);
+    ca->key_path = path_join(data_dir, KEY_NAME);
+    ca->bundle_path = path_join(data_dir, BUNDLE_NAME);
+    if (ca->ca_path == NULL || ca->key_path == NULL || ca->bundle_path == NULL) {
+        set_err(err, errlen, "out of memory");
+        goto fail_close;
+    }
+    if (make_dirs(data_dir, err, errlen) < 0)
+        goto fail_close;
+    dirfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0 || fstat(dirfd, &st) < 0) {
+        set_err(err, errlen, "%s: cannot open directory: %s", data_dir, strerror(errno));
+        goto fail_close;
+    }
+    if (st.st_uid != geteuid()) {
+        set_err(err, errlen, "%s: owned by uid %u, not by you (uid %u)", data_dir,
+                (unsigned)st.st_uid, (unsigned)geteuid());
+        goto fail_close;
+    }
+    if ((st.st_mode & 022) != 0) {
+        set_err(err, errlen, "%s: writable by group or others (mode %04o); chmod 700 it", data_dir,
+                (unsigned)(st.st_mode & 07777));
+        goto fail_close;
+    }
+    /* Two aord starting at once must not create two CAs. */
+    while (flock(dirfd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            set_err(err, errlen, "%s: cannot lock: %s", data_dir, strerror(errno));
+            goto fail_close;
+        }
+    }
+
+    have_pem = read_file(dirfd, CA_NAME, PEM_FILE_MAX, &pem, &pemlen, NULL) == 0;
+    pem_errno = have_pem ? 0 : errno;
+    have_key = read_file(dirfd, KEY_NAME, PEM_FILE_MAX, &key, &keylen, &key_st) == 0;
+    key_errno = have_key ? 0 : errno;
+    if (!have_pem && pem_errno != ENOENT) {
+        set_err(err, errlen, "%s: cannot read: %s", ca->ca_path, read_errstr(pem_errno));
+        goto fail_close;
+    }
+    if (!have_key && key_errno != ENOENT) {
+        set_err(err, errlen, "%s: cannot read: %s", ca->key_path, read_errstr(key_errno));
+        goto fail_close;
+    }
+    if (have_pem && !have_key) {
+        set_err(err, errlen,
+                "%s is missing but %s exists; restore it, or remove %s to create "
+                "a new CA",
+                ca->key_path, ca->ca_path, ca->ca_path);
+        goto fail_close;
+    }
+    if (!have_pem && have_key) {
+        set_err(err, errlen,
+                "%s is missing but %s exists; restore it, or remove %s to create "
+                "a new CA",
+                ca->ca_path, ca->key_path, ca->key_path);
+        goto fail_close;
+    }
+    if (have_pem ? load_ca(ca, dirfd, pem, pemlen, key, keylen, &key_st, err, errlen) < 0
+                 : create_ca(ca, dirfd, err, errlen) < 0)
+        goto fail_close;
+    if (update_bundle(ca, dirfd, err, errlen) < 0)
+        goto fail_close;
+
+    if (key != NULL)
+        OPENSSL_cleanse(key, keylen);
+    free(key);
+    free(pem);
+    (void)close(dirfd); /* releases the lock */
+    return 0;
+
+fail_close:
+    if (key != NULL)
+        OPENSSL_cleanse(key, keylen);
+    free(key);
+    free(pem);
+    if (dirfd >= 0)
+        (void)close(dirfd);
+    aor_tls_ca_close(ca);
+    return -1;
+}
+
+void aor_tls_ca_close(aor_tls_ca *ca) {
+    X509_free(ca->cert);
+    EVP_PKEY_free(ca->key);
+    free(ca->ca_path);
+    free(ca->key_path);
+    free(ca->bundle_path);
+    memset(ca, 0, sizeof *ca);
+}

@@ -1,0 +1,260 @@
+#include "upstream.h"
+
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct aor_upstream {
+    struct event_base *base;
+    CURLM *multi;
+    struct event *timer;
+    struct aor_xfer *head; /* active transfers */
+};
+
+struct aor_xfer {
+    struct aor_xfer *prev, *next;
+    aor_upstream *u;
+    CURL *easy;
+    struct curl_slist *headers;
+    aor_xfer_callbacks cb;
+    void *arg;
+    char errbuf[CURL_ERROR_SIZE];
+    int paused;
+};
+
+/* Per-socket event, attached to curl with curl_multi_assign. */
+typedef struct {
+    struct event *ev;
+    aor_upstream *u;
+} sock_ctx;
+
+static void unlink_xfer(aor_xfer *x) {
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        x->u->head = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->prev = x->next = NULL;
+}
+
+static void check_done(aor_upstream *u) {
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(u->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *easy = msg->easy_handle;
+        CURLcode rc = msg->data.result;
+        aor_xfer *x = NULL;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+        long status = 0;
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        curl_multi_remove_handle(u->multi, easy);
+        if (x) {
+            unlink_xfer(x);
+            const char *err = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+            aor_xfer_callbacks cb = x->cb;
+            void *arg = x->arg;
+            char errcopy[CURL_ERROR_SIZE];
+            snprintf(errcopy, sizeof errcopy, "%s", err);
+            curl_easy_cleanup(easy);
+            curl_slist_free_all(x->headers);
+            free(x);
+            cb.on_done(arg, rc, status, errcopy);
+        } else {
+            curl_easy_cleanup(easy);
+        }
+    }
+}
+
+static void on_socket_event(evutil_socket_t fd, short what, void *arg) {
+    sock_ctx *s = arg;
+    aor_upstream *u = s->u;
+    int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
+    int running;
+    curl_multi_socket_action(u->multi, fd, flags, &running);
+    check_done(u);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg) {
+    aor_upstream *u = arg;
+    int running;
+    curl_multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    check_done(u);
+}
+
+static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *sockp) {
+    aor_upstream *u = userp;
+    sock_ctx *s = sockp;
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            event_free(s->ev);
+            free(s);
+            curl_multi_assign(u->multi, fd, NULL);
+        }
+        return 0;
+    }
+    short kind = EV_PERSIST;
+    if (what & CURL_POLL_IN)
+        kind |= EV_READ;
+    if (what & CURL_POLL_OUT)
+        kind |= EV_WRITE;
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return -1;
+        s->u = u;
+        s->ev = event_new(u->base, fd, kind, on_socket_event, s);
+        if (!s->ev) {
+            free(s);
+            return -1;
+        }
+        curl_multi_assign(u->multi, fd, s);
+    } else {
+        event_del(s->ev);
+        event_assign(s->ev, u->base, fd, kind, on_socket_event, s);
+    }
+    event_add(s->ev, NULL);
+    return 0;
+}
+
+static int timer_cb(CURLM *multi, long timeout_ms, void *userp) {
+    aor_upstream *u = userp;
+    if (timeout_ms < 0) {
+        evtimer_del(u->timer);
+        return 0;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(u->timer, &tv);
+    return 0;
+}
+
+aor_upstream *aor_upstream_new(struct event_base *base) {
+    aor_upstream *u = calloc(1, sizeof *u);
+    if (!u)
+        return NULL;
+    u->base = base;
+    u->multi = curl_multi_init();
+    if (!u->multi)
+        goto fail_free;
+    u->timer = evtimer_new(base, on_timer, u);
+    if (!u->timer)
+        goto fail_multi;
+    curl_multi_setopt(u->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
+    curl_multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
+    curl_multi_setopt(u->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(u->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    return u;
+fail_multi:
+    curl_multi_cleanup(u->multi);
+fail_free:
+    free(u);
+    return NULL;
+}
+
+void aor_upstream_free(aor_upstream *u) {
+    if (!u)
+        return;
+    while (u->head)
+        aor_xfer_cancel(u->head);
+    curl_multi_cleanup(u->multi);
+    event_free(u->timer);
+    free(u);
+}
+
+static size_t header_cb(char *data, size_t size, size_t n, void *arg) {
+    aor_xfer *x = arg;
+    size_t len = size * n;
+    size_t l = len;
+    while (l && (data[l - 1] == '\n' || data[l - 1] == '\r'))
+        l--;
+    x->cb.on_header(x->arg, data, l);
+    return len;
+}
+
+static size_t write_cb(char *data, size_t size, size_t n, void *arg) {
+    aor_xfer *x = arg;
+    size_t r = x->cb.on_data(x->arg, data, size * n);
+    if (r == CURL_WRITEFUNC_PAUSE)
+        x->paused = 1;
+    return r;
+}
+
+aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req,
+                         const aor_xfer_callbacks *cb, void *arg) {
+    aor_xfer *x = calloc(1, sizeof *x);
+    if (!x)
+        goto fail_headers;
+    x->easy = curl_easy_init();
+    if (!x->easy)
+        goto fail_x;
+    x->u = u;
+    x->cb = *cb;
+    x->arg = arg;
+    x->headers = req->headers;
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_URL, req->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    if (req->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
+    if (strcmp(req->method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(req->method, "HEAD") == 0) {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+        if (strcmp(req->method, "POST") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
+    }
+    if (curl_multi_add_handle(u->multi, e) != CURLM_OK)
+        goto fail_easy;
+    x->next = u->head;
+    if (u->head)
+        u->head->prev = x;
+    u->head = x;
+    return x;
+fail_easy:
+    curl_easy_cleanup(x->easy);
+fail_x:
+    free(x);
+fail_headers:
+    curl_slist_free_all(req->headers);
+    return NULL;
+}
+
+void aor_xfer_resume(aor_xfer *x) {
+    if (!x->paused)
+        return;
+    x->paused = 0;
+    curl_easy_pause(x->easy, CURLPAUSE_CONT);
+}
+
+void aor_xfer_cancel(aor_xfer *x) {
+    if (!x)
+        return;
+    unlink_xfer(x);
+    curl_multi_remove_handle(x->u->multi, x->easy);
+    curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+    free(x);
+}

@@ -1,0 +1,54 @@
+/* Upstream transfers: libcurl's multi interface driven by the daemon's libevent loop
+ * (curl_multi_socket_action; the wiring of curl's multi-event / hiperfifo examples).
+ * One aor_upstream per daemon; one aor_xfer per upstream attempt. Connections are
+ * reused by curl's connection cache; HTTPS_PROXY is honoured by libcurl. */
+#ifndef AOR_UPSTREAM_H
+#define AOR_UPSTREAM_H
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <stddef.h>
+
+typedef struct aor_upstream aor_upstream;
+typedef struct aor_xfer aor_xfer;
+
+typedef struct {
+    /* One response header line without CRLF, status lines included ("HTTP/2 429"); an
+     * empty line ends the header block. */
+    void (*on_header)(void *arg, const char *line, size_t len);
+    /* Body bytes as they arrive. Return len to go on, or CURL_WRITEFUNC_PAUSE to stop
+     * the flow until aor_xfer_resume. */
+    size_t (*on_data)(void *arg, const char *data, size_t len);
+    /* The transfer ended: rc CURLE_OK or an error (errtext names it); status is the HTTP
+     * status received (0 when none). Called once; the xfer is freed right after. */
+    void (*on_done)(void *arg, CURLcode rc, long status, const char *errtext);
+} aor_xfer_callbacks;
+
+typedef struct {
+    const char *url;            /* full upstream URL */
+    const char *method;         /* "POST", "GET", ... */
+    struct curl_slist *headers; /* request headers; ownership passes to the xfer */
+    const char *body;           /* request body (must stay valid until on_done) */
+    size_t body_len;
+    const char *ca_file;        /* extra CA file for upstream TLS, or NULL */
+    long connect_timeout_ms;    /* 0 = default 10000 */
+} aor_xfer_request;
+
+/* New multi handle on base. Returns NULL on failure. */
+aor_upstream *aor_upstream_new(struct event_base *base);
+
+/* Cancels every transfer (without callbacks) and frees. */
+void aor_upstream_free(aor_upstream *u);
+
+/* Starts a transfer. Returns the xfer, or NULL (then req->headers was freed and no
+ * callback will come). */
+aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req,
+                         const aor_xfer_callbacks *cb, void *arg);
+
+/* Resumes a transfer that on_data paused. */
+void aor_xfer_resume(aor_xfer *x);
+
+/* Stops a transfer now; no further callbacks. The xfer is freed. */
+void aor_xfer_cancel(aor_xfer *x);
+
+#endif

@@ -1,0 +1,49 @@
+/* libaor.so: settings read from the environment once per process, and the shim's only
+ * output (debug lines, the one fail-open warning). Source: spec §2, §7, §9. */
+#ifndef AOR_SHIM_ENV_H
+#define AOR_SHIM_ENV_H
+
+#include <stddef.h>
+#include <sys/un.h>
+
+typedef struct {
+    int disabled;  /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
+    int strict;    /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
+    int debug;     /* AOR_DEBUG=1: one stderr line per decision */
+    int no_trust;  /* AOR_NO_TRUST=1: leave CA variables alone */
+    int sock_ok;   /* sock_path fits in sockaddr_un.sun_path */
+    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* daemon socket */
+    char hosts_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8]; /* published file */
+} aor_shim_env;
+
+/* The settings; valid after aor_shim_init(). Never NULL. */
+const aor_shim_env *aor_env(void);
+
+/* Reads AOR_DISABLE, AOR_DAEMON, AOR_STRICT, AOR_DEBUG, AOR_NO_TRUST, AOR_SOCKET,
+ * XDG_RUNTIME_DIR and program_invocation_short_name into the settings. Called once by
+ * aor_shim_init (single-threaded there). */
+void aor_env_load(void);
+
+/* Socket path rule of spec §7 as a pure function for tests: aor_socket (AOR_SOCKET) if
+ * set and non-empty, else runtime_dir/aor/aor.sock (XDG_RUNTIME_DIR, if absolute), else
+ * /tmp/aor-<uid>/aor.sock. Writes the socket path into sock (socklen bytes) and the
+ * published-file path "<socket dir>/hosts" into hosts (hostslen bytes).
+ * Returns 0, or -1 when a path does not fit (errno ENAMETOOLONG). */
+int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid, char *sock,
+                  size_t socklen, char *hosts, size_t hostslen);
+
+/* 1 when an environment flag value means "on": set, non-empty and not "0". */
+int aor_env_flag(const char *value);
+
+/* With AOR_DEBUG=1 writes one line "aor[pid]: <message>\n" to stderr with a single
+ * write(2) (at most 512 bytes, longer text is cut). Otherwise does nothing. Keeps errno. */
+void aor_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes "aor: daemon not reachable at PATH, connecting directly (fail-open)" to stderr
+ * the first time it is called in this process; later calls do nothing. Keeps errno. */
+void aor_warn_failopen(void);
+
+/* 1 when the daemon socket exists (stat: a socket at sock_path). Keeps errno. */
+int aor_daemon_socket_exists(void);
+
+#endif

@@ -1,0 +1,319 @@
+/* libaor.so: intercepted names and addresses (see hosts.h). */
+#include "hosts.h"
+
+#include "addrmap.h"
+#include "env.h"
+#include "fallback.h"
+#include "hostlist.h"
+#include "preamble.h"
+#include "pubfile.h"
+#include "real.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static aor_hostlist *g_static; /* built-in or AOR_HOSTS; read-only after init */
+static aor_addrmap *g_map;     /* addresses resolved in this process */
+static _Atomic unsigned char g_ports[65536 / 8];
+
+/* The published set: pointer swapped under g_pub_mu; readers hold g_pub_mu. */
+static pthread_mutex_t g_pub_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_reload_mu = PTHREAD_MUTEX_INITIALIZER; /* one reloader */
+static aor_pubset *g_pub;
+static atomic_long g_checked = LONG_MIN; /* monotonic second of the last check */
+static struct {
+    int present;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim;
+} g_pub_id; /* under g_reload_mu */
+
+static void port_set(int port)
+{
+    if (port > 0 && port < 65536)
+        atomic_fetch_or_explicit(&g_ports[port >> 3], (unsigned char)(1u << (port & 7)),
+                                 memory_order_relaxed);
+}
+
+static int port_bit(int port)
+{
+    if (port <= 0 || port >= 65536)
+        return 0;
+    return (atomic_load_explicit(&g_ports[port >> 3], memory_order_relaxed) >> (port & 7)) & 1;
+}
+
+void aor_hosts_init(void)
+{
+    const char *spec = getenv("AOR_HOSTS");
+    int nbad = 0;
+    if (spec != NULL) {
+        g_static = aor_hostlist_parse(spec, &nbad);
+        if (nbad > 0)
+            aor_debug("AOR_HOSTS: %d bad entr%s ignored (want host or host:port, comma "
+                      "separated)",
+                      nbad, nbad == 1 ? "y" : "ies");
+    } else {
+        g_static = aor_hostlist_builtin();
+    }
+    g_map = aor_addrmap_new(AOR_ADDRMAP_DEFAULT_CAP);
+    port_set(443);
+    for (size_t i = 0; i < aor_hostlist_count(g_static); i++)
+        port_set(aor_hostlist_port(g_static, i));
+}
+
+static long now_mono_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return 0;
+    return (long)ts.tv_sec;
+}
+
+static void close_quietly(int fd)
+{
+    if (aor_real.close != NULL)
+        aor_real.close(fd);
+    else
+        syscall(SYS_close, fd);
+}
+
+/* Reads the whole file (at most AOR_PUBFILE_MAX_BYTES). Returns a malloc'd buffer and
+ * its length, or NULL. *st gets the identity of what was read. */
+static char *read_file(const char *path, size_t *len, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return NULL;
+    char *buf = NULL;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_size > AOR_PUBFILE_MAX_BYTES)
+        goto out_close;
+    size_t cap = (size_t)st->st_size + 1, n = 0;
+    buf = malloc(cap);
+    if (buf == NULL)
+        goto out_close;
+    while (n < cap) {
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            goto out_free;
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (n == cap) /* grew while reading: not what rename-publishing produces */
+        goto out_free;
+    *len = n;
+    close_quietly(fd);
+    return buf;
+
+out_free:
+    free(buf);
+    buf = NULL;
+out_close:
+    close_quietly(fd);
+    return buf;
+}
+
+static void swap_pub(aor_pubset *s)
+{
+    pthread_mutex_lock(&g_pub_mu);
+    aor_pubset *old = g_pub;
+    g_pub = s;
+    pthread_mutex_unlock(&g_pub_mu);
+    aor_pubset_free(old);
+}
+
+/* Caller holds g_reload_mu. */
+static void reload_locked(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (g_pub_id.present) {
+            aor_debug("published hosts file %s is gone", path);
+            swap_pub(NULL);
+        }
+        g_pub_id.present = 0;
+        return;
+    }
+    if (g_pub_id.present && g_pub_id.dev == st.st_dev && g_pub_id.ino == st.st_ino &&
+        g_pub_id.size == st.st_size && g_pub_id.mtim.tv_sec == st.st_mtim.tv_sec &&
+        g_pub_id.mtim.tv_nsec == st.st_mtim.tv_nsec)
+        return;
+    size_t len = 0;
+    char *buf = read_file(path, &len, &st);
+    if (buf == NULL) {
+        swap_pub(NULL);
+        g_pub_id.present = 0;
+        return;
+    }
+    int nbad = 0;
+    aor_pubset *s = aor_pubset_parse(buf, len, &nbad);
+    free(buf);
+    g_pub_id.present = 1;
+    g_pub_id.dev = st.st_dev;
+    g_pub_id.ino = st.st_ino;
+    g_pub_id.size = st.st_size;
+    g_pub_id.mtim = st.st_mtim;
+    if (s == NULL) {
+        aor_debug("published hosts file %s ignored: %s", path,
+                  errno == ENOMEM ? "out of memory" : "first line is not \"aor-hosts 1\"");
+        swap_pub(NULL);
+        return;
+    }
+    const aor_hostlist *hl = aor_pubset_hosts(s);
+    for (size_t i = 0; i < aor_hostlist_count(hl); i++)
+        port_set(aor_hostlist_port(hl, i));
+    for (size_t i = 0; i < aor_pubset_addr_count(s); i++)
+        port_set(aor_pubset_addr_port(s, i));
+    aor_debug("published hosts file %s: %zu hosts, %zu addresses, %d bad lines ignored", path,
+              aor_hostlist_count(hl), aor_pubset_addr_count(s), nbad);
+    swap_pub(s);
+}
+
+int aor_hosts_refresh_from(const char *path, long now_s)
+{
+    int saved = errno;
+    long last = atomic_load_explicit(&g_checked, memory_order_acquire);
+    if (last != now_s) {
+        /* The first check waits for a concurrent one; later ones skip when busy. */
+        int locked = last == LONG_MIN ? pthread_mutex_lock(&g_reload_mu) == 0
+                                      : pthread_mutex_trylock(&g_reload_mu) == 0;
+        if (locked) {
+            if (atomic_load_explicit(&g_checked, memory_order_acquire) != now_s) {
+                reload_locked(path);
+                atomic_store_explicit(&g_checked, now_s, memory_order_release);
+            }
+            pthread_mutex_unlock(&g_reload_mu);
+        }
+    }
+    pthread_mutex_lock(&g_pub_mu);
+    int loaded = g_pub != NULL;
+    pthread_mutex_unlock(&g_pub_mu);
+    errno = saved;
+    return loaded;
+}
+
+static void maybe_refresh(void)
+{
+    const aor_shim_env *env = aor_env();
+    if (!env->sock_ok)
+        return;
+    long now = now_mono_s();
+    if (atomic_load_explicit(&g_checked, memory_order_relaxed) == now)
+        return;
+    aor_hosts_refresh_from(env->hosts_path, now);
+}
+
+int aor_hosts_intercepted(const char *name, char *norm, size_t normlen)
+{
+    if (name == NULL)
+        return 0;
+    size_t len = strnlen(name, AOR_HOST_MAX + 2);
+    if (len == 0 || len > AOR_HOST_MAX + 1)
+        return 0;
+    int hit = aor_hostlist_find(g_static, name, len) >= 0;
+    if (!hit) {
+        maybe_refresh();
+        pthread_mutex_lock(&g_pub_mu);
+        hit = g_pub != NULL && aor_hostlist_find(aor_pubset_hosts(g_pub), name, len) >= 0;
+        pthread_mutex_unlock(&g_pub_mu);
+    }
+    if (hit && aor_host_normalize(name, len, norm, normlen) < 0)
+        hit = 0;
+    return hit;
+}
+
+int aor_hosts_port_candidate(int port)
+{
+    if (port_bit(port))
+        return 1;
+    maybe_refresh();
+    return port_bit(port);
+}
+
+/* 1 when port is a redirect port for host: 443, or its AOR_HOSTS / published port. */
+static int host_port_ok(const char *host, int port)
+{
+    if (port == 443)
+        return 1;
+    size_t len = strlen(host);
+    int i = aor_hostlist_find(g_static, host, len);
+    if (i >= 0 && aor_hostlist_port(g_static, (size_t)i) == port)
+        return 1;
+    int ok = 0;
+    pthread_mutex_lock(&g_pub_mu);
+    if (g_pub != NULL) {
+        const aor_hostlist *hl = aor_pubset_hosts(g_pub);
+        i = aor_hostlist_find(hl, host, len);
+        ok = i >= 0 && aor_hostlist_port(hl, (size_t)i) == port;
+    }
+    pthread_mutex_unlock(&g_pub_mu);
+    return ok;
+}
+
+int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen,
+                        int *synthetic)
+{
+    int syn = 0;
+    if (synthetic != NULL)
+        *synthetic = 0;
+    int rc = aor_addrmap_lookup(g_map, ip, host, hostlen, &syn);
+    if (rc == 1 && host_port_ok(host, port)) {
+        if (synthetic != NULL)
+            *synthetic = syn;
+        return 1;
+    }
+    if (rc == 2 && (port == 443 || port_bit(port))) {
+        if (synthetic != NULL)
+            *synthetic = syn;
+        return 2;
+    }
+    maybe_refresh();
+    pthread_mutex_lock(&g_pub_mu);
+    rc = aor_pubset_match(g_pub, ip, port, host, hostlen);
+    pthread_mutex_unlock(&g_pub_mu);
+    return rc;
+}
+
+void aor_hosts_record(const aor_ip *ip, const char *host, int synthetic)
+{
+    if (aor_addrmap_record(g_map, ip, host, synthetic) != 0)
+        aor_debug("could not record an address of %s (out of memory)", host);
+}
+
+void aor_hosts_fallback(const char *host, aor_ip *out)
+{
+    char other[AOR_HOST_MAX + 1];
+    for (unsigned attempt = 0; attempt < 16; attempt++) {
+        aor_fallback_ip(host, attempt, out);
+        int rc = aor_addrmap_lookup(g_map, out, other, sizeof(other), NULL);
+        if (rc == 0 || (rc == 1 && strcmp(other, host) == 0))
+            break;
+    }
+    aor_hosts_record(out, host, 1);
+}
+
+void aor_hosts_lock_all(void)
+{
+    pthread_mutex_lock(&g_reload_mu);
+    pthread_mutex_lock(&g_pub_mu);
+    aor_addrmap_lock(g_map);
+}
+
+void aor_hosts_unlock_all(void)
+{
+    aor_addrmap_unlock(g_map);
+    pthread_mutex_unlock(&g_pub_mu);
+    pthread_mutex_unlock(&g_reload_mu);
+}

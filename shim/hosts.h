@@ -1,0 +1,54 @@
+/* libaor.so: which names and addresses are intercepted (spec §2 "Recognising a provider
+ * connection"). Combines the built-in list or AOR_HOSTS, the daemon-published file
+ * (<socket dir>/hosts, re-checked at most once a second) and the per-process record of
+ * resolved addresses. Thread-safe. */
+#ifndef AOR_SHIM_HOSTS_H
+#define AOR_SHIM_HOSTS_H
+
+#include <stddef.h>
+
+#include "ipaddr.h"
+
+/* Builds the static host list (AOR_HOSTS if set, even empty, else the built-in list)
+ * and the redirect-port set (443 plus listed ports). Called once by aor_shim_init. */
+void aor_hosts_init(void);
+
+/* 1 when name is an intercepted host (static list or published file); then its
+ * normalised form is written to norm (normlen bytes, 254 always enough). May re-check
+ * the published file. */
+int aor_hosts_intercepted(const char *name, char *norm, size_t normlen);
+
+/* Fast check for connect(): 1 when port can be a redirect port (443, an AOR_HOSTS port,
+ * a published port). Lock-free; on a miss it may re-check the published file (a stat
+ * at most once a second) and look again. */
+int aor_hosts_port_candidate(int port);
+
+/* Recognises a connect() destination: in order the addresses this process resolved
+ * for intercepted hosts (aor_hosts_record), then the published addresses. The port
+ * must be 443 or the port listed for the host.
+ * Returns 1 with the host in host (hostlen bytes, 254 always enough), 2 when the
+ * address is known but not its single host (host ""), 0 when not recognised.
+ * *synthetic (may be NULL) is 1 when the address is an offline fallback address. */
+int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen,
+                        int *synthetic);
+
+/* Records that resolving host (normalised) returned ip. Thread-safe; can't fail in a
+ * way the caller must handle (a full table drops the oldest record). */
+void aor_hosts_record(const aor_ip *ip, const char *host, int synthetic);
+
+/* Picks the offline fallback address of host (normalised): the stable address of
+ * aor_fallback_ip, or the next attempt when another host of this process already holds
+ * it; records it (synthetic). Writes it to *out. Can't fail. */
+void aor_hosts_fallback(const char *host, aor_ip *out);
+
+/* Re-reads the published file at path when now_s (monotonic seconds) differs from the
+ * last check and the file's identity (inode, size, mtime) changed. A missing or
+ * malformed file leaves no published set. Returns 1 when a set is loaded afterwards,
+ * 0 when not. Exposed for tests; hooks go through the functions above. */
+int aor_hosts_refresh_from(const char *path, long now_s);
+
+/* pthread_atfork helpers: lock every hosts lock before fork, unlock after. */
+void aor_hosts_lock_all(void);
+void aor_hosts_unlock_all(void);
+
+#endif

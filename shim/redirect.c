@@ -1,0 +1,275 @@
+/* libaor.so: connect() redirect and TCP Fast Open sends (see redirect.h). */
+#include "redirect.h"
+
+#include "env.h"
+#include "fdtab.h"
+#include "hosts.h"
+#include "preamble.h"
+#include "real.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define HANDOFF_TIMEOUT_S 1 /* the local hand-off; the daemon accepts at once normally */
+
+static int get_int_opt(int fd, int level, int opt, int dflt)
+{
+    int v = 0;
+    socklen_t l = sizeof(v);
+    if (aor_real.getsockopt(fd, level, opt, &v, &l) != 0 || l != sizeof(v))
+        return dflt;
+    return v;
+}
+
+static int send_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = aor_real.sendto(fd, buf, len, MSG_NOSIGNAL, NULL, 0);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Connects a new Unix socket to the daemon and writes the preamble.
+ * Returns the socket, -1 when the daemon is not reachable (errno), -2 on a local
+ * error (errno: no socket could be made). */
+static int daemon_connect(const char *preamble, size_t plen)
+{
+    const aor_shim_env *env = aor_env();
+    struct sockaddr_un sun;
+    size_t pl = strlen(env->sock_path);
+    if (!env->sock_ok || pl >= sizeof(sun.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (u < 0)
+        return -2;
+    struct timeval tv = {HANDOFF_TIMEOUT_S, 0};
+    aor_real.setsockopt(u, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, env->sock_path, pl + 1);
+    int rc, tries = 0;
+    do {
+        rc = aor_real.connect(u, (struct sockaddr *)&sun, sizeof(sun));
+    } while (rc != 0 && errno == EINTR && ++tries < 5);
+    if (rc != 0 || send_all(u, preamble, plen) != 0) {
+        int e = errno;
+        aor_real.close(u);
+        errno = e;
+        return -1;
+    }
+    return u;
+}
+
+/* Moves the daemon connection u onto fd, keeping fd's flags and timeouts, and records
+ * the original peer. Returns 0, or -1 with errno (fd untouched, u closed). */
+static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len)
+{
+    int fl = aor_real.fcntl(fd, F_GETFL);
+    int fdfl = aor_real.fcntl(fd, F_GETFD);
+    struct timeval rcvto = {0, 0}, sndto = {0, 0};
+    socklen_t tl = sizeof(rcvto);
+    int e;
+    aor_fdinfo info;
+    memset(&info, 0, sizeof(info));
+
+    if (fl < 0 || fdfl < 0 || aor_fdtab_reserve(fd) != 0)
+        goto fail_close;
+    info.domain = get_int_opt(fd, SOL_SOCKET, SO_DOMAIN, addr->sa_family);
+    info.protocol = get_int_opt(fd, SOL_SOCKET, SO_PROTOCOL, IPPROTO_TCP);
+    info.nodelay = 1; /* a Unix socket never delays small writes */
+    info.keepidle = get_int_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, 7200);
+    info.keepintvl = get_int_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, 75);
+    info.keepcnt = get_int_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, 9);
+    info.peerlen = len < (socklen_t)sizeof(info.peer) ? len : (socklen_t)sizeof(info.peer);
+    memcpy(&info.peer, addr, info.peerlen);
+    /* The program's own timeouts carry over; the hand-off timeout does not. */
+    if (aor_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcvto, &tl) != 0)
+        memset(&rcvto, 0, sizeof(rcvto));
+    tl = sizeof(sndto);
+    if (aor_real.getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sndto, &tl) != 0)
+        memset(&sndto, 0, sizeof(sndto));
+    aor_real.setsockopt(u, SOL_SOCKET, SO_RCVTIMEO, &rcvto, sizeof(rcvto));
+    aor_real.setsockopt(u, SOL_SOCKET, SO_SNDTIMEO, &sndto, sizeof(sndto));
+    if (fl & O_NONBLOCK) {
+        if (aor_real.fcntl(u, F_SETFL, O_NONBLOCK) != 0)
+            goto fail_close;
+    }
+    if (aor_real.dup3(u, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+        goto fail_close;
+    aor_real.close(u);
+
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return 0; /* cannot happen for a valid fd; then the TCP view is not kept */
+    info.ino = (unsigned long)st.st_ino;
+    info.local_port = 32768 + (int)(info.ino % 28232u);
+    aor_fdtab_set(fd, &info);
+    return 0;
+
+fail_close:
+    e = errno;
+    aor_real.close(u);
+    errno = e;
+    return -1;
+}
+
+int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const char *what)
+{
+    int saved = errno;
+    aor_ip ip;
+    int port = 0;
+    if (aor_ip_from_sockaddr(addr, len, &ip, &port) != 0 || !aor_hosts_port_candidate(port)) {
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
+    int type = get_int_opt(fd, SOL_SOCKET, SO_TYPE, -1);
+    if (type != SOCK_STREAM) {
+        errno = saved;
+        return AOR_REDIRECT_PASS; /* UDP (glibc's address sorting), raw, or not a socket */
+    }
+    char host[AOR_HOST_MAX + 1] = "";
+    char ipbuf[46] = "?";
+    int synthetic = 0;
+    aor_ip_format(&ip, ipbuf, sizeof(ipbuf));
+    int rec = aor_hosts_recognise(&ip, port, host, sizeof(host), &synthetic);
+    if (rec == 0) {
+        aor_debug("%s fd %d to %s port %d: not an intercepted address, direct", what, fd, ipbuf,
+                  port);
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
+    const char *shown = rec == 1 ? host : "-";
+
+    char pre[AOR_PREAMBLE_MAX + 1];
+    int plen = aor_preamble_format(pre, sizeof(pre), rec == 1 ? host : NULL, ipbuf, port);
+    if (plen < 0) {
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
+    int u = daemon_connect(pre, (size_t)plen);
+    if (u >= 0) {
+        if (take_over(fd, u, addr, len) == 0) {
+            aor_debug("%s fd %d to %s port %d (%s): redirected to %s", what, fd, ipbuf, port,
+                      shown, aor_env()->sock_path);
+            errno = saved;
+            return AOR_REDIRECT_DONE;
+        }
+        u = -2;
+    }
+    int err = errno;
+    const aor_shim_env *env = aor_env();
+    if (u == -2) {
+        aor_debug("%s fd %d to %s port %d (%s): local error (%s), %s", what, fd, ipbuf, port,
+                  shown, strerror(err), env->strict ? "failing (strict)" : "direct");
+        if (env->strict) {
+            errno = err;
+            return AOR_REDIRECT_FAIL;
+        }
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
+    if (env->strict) {
+        aor_debug("%s fd %d to %s port %d (%s): daemon not reachable (%s), ECONNREFUSED "
+                  "(AOR_STRICT)",
+                  what, fd, ipbuf, port, shown, strerror(err));
+        errno = ECONNREFUSED;
+        return AOR_REDIRECT_FAIL;
+    }
+    aor_warn_failopen();
+    if (synthetic) {
+        /* An offline fallback address is not routable: a direct connect cannot work. */
+        aor_debug("%s fd %d to %s port %d (%s): daemon not reachable (%s) and the address is "
+                  "an offline fallback, ECONNREFUSED",
+                  what, fd, ipbuf, port, shown, strerror(err));
+        errno = ECONNREFUSED;
+        return AOR_REDIRECT_FAIL;
+    }
+    aor_debug("%s fd %d to %s port %d (%s): daemon not reachable (%s), direct (fail-open)", what,
+              fd, ipbuf, port, shown, strerror(err));
+    errno = saved;
+    return AOR_REDIRECT_PASS;
+}
+
+/* 1 when fd is a live redirected fd (the entry checked against fstat). */
+static int redirected(int fd)
+{
+    return aor_fdtab_any() && aor_fdtab_marked(fd) && aor_fdtab_get_checked(fd, NULL);
+}
+
+AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    aor_shim_ensure();
+    if (!aor_shim_on() || addr == NULL || len < (socklen_t)sizeof(sa_family_t) ||
+        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+        return aor_real.connect(fd, addr, len);
+    if (redirected(fd)) {
+        aor_debug("connect fd %d: already connected through aor, EISCONN", fd);
+        errno = EISCONN;
+        return -1;
+    }
+    int r = aor_redirect_try(fd, addr, len, "connect");
+    if (r == AOR_REDIRECT_DONE)
+        return 0;
+    if (r == AOR_REDIRECT_FAIL)
+        return -1;
+    return aor_real.connect(fd, addr, len);
+}
+
+AOR_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+                          const struct sockaddr *dest, socklen_t dlen)
+{
+    aor_shim_ensure();
+    if (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any()))
+        return aor_real.sendto(fd, buf, n, flags, dest, dlen);
+    if (!aor_shim_on())
+        return aor_real.sendto(fd, buf, n, flags, dest, dlen);
+    if (redirected(fd)) /* a stream socket ignores the address; the Unix one would not */
+        return aor_real.sendto(fd, buf, n, flags & ~MSG_FASTOPEN, NULL, 0);
+    if (!(flags & MSG_FASTOPEN) || dest == NULL)
+        return aor_real.sendto(fd, buf, n, flags, dest, dlen);
+    int r = aor_redirect_try(fd, dest, dlen, "sendto(MSG_FASTOPEN)");
+    if (r == AOR_REDIRECT_FAIL)
+        return -1;
+    if (r == AOR_REDIRECT_DONE)
+        return aor_real.sendto(fd, buf, n, flags & ~MSG_FASTOPEN, NULL, 0);
+    return aor_real.sendto(fd, buf, n, flags, dest, dlen);
+}
+
+AOR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    aor_shim_ensure();
+    const void *dest = msg != NULL ? msg->msg_name : NULL;
+    if (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any()))
+        return aor_real.sendmsg(fd, msg, flags);
+    if (!aor_shim_on())
+        return aor_real.sendmsg(fd, msg, flags);
+    struct msghdr copy = *msg;
+    copy.msg_name = NULL;
+    copy.msg_namelen = 0;
+    if (redirected(fd))
+        return aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
+    if (!(flags & MSG_FASTOPEN) || dest == NULL)
+        return aor_real.sendmsg(fd, msg, flags);
+    int r = aor_redirect_try(fd, (const struct sockaddr *)msg->msg_name, msg->msg_namelen,
+                             "sendmsg(MSG_FASTOPEN)");
+    if (r == AOR_REDIRECT_FAIL)
+        return -1;
+    if (r == AOR_REDIRECT_DONE)
+        return aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
+    return aor_real.sendmsg(fd, msg, flags);
+}

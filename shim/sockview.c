@@ -1,0 +1,189 @@
+/* libaor.so: the program's view of a redirected fd stays a TCP socket (spec §2):
+ * getpeername gives the original address, getsockname a loopback address of the same
+ * family, getsockopt/setsockopt at IPPROTO_TCP/IP/IPV6 succeed with plausible values,
+ * SO_DOMAIN/SO_PROTOCOL/SO_TYPE report the original socket. Other fds pass through
+ * after one atomic load. */
+#include "fdtab.h"
+#include "real.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <string.h>
+
+/* Fills *out when fd is a live redirected fd. */
+static int view_of(int fd, aor_fdinfo *out)
+{
+    return aor_fdtab_any() && aor_fdtab_marked(fd) && aor_fdtab_get_checked(fd, out);
+}
+
+/* Copies an answer of size bytes the way the kernel does: at most *len bytes, *len
+ * set to what was copied. */
+static int answer(void *val, socklen_t *len, const void *data, size_t size)
+{
+    if (val == NULL || len == NULL) {
+        errno = EFAULT;
+        return -1;
+    }
+    if ((int)*len < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t n = (size_t)*len < size ? (size_t)*len : size;
+    memcpy(val, data, n);
+    *len = (socklen_t)n;
+    return 0;
+}
+
+static int answer_int(void *val, socklen_t *len, int v)
+{
+    return answer(val, len, &v, sizeof(v));
+}
+
+AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    aor_fdinfo info;
+    aor_shim_ensure();
+    if (!view_of(fd, &info))
+        return aor_real.getpeername(fd, addr, len);
+    if (addr == NULL || len == NULL) {
+        errno = EFAULT;
+        return -1;
+    }
+    size_t n = *len < info.peerlen ? *len : info.peerlen;
+    memcpy(addr, &info.peer, n);
+    *len = info.peerlen; /* the full size, as the kernel reports it */
+    return 0;
+}
+
+AOR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    aor_fdinfo info;
+    aor_shim_ensure();
+    if (!view_of(fd, &info))
+        return aor_real.getsockname(fd, addr, len);
+    if (addr == NULL || len == NULL) {
+        errno = EFAULT;
+        return -1;
+    }
+    union {
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } me;
+    size_t size;
+    memset(&me, 0, sizeof(me));
+    if (info.domain == AF_INET6) {
+        me.in6.sin6_family = AF_INET6;
+        me.in6.sin6_port = htons((uint16_t)info.local_port);
+        me.in6.sin6_addr = in6addr_loopback;
+        size = sizeof(me.in6);
+    } else {
+        me.in4.sin_family = AF_INET;
+        me.in4.sin_port = htons((uint16_t)info.local_port);
+        me.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        size = sizeof(me.in4);
+    }
+    size_t n = *len < size ? *len : size;
+    memcpy(addr, &me, n);
+    *len = (socklen_t)size;
+    return 0;
+}
+
+static int tcp_opt(const aor_fdinfo *info, int opt, void *val, socklen_t *len)
+{
+    switch (opt) {
+    case TCP_NODELAY:
+        return answer_int(val, len, info->nodelay);
+    case TCP_KEEPIDLE:
+        return answer_int(val, len, info->keepidle);
+    case TCP_KEEPINTVL:
+        return answer_int(val, len, info->keepintvl);
+    case TCP_KEEPCNT:
+        return answer_int(val, len, info->keepcnt);
+    case TCP_MAXSEG:
+        return answer_int(val, len, info->domain == AF_INET6 ? 1428 : 1448);
+    case TCP_SYNCNT:
+        return answer_int(val, len, 6);
+    case TCP_QUICKACK:
+        return answer_int(val, len, 1);
+    case TCP_INFO: {
+        struct tcp_info ti;
+        memset(&ti, 0, sizeof(ti));
+        ti.tcpi_state = TCP_ESTABLISHED;
+        ti.tcpi_snd_mss = info->domain == AF_INET6 ? 1428 : 1448;
+        ti.tcpi_rcv_mss = ti.tcpi_snd_mss;
+        ti.tcpi_pmtu = 65535;
+        ti.tcpi_snd_cwnd = 10;
+        ti.tcpi_rtt = 50;
+        ti.tcpi_rttvar = 25;
+        return answer(val, len, &ti, sizeof(ti));
+    }
+    case TCP_CONGESTION: {
+        static const char name[16] = "cubic";
+        return answer(val, len, name, sizeof(name));
+    }
+    default:
+        return answer_int(val, len, 0);
+    }
+}
+
+static int ip_opt(int level, int opt, void *val, socklen_t *len)
+{
+    if (level == IPPROTO_IP && opt == IP_TTL)
+        return answer_int(val, len, 64);
+    if (level == IPPROTO_IPV6 && opt == IPV6_UNICAST_HOPS)
+        return answer_int(val, len, 64);
+    return answer_int(val, len, 0); /* IP_TOS, IPV6_V6ONLY, IPV6_TCLASS, ... */
+}
+
+AOR_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
+{
+    aor_fdinfo info;
+    aor_shim_ensure();
+    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) ||
+        (level != SOL_SOCKET && level != IPPROTO_TCP && level != IPPROTO_IP &&
+         level != IPPROTO_IPV6) ||
+        !aor_fdtab_get_checked(fd, &info))
+        return aor_real.getsockopt(fd, level, opt, val, len);
+    if (level == SOL_SOCKET) {
+        switch (opt) {
+        case SO_DOMAIN:
+            return answer_int(val, len, info.domain);
+        case SO_PROTOCOL:
+            return answer_int(val, len, info.protocol);
+        case SO_TYPE:
+            return answer_int(val, len, SOCK_STREAM);
+        default:
+            return aor_real.getsockopt(fd, level, opt, val, len);
+        }
+    }
+    if (level == IPPROTO_TCP)
+        return tcp_opt(&info, opt, val, len);
+    return ip_opt(level, opt, val, len);
+}
+
+AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+    aor_shim_ensure();
+    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) ||
+        (level != SOL_SOCKET && level != IPPROTO_TCP && level != IPPROTO_IP &&
+         level != IPPROTO_IPV6) ||
+        !aor_fdtab_get_checked(fd, NULL))
+        return aor_real.setsockopt(fd, level, opt, val, len);
+    if (level == SOL_SOCKET) {
+        int saved = errno;
+        int rc = aor_real.setsockopt(fd, level, opt, val, len);
+        if (rc != 0 && (errno == ENOPROTOOPT || errno == EOPNOTSUPP)) {
+            errno = saved; /* a TCP-only socket option: accepted, no effect */
+            return 0;
+        }
+        return rc;
+    }
+    if (level == IPPROTO_TCP && val != NULL && len >= (socklen_t)sizeof(int)) {
+        int v;
+        memcpy(&v, val, sizeof(v));
+        aor_fdtab_set_tcpopt(fd, opt, v);
+    }
+    return 0;
+}

@@ -1,0 +1,1153 @@
+/* Unit tests for common/config.c (spec §3 file format, §3.1 validation, §3.2 secrets,
+ * §3.3 embedded default). Each test writes a real file and sets real environment
+ * variables, then checks what a user would see: the loaded values or the error text,
+ * which must name FILE:LINE and must never contain a secret. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char tmpdir[64];
+static int file_no;
+
+static const char *const provider_vars[] = {
+    "OPENAI_API_KEY",     "ANTHROPIC_API_KEY", "GEMINI_API_KEY",   "GOOGLE_API_KEY",
+    "OPENROUTER_API_KEY", "MISTRAL_API_KEY",   "GROQ_API_KEY",     "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",        "TOGETHER_API_KEY",  "FIREWORKS_API_KEY"};
+#define NVARS (sizeof provider_vars / sizeof provider_vars[0])
+
+static void clear_env(void) {
+    char name[64];
+    for (size_t i = 0; i < NVARS; i++) {
+        unsetenv(provider_vars[i]);
+        for (int n = 1; n <= 99; n++) {
+            snprintf(name, sizeof name, "%s_%d", provider_vars[i], n);
+            unsetenv(name);
+        }
+    }
+    unsetenv("AOR_SOCKET");
+    unsetenv("AOR_CONFIG");
+    unsetenv("TEST_KEY_A");
+    unsetenv("TEST_KEY_B");
+}
+
+/* Every test runs in a fresh directory that the XDG variables point into. */
+static int setup(void **state) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/aor-test-config-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    clear_env();
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s/run", tmpdir);
+    setenv("XDG_RUNTIME_DIR", buf, 1);
+    snprintf(buf, sizeof buf, "%s/state", tmpdir);
+    setenv("XDG_STATE_HOME", buf, 1);
+    snprintf(buf, sizeof buf, "%s/config", tmpdir); /* holds no aor/aor.ini */
+    setenv("XDG_CONFIG_HOME", buf, 1);
+    setenv("HOME", tmpdir, 1);
+    return 0;
+}
+
+static int teardown(void **state) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    clear_env();
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Writes text to a new file in tmpdir (mkstemp); returns a malloc'd path. */
+static char *write_file(const char *text, mode_t mode) {
+    char *path = NULL;
+    assert_true(asprintf(&path, "%s/cfg%d-XXXXXX", tmpdir, file_no++) > 0);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    assert_int_equal(fchmod(fd, mode), 0);
+    close(fd);
+    return path;
+}
+
+static aor_config *load_ok(const char *text, char **path_out) {
+    char *path = write_file(text, 0644);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(path, &errs);
+    if (!cfg)
+        fprintf(stderr, "unexpected errors:\n%s", errs ? errs : "(none)\n");
+    assert_non_null(cfg);
+    assert_null(errs);
+    if (path_out)
+        *path_out = path;
+    else
+        free(path);
+    return cfg;
+}
+
+/* Loads text that must fail; returns the error text and the path it was written to. */
+static char *load_err(const char *text, char **path_out) {
+    char *path = write_file(text, 0644);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(path, &errs);
+    assert_null(cfg);
+    assert_non_null(errs);
+    *path_out = path;
+    return errs;
+}
+
+/* Asserts that errs has a line "PATH:LINE: ..." containing needle. */
+static void assert_err(const char *errs, const char *path, int line, const char *needle) {
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s:%d: ", path, line);
+    const char *p = errs;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (strncmp(p, prefix, strlen(prefix)) == 0) {
+            char *l = strndup(p, len);
+            int hit = strstr(l, needle) != NULL;
+            free(l);
+            if (hit)
+                return;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    fail_msg("no error \"%s...%s\" in:\n%s", prefix, needle, errs);
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static const char *const minimal = "[key \"a\"]\n"
+                                   "env = TEST_KEY_A\n"
+                                   "[provider \"p\"]\n"
+                                   "dialect = openai\n"
+                                   "base_url = https://api.example.com\n"
+                                   "keys = a\n"
+                                   "models = *\n";
+
+/* ---- the spec's example and defaults ------------------------------------------------- */
+
+static void test_spec_example_parses(void **state) {
+    char *ca = write_file("not checked here\n", 0644);
+    char *text = NULL;
+    assert_true(
+        asprintf(&text,
+                 "[daemon]\n"
+                 "socket = %s/s.sock            ; default $XDG_RUNTIME_DIR/aor/aor.sock\n"
+                 "listen = 127.0.0.1:8787 ; sidecar + admin; \"off\" disables\n"
+                 "state  = %s/aor.db            ; SQLite file\n"
+                 "\n"
+                 "[routing]\n"
+                 "auto_fallback = true\n"
+                 "max_opaque_retries = unlimited   ; or N >= 0 (0 = first attempt only)\n"
+                 "provider_priority_cache_threshold = 0\n"
+                 "key_priority_cache_threshold = 0\n"
+                 "strategy = priority              ; or round-robin (§5.5)\n"
+                 "\n"
+                 "[key \"openai-main\"]\n"
+                 "env = OPENAI_API_KEY     ; the secret is read from this variable\n"
+                 "priority = 0             ; lower is preferred\n"
+                 "name = Main account      ; optional friendly name\n"
+                 "\n"
+                 "[key \"openai-backup\"]\n"
+                 "env = OPENAI_API_KEY_2\n"
+                 "priority = 1\n"
+                 "\n"
+                 "[provider \"openai\"]\n"
+                 "dialect = openai         ; openai | anthropic | gemini\n"
+                 "base_url = https://api.openai.com\n"
+                 "keys = openai-main, openai-backup\n"
+                 "models = gpt-4o, gpt-4o-mini, fast=gpt-4o-mini   ; canonical[=upstream id]\n"
+                 "priority = 0\n"
+                 "retry_after = honor      ; or ignore (§4.3)\n"
+                 "intercept = api.openai.com   ; extra host names that mean this provider\n"
+                 "ca_file = %s            ; optional extra CA for upstream TLS (tests,\n"
+                 "                         ; corporate proxies); HTTPS_PROXY is honoured\n"
+                 "\n"
+                 "[model \"gpt-4o\"]\n"
+                 "max_opaque_retries = 2   ; per-model override\n",
+                 tmpdir, tmpdir, ca) > 0);
+    setenv("OPENAI_API_KEY", "sk-test-main-0123456789", 1);
+    setenv("OPENAI_API_KEY_2", "sk-test-backup-0123456789", 1);
+    char *path = NULL;
+    aor_config *cfg = load_ok(text, &path);
+
+    assert_string_equal(cfg->source, path);
+    assert_int_equal(cfg->embedded, 0);
+    assert_string_equal(cfg->listen, "127.0.0.1:8787");
+    char want[256];
+    snprintf(want, sizeof want, "%s/s.sock", tmpdir);
+    assert_string_equal(cfg->socket_path, want);
+    snprintf(want, sizeof want, "%s/aor.db", tmpdir);
+    assert_string_equal(cfg->state_path, want);
+    assert_int_equal(cfg->auto_fallback, 1);
+    assert_int_equal(cfg->max_opaque_retries, AOR_RETRIES_UNLIMITED);
+    assert_int_equal(cfg->strategy, AOR_STRATEGY_PRIORITY);
+
+    assert_int_equal(cfg->nkeys, 2);
+    assert_string_equal(cfg->keys[0].name, "openai-main");
+    assert_string_equal(cfg->keys[0].env, "OPENAI_API_KEY");
+    assert_string_equal(cfg->keys[0].secret, "sk-test-main-0123456789");
+    assert_string_equal(cfg->keys[0].friendly, "Main account");
+    assert_int_equal(cfg->keys[1].priority, 1);
+    assert_string_equal(cfg->keys[1].secret, "sk-test-backup-0123456789");
+
+    assert_int_equal(cfg->nproviders, 1);
+    const aor_provider_cfg *p = &cfg->providers[0];
+    assert_string_equal(p->name, "openai");
+    assert_int_equal(p->dialect, AOR_DIALECT_OPENAI);
+    assert_string_equal(p->base_url, "https://api.openai.com");
+    assert_string_equal(p->host, "api.openai.com");
+    assert_int_equal(p->port, 443);
+    assert_int_equal(p->nkeys, 2);
+    assert_int_equal(p->key_idx[0], 0);
+    assert_int_equal(p->key_idx[1], 1);
+    assert_int_equal(p->nmodels, 3);
+    assert_int_equal(p->models_any, 0);
+    assert_string_equal(p->models[2].canonical, "fast");
+    assert_string_equal(p->models[2].upstream, "gpt-4o-mini");
+    assert_int_equal(p->retry_after_ignore, 0);
+    assert_int_equal(p->nintercept, 1);
+    assert_string_equal(p->intercept[0], "api.openai.com");
+    assert_string_equal(p->ca_file, ca);
+    assert_int_equal(p->passthrough, 0);
+
+    assert_int_equal(cfg->nmodels, 1);
+    assert_int_equal(aor_config_retries_for(cfg, "gpt-4o"), 2);
+    assert_int_equal(aor_config_retries_for(cfg, "gpt-4o-mini"), AOR_RETRIES_UNLIMITED);
+    aor_config_free(cfg);
+    free(path);
+    free(text);
+    free(ca);
+}
+
+static void test_defaults_of_every_option(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    aor_config *cfg = load_ok(minimal, NULL);
+    char want[256];
+    snprintf(want, sizeof want, "%s/run/aor/aor.sock", tmpdir);
+    assert_string_equal(cfg->socket_path, want);
+    snprintf(want, sizeof want, "%s/state/aor/aor.db", tmpdir);
+    assert_string_equal(cfg->state_path, want);
+    assert_string_equal(cfg->listen, "127.0.0.1:8787");
+    assert_null(cfg->env_file);
+    assert_int_equal(cfg->body_max, 32L * 1024 * 1024);
+    assert_int_equal(cfg->auto_fallback, 1);
+    assert_int_equal(cfg->max_opaque_retries, AOR_RETRIES_UNLIMITED);
+    assert_int_equal(cfg->provider_priority_cache_threshold, 0);
+    assert_int_equal(cfg->key_priority_cache_threshold, 0);
+    assert_int_equal(cfg->strategy, AOR_STRATEGY_PRIORITY);
+    assert_true(cfg->backoff_initial_s == 5);
+    assert_true(cfg->backoff_max_s == 86400);
+    assert_true(cfg->quota_cooldown_s == 120);
+    assert_true(cfg->auth_cooldown_s == 120);
+    assert_int_equal(cfg->breaker_failures, 3);
+    assert_true(cfg->breaker_window_s == 60);
+    assert_true(cfg->breaker_open_s == 30);
+    assert_int_equal(cfg->keys[0].priority, 0);
+    assert_null(cfg->keys[0].friendly);
+    const aor_provider_cfg *p = &cfg->providers[0];
+    assert_int_equal(p->priority, 0);
+    assert_int_equal(p->retry_after_ignore, 0);
+    assert_int_equal(p->nintercept, 0);
+    assert_null(p->ca_file);
+    assert_int_equal(p->models_any, 1);
+    assert_int_equal(p->nmodels, 0);
+    assert_int_equal(cfg->nmodels, 0);
+    aor_config_free(cfg);
+}
+
+static void test_default_paths_without_xdg(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("XDG_STATE_HOME");
+    aor_config *cfg = load_ok(minimal, NULL);
+    char want[256];
+    snprintf(want, sizeof want, "/tmp/aor-%lu/aor.sock", (unsigned long)getuid());
+    assert_string_equal(cfg->socket_path, want);
+    snprintf(want, sizeof want, "%s/.local/state/aor/aor.db", tmpdir);
+    assert_string_equal(cfg->state_path, want);
+    aor_config_free(cfg);
+}
+
+/* $AOR_SOCKET wins over the default and over `socket =` in the file. */
+static void test_aor_socket_wins(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    setenv("AOR_SOCKET", "/tmp/from-env.sock", 1);
+    aor_config *cfg = load_ok(minimal, NULL);
+    assert_string_equal(cfg->socket_path, "/tmp/from-env.sock");
+    aor_config_free(cfg);
+    char *text = NULL;
+    assert_true(asprintf(&text, "[daemon]\nsocket = /tmp/from-file.sock\n%s", minimal) > 0);
+    cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->socket_path, "/tmp/from-env.sock");
+    aor_config_free(cfg);
+    unsetenv("AOR_SOCKET");
+    cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->socket_path, "/tmp/from-file.sock");
+    aor_config_free(cfg);
+    free(text);
+}
+
+static void test_every_option_set(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    setenv("TEST_KEY_B", "secret-b", 1);
+    const char *text = "[daemon]\n"
+                       "listen = off\n"
+                       "state = ~/db/aor.db\n"
+                       "body_max = 8M\n"
+                       "[routing]\n"
+                       "auto_fallback = no\n"
+                       "max_opaque_retries = 0\n"
+                       "provider_priority_cache_threshold = 4\n"
+                       "key_priority_cache_threshold = 7\n"
+                       "strategy = round-robin\n"
+                       "backoff_initial_s = 0.5\n"
+                       "backoff_max_s = 600\n"
+                       "quota_cooldown_s = 0\n"
+                       "auth_cooldown_s = 30\n"
+                       "breaker_failures = 5\n"
+                       "breaker_window_s = 10\n"
+                       "breaker_open_s = 2.5\n"
+                       "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "priority = 2\n"
+                       "[key \"b\"]\n"
+                       "env = TEST_KEY_B\n"
+                       "priority = -1\n"
+                       "name = Backup (team)\n"
+                       "[provider \"p\"]\n"
+                       "dialect = anthropic\n"
+                       "base_url = http://127.0.0.1:9999/mock/\n"
+                       "keys = b, a\n"
+                       "models = claude, *\n"
+                       "priority = 3\n"
+                       "retry_after = ignore\n"
+                       "intercept = API.Example.com, other.example.org\n";
+    aor_config *cfg = load_ok(text, NULL);
+    assert_null(cfg->listen);
+    char want[256];
+    snprintf(want, sizeof want, "%s/db/aor.db", tmpdir);
+    assert_string_equal(cfg->state_path, want);
+    assert_int_equal(cfg->body_max, 8L * 1024 * 1024);
+    assert_int_equal(cfg->auto_fallback, 0);
+    assert_int_equal(cfg->max_opaque_retries, 0);
+    assert_int_equal(cfg->provider_priority_cache_threshold, 4);
+    assert_int_equal(cfg->key_priority_cache_threshold, 7);
+    assert_int_equal(cfg->strategy, AOR_STRATEGY_ROUND_ROBIN);
+    assert_true(cfg->backoff_initial_s == 0.5);
+    assert_true(cfg->backoff_max_s == 600);
+    assert_true(cfg->quota_cooldown_s == 0);
+    assert_true(cfg->auth_cooldown_s == 30);
+    assert_int_equal(cfg->breaker_failures, 5);
+    assert_true(cfg->breaker_window_s == 10);
+    assert_true(cfg->breaker_open_s == 2.5);
+    assert_int_equal(cfg->keys[0].priority, 2);
+    assert_int_equal(cfg->keys[1].priority, -1);
+    assert_string_equal(cfg->keys[1].friendly, "Backup (team)");
+    const aor_provider_cfg *p = &cfg->providers[0];
+    assert_int_equal(p->dialect, AOR_DIALECT_ANTHROPIC);
+    assert_string_equal(p->base_url, "http://127.0.0.1:9999/mock");
+    assert_string_equal(p->host, "127.0.0.1");
+    assert_int_equal(p->port, 9999);
+    assert_int_equal(p->nkeys, 2);
+    assert_string_equal(cfg->keys[p->key_idx[0]].name, "b"); /* order as written */
+    assert_string_equal(cfg->keys[p->key_idx[1]].name, "a");
+    assert_int_equal(p->models_any, 1);
+    assert_int_equal(p->nmodels, 1);
+    assert_int_equal(p->priority, 3);
+    assert_int_equal(p->retry_after_ignore, 1);
+    assert_int_equal(p->nintercept, 2);
+    assert_string_equal(p->intercept[0], "api.example.com");
+    assert_true(aor_config_provider_owns_host(p, "127.0.0.1"));
+    assert_true(aor_config_provider_owns_host(p, "other.example.org"));
+    assert_true(aor_config_provider_owns_host(p, "API.EXAMPLE.COM."));
+    assert_false(aor_config_provider_owns_host(p, "example.com"));
+    aor_config_free(cfg);
+}
+
+/* ---- value syntax ------------------------------------------------------------------------ */
+
+static void test_base_url_normalised(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\nenv = TEST_KEY_A\n"
+                       "[provider \"one\"]\ndialect = openai\n"
+                       "base_url = HTTPS://Example.COM:8443/Api/V1//\nkeys = a\nmodels = *\n"
+                       "[provider \"two\"]\ndialect = openai\n"
+                       "base_url = http://Mock.Local\nkeys = a\nmodels = *\n"
+                       "[provider \"three\"]\ndialect = gemini\n"
+                       "base_url = https://[::1]:8443\nkeys = a\nmodels = *\n"
+                       "[provider \"openrouter\"]\nkeys = a\nmodels = *\n";
+    aor_config *cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->providers[0].base_url, "https://example.com:8443/Api/V1");
+    assert_string_equal(cfg->providers[0].host, "example.com");
+    assert_int_equal(cfg->providers[0].port, 8443);
+    assert_string_equal(cfg->providers[1].base_url, "http://mock.local");
+    assert_int_equal(cfg->providers[1].port, 80);
+    assert_string_equal(cfg->providers[2].base_url, "https://[::1]:8443");
+    assert_string_equal(cfg->providers[2].host, "::1");
+    /* A known provider name supplies dialect and base_url (with its path prefix). */
+    assert_string_equal(cfg->providers[3].base_url, "https://openrouter.ai/api");
+    assert_string_equal(cfg->providers[3].host, "openrouter.ai");
+    assert_int_equal(cfg->providers[3].dialect, AOR_DIALECT_OPENAI);
+    assert_int_equal(aor_config_provider_index(cfg, "three"), 2);
+    assert_int_equal(aor_config_provider_index(cfg, "four"), -1);
+    aor_config_free(cfg);
+}
+
+static void test_listen_forms(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    static const struct {
+        const char *in, *out;
+    } ok[] = {{"127.0.0.1:9000", "127.0.0.1:9000"},
+              {"127.1.2.3:1", "127.1.2.3:1"},
+              {"localhost:8787", "127.0.0.1:8787"},
+              {"[::1]:8787", "[::1]:8787"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *text = NULL;
+        assert_true(asprintf(&text, "[daemon]\nlisten = %s\n%s", ok[i].in, minimal) > 0);
+        aor_config *cfg = load_ok(text, NULL);
+        assert_string_equal(cfg->listen, ok[i].out);
+        aor_config_free(cfg);
+        free(text);
+    }
+    static const char *const bad[] = {"0.0.0.0:8787", "192.168.1.2:80", "[::]:8787",
+                                      "127.0.0.1",    "127.0.0.1:0",    "127.0.0.1:70000",
+                                      "::1:8787",     "example.com:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *text = NULL, *path = NULL;
+        assert_true(asprintf(&text, "[daemon]\nlisten = %s\n%s", bad[i], minimal) > 0);
+        char *errs = load_err(text, &path);
+        assert_err(errs, path, 2, "listen = ");
+        assert_int_equal(count_lines(errs), 1);
+        free(errs);
+        free(path);
+        free(text);
+    }
+}
+
+static void test_bad_values_each_reported(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[daemon]\n"                         /* 1 */
+                       "body_max = lots\n"                  /* 2 */
+                       "socket = \n"                        /* 3 */
+                       "[routing]\n"                        /* 4 */
+                       "auto_fallback = maybe\n"            /* 5 */
+                       "max_opaque_retries = -1\n"          /* 6 */
+                       "key_priority_cache_threshold = x\n" /* 7 */
+                       "strategy = round_robin\n"           /* 8 */
+                       "backoff_initial_s = 0\n"            /* 9 */
+                       "breaker_failures = 0\n"             /* 10 */
+                       "quota_cooldown_s = -5\n"            /* 11 */
+                       "breaker_window_s = 1e3\n"           /* 12 */
+                       "[key \"a\"]\n"                      /* 13 */
+                       "env = TEST_KEY_A\n"                 /* 14 */
+                       "priority = high\n"                  /* 15 */
+                       "[provider \"p\"]\n"                 /* 16 */
+                       "dialect = openia\n"                 /* 17 */
+                       "base_url = ftp://x.example\n"       /* 18 */
+                       "keys = a, , a\n"                    /* 19 */
+                       "models = gpt-4o, ,gpt-4o\n"         /* 20 */
+                       "retry_after = always\n"             /* 21 */
+                       "intercept = https://x.example\n"    /* 22 */
+                       "ca_file = /nonexistent/ca.pem\n"    /* 23 */
+                       "[model \"gpt-4o\"]\n"               /* 24 */
+                       "max_opaque_retries = lots\n";       /* 25 */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 2, "body_max = lots");
+    assert_err(errs, path, 3, "socket has an empty value");
+    assert_err(errs, path, 5, "auto_fallback = maybe: expected true or false");
+    assert_err(errs, path, 6, "max_opaque_retries = -1");
+    assert_err(errs, path, 7, "key_priority_cache_threshold = x");
+    assert_err(errs, path, 8, "did you mean round-robin?");
+    assert_err(errs, path, 9, "backoff_initial_s = 0");
+    assert_err(errs, path, 10, "breaker_failures = 0");
+    assert_err(errs, path, 11, "quota_cooldown_s = -5");
+    assert_err(errs, path, 12, "breaker_window_s = 1e3");
+    assert_err(errs, path, 15, "priority = high");
+    assert_err(errs, path, 17, "did you mean openai?");
+    assert_err(errs, path, 18, "base_url must start with https:// or http://");
+    assert_err(errs, path, 19, "keys: empty item");
+    assert_err(errs, path, 19, "keys: \"a\" is listed twice");
+    assert_err(errs, path, 20, "models: empty item");
+    assert_err(errs, path, 20, "\"gpt-4o\" is listed twice");
+    assert_err(errs, path, 21, "retry_after = always: expected honor or ignore");
+    assert_err(errs, path, 22, "intercept: \"https://x.example\" is not a host name");
+    assert_err(errs, path, 23, "ca_file /nonexistent/ca.pem cannot be read");
+    assert_err(errs, path, 25, "max_opaque_retries = lots");
+    free(errs);
+    free(path);
+}
+
+static void test_base_url_rejects_credentials_without_echo(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\nenv = TEST_KEY_A\n"
+                       "[provider \"p\"]\ndialect = openai\n"
+                       "base_url = https://user:hunter2@api.example.com\n"
+                       "keys = a\nmodels = *\n"
+                       "[provider \"q\"]\ndialect = openai\n"
+                       "base_url = https://api.example.com/v1?x=1\n"
+                       "keys = a\nmodels = *\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 5, "must not contain credentials");
+    assert_err(errs, path, 10, "must not contain a query");
+    assert_null(strstr(errs, "hunter2"));
+    free(errs);
+    free(path);
+}
+
+static void test_models_mapping(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\nenv = TEST_KEY_A\n"
+                       "[provider \"list\"]\ndialect = openai\nbase_url = https://a.example\n"
+                       "keys = a\nmodels = gpt-4o, fast = gpt-4o-mini,smart=o3\n"
+                       "[provider \"any\"]\ndialect = openai\nbase_url = https://b.example\n"
+                       "keys = a\nmodels = *, fast=llama-3-8b\n";
+    aor_config *cfg = load_ok(text, NULL);
+    const aor_provider_cfg *l = &cfg->providers[0], *a = &cfg->providers[1];
+    int listed = -1;
+    assert_string_equal(aor_config_upstream_model(l, "gpt-4o", &listed), "gpt-4o");
+    assert_int_equal(listed, 1);
+    assert_string_equal(aor_config_upstream_model(l, "fast", &listed), "gpt-4o-mini");
+    assert_int_equal(listed, 1);
+    assert_string_equal(aor_config_upstream_model(l, "smart", &listed), "o3");
+    assert_string_equal(aor_config_upstream_model(l, "claude", &listed), "claude");
+    assert_int_equal(listed, 0);
+    assert_string_equal(aor_config_upstream_model(a, "claude", &listed), "claude");
+    assert_int_equal(listed, 1);
+    assert_string_equal(aor_config_upstream_model(a, "fast", &listed), "llama-3-8b");
+    assert_string_equal(aor_config_upstream_model(a, "x", NULL), "x");
+    aor_config_free(cfg);
+}
+
+/* ---- §3.1 rules ------------------------------------------------------------------------- */
+
+static void test_rule1_env_not_set(void **state) {
+    setenv("TEST_KEY_B", "", 1);
+    const char *text = "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[key \"b\"]\n"
+                       "env = TEST_KEY_B\n"
+                       "[key \"c\"]\n"
+                       "name = no env here\n"
+                       "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                       "keys = a, b, c\nmodels = *\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 2, "TEST_KEY_A is not set or empty");
+    assert_err(errs, path, 4, "TEST_KEY_B is not set or empty");
+    assert_err(errs, path, 5, "[key \"c\"] has no env option");
+    assert_int_equal(count_lines(errs), 3);
+    free(errs);
+    free(path);
+}
+
+static void test_rule2_same_env_twice(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[key \"b\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                       "keys = a, b\nmodels = *\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 4, "env = TEST_KEY_A is already used by key \"a\" (line 2)");
+    assert_int_equal(count_lines(errs), 1);
+    free(errs);
+    free(path);
+}
+
+static void test_rule3_undeclared_key(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"openai-main\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[provider \"p\"]\n"
+                       "dialect = openai\n"
+                       "base_url = https://x.example\n"
+                       "keys = openai-main, openai-mian, nothing-like-it\n"
+                       "models = *\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 6, "key \"openai-mian\" is not declared");
+    assert_err(errs, path, 6, "did you mean \"openai-main\"?");
+    assert_err(errs, path, 6, "key \"nothing-like-it\" is not declared");
+    assert_int_equal(count_lines(errs), 2);
+    free(errs);
+    free(path);
+}
+
+static void test_rule4_provider_needs_keys_and_models(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[provider \"nokeys\"]\n"
+                       "dialect = openai\n"
+                       "base_url = https://x.example\n"
+                       "models = *\n"
+                       "[provider \"nomodels\"]\n"
+                       "dialect = openai\n"
+                       "base_url = https://y.example\n"
+                       "keys = a\n"
+                       "[provider \"bare\"]\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 3, "[provider \"nokeys\"] has no keys");
+    assert_err(errs, path, 7, "[provider \"nomodels\"] has no models");
+    assert_err(errs, path, 11, "[provider \"bare\"] has no dialect");
+    assert_err(errs, path, 11, "[provider \"bare\"] has no base_url");
+    assert_err(errs, path, 11, "[provider \"bare\"] has no keys");
+    assert_err(errs, path, 11, "[provider \"bare\"] has no models");
+    assert_int_equal(count_lines(errs), 6);
+    free(errs);
+    free(path);
+}
+
+static void test_rule5_model_not_served(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[provider \"p\"]\n"
+                       "dialect = openai\n"
+                       "base_url = https://x.example\n"
+                       "keys = a\n"
+                       "models = gpt-4o, fast=gpt-4o-mini\n"
+                       "[model \"gpt-4o\"]\n"
+                       "max_opaque_retries = 1\n"
+                       "[model \"fast\"]\n"
+                       "[model \"gpt-40\"]\n"
+                       "max_opaque_retries = 1\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 11, "[model \"gpt-40\"] names a model no provider serves");
+    assert_err(errs, path, 11, "did you mean \"gpt-4o\"?");
+    assert_int_equal(count_lines(errs), 1);
+    free(errs);
+    free(path);
+
+    /* models = * serves every model. */
+    const char *any = "[key \"a\"]\nenv = TEST_KEY_A\n"
+                      "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                      "keys = a\nmodels = *\n"
+                      "[model \"whatever\"]\nmax_opaque_retries = 4\n";
+    aor_config *cfg = load_ok(any, NULL);
+    assert_int_equal(aor_config_retries_for(cfg, "whatever"), 4);
+    assert_int_equal(cfg->models[0].max_opaque_retries, 4);
+    aor_config_free(cfg);
+}
+
+static void test_rule6_inline_secrets_rejected_without_echo(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *openai = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z";
+    const char *anthropic = "sk-ant-api03-Zz9yXx8wWv7uUt6sSr5qQp4oOn3mM";
+    const char *google = "AIzaSyD1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P";
+    const char *random = "q8Jd93KfLs02Mx7Nv5Bc1Zr4Ty6Wp0Qa9Ue3Io";
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\n"           /* 1 */
+                         "env = TEST_KEY_A\n"      /* 2 */
+                         "[provider \"openai\"]\n" /* 3 */
+                         "keys = a\n"              /* 4 */
+                         "models = *\n"            /* 5 */
+                         "api_key = %s\n"          /* 6 */
+                         "[key \"b\"]\n"           /* 7 */
+                         "env = %s\n"              /* 8 */
+                         "name = %s\n"             /* 9 */
+                         "[routing]\n"             /* 10 */
+                         "token = %s\n"            /* 11 */
+                         "%s\n",                   /* 12: a bare secret line */
+                         openai, anthropic, google, random, openai) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 6, "option api_key looks like a secret");
+    assert_err(errs, path, 6, "[key \"openai-main\"] with the line env = OPENAI_API_KEY");
+    assert_err(errs, path, 8, "the value of env looks like a secret");
+    assert_err(errs, path, 8, "[key \"b\"] with the line env = B_API_KEY");
+    assert_err(errs, path, 9, "the value of name looks like a secret");
+    assert_err(errs, path, 11, "option token looks like a secret");
+    assert_err(errs, path, 12, "looks like a secret");
+    assert_null(strstr(errs, openai));
+    assert_null(strstr(errs, anthropic));
+    assert_null(strstr(errs, google));
+    assert_null(strstr(errs, random));
+    assert_null(strstr(errs, "Ab3dEf6h")); /* not even a piece of it */
+    free(errs);
+    free(path);
+    free(text);
+}
+
+/* Long names that are not secrets stay accepted. */
+static void test_rule6_no_false_positives(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\nenv = TEST_KEY_A\nname = Team account for the nightly batch\n"
+                       "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                       "keys = a\n"
+                       "models = meta-llama-3-70b-instruct-turbo-free-edition, "
+                       "accounts/fireworks/models/llama-v3p1-405b-instruct, "
+                       "claude-3-5-sonnet-20241022, gemini-2.0-flash-thinking-exp-01-21\n";
+    aor_config *cfg = load_ok(text, NULL);
+    assert_int_equal(cfg->providers[0].nmodels, 4);
+    aor_config_free(cfg);
+}
+
+static void test_rule7_unknown_sections_and_options(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[deamon]\n"                     /* 1 */
+                       "listen = off\n"                 /* 2: ignored with its section */
+                       "[routing]\n"                    /* 3 */
+                       "stratgy = priority\n"           /* 4 */
+                       "base_url = x\n"                 /* 5 */
+                       "[key \"a\"]\n"                  /* 6 */
+                       "env = TEST_KEY_A\n"             /* 7 */
+                       "[provider \"p\"]\n"             /* 8 */
+                       "dialect = openai\n"             /* 9 */
+                       "base_url = https://x.example\n" /* 10 */
+                       "key = a\n"                      /* 11 */
+                       "keys = a\n"                     /* 12 */
+                       "models = *\n"                   /* 13 */
+                       "colour = blue\n"                /* 14 */
+                       "[providers \"q\"]\n"            /* 15 */
+                       "[frobnicate]\n";                /* 16 */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 1, "unknown section [deamon] (did you mean [daemon]?)");
+    assert_err(errs, path, 4, "unknown option stratgy in [routing]; did you mean strategy?");
+    assert_err(errs, path, 5, "base_url belongs in [provider \"NAME\"]");
+    assert_err(errs, path, 11, "unknown option key in [provider \"p\"]; did you mean keys?");
+    assert_err(errs, path, 14, "unknown option colour in [provider \"p\"]");
+    assert_err(errs, path, 15, "unknown section [providers] (did you mean [provider]?)");
+    assert_err(errs, path, 16, "unknown section [frobnicate]");
+    assert_int_equal(count_lines(errs), 7);
+    free(errs);
+    free(path);
+}
+
+static void test_structure_errors(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "orphan = 1\n"                   /* 1 */
+                       "[key \"a\"]\n"                  /* 2 */
+                       "env = TEST_KEY_A\n"             /* 3 */
+                       "env = TEST_KEY_A\n"             /* 4 */
+                       "[key \"a\"]\n"                  /* 5 */
+                       "env = OTHER\n"                  /* 6: ignored */
+                       "[provider \"p\"]\n"             /* 7 */
+                       "dialect = openai\n"             /* 8 */
+                       "base_url = https://x.example\n" /* 9 */
+                       "keys = a\n"                     /* 10 */
+                       "models = *\n"                   /* 11 */
+                       "just some words\n"              /* 12 */
+                       "[key]\n"                        /* 13 */
+                       "[daemon \"x\"]\n"               /* 14 */
+                       "[key \"bad name!\"]\n"          /* 15 */
+                       "[provider \"unterminated]\n"    /* 16 */
+                       "[routing\n"                     /* 17 */
+                       "= value\n";                     /* 18 */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 1, "option orphan is outside of any section");
+    assert_err(errs, path, 4, "env is set twice in [key \"a\"] (first on line 3)");
+    assert_err(errs, path, 5, "duplicate section [key \"a\"] (first on line 2)");
+    assert_err(errs, path, 12, "expected `name = value`");
+    assert_err(errs, path, 13, "[key] needs a name");
+    assert_err(errs, path, 14, "[daemon] takes no name");
+    assert_err(errs, path, 15, "invalid key name \"bad name!\"");
+    assert_err(errs, path, 16, "malformed section header");
+    assert_err(errs, path, 17, "malformed section header");
+    assert_err(errs, path, 18, "missing option name");
+    assert_int_equal(count_lines(errs), 10);
+    free(errs);
+    free(path);
+}
+
+/* All errors at once, sorted by line, each "FILE:LINE: message". */
+static void test_many_errors_at_once_sorted(void **state) {
+    const char *text = "[routing]\n"
+                       "strategy = fastest\n"
+                       "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[provider \"p\"]\n"
+                       "dialect = cobol\n"
+                       "base_url = https://x.example\n"
+                       "keys = a, b\n"
+                       "models = *\n"
+                       "[model \"m\"]\n"
+                       "max_opaque_retries = many\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_int_equal(count_lines(errs), 5);
+    int last = 0;
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s:", path);
+    for (const char *p = errs; *p;) {
+        assert_int_equal(strncmp(p, prefix, strlen(prefix)), 0);
+        int line = (int)strtol(p + strlen(prefix), NULL, 10);
+        assert_true(line >= last);
+        last = line;
+        p = strchr(p, '\n') + 1;
+    }
+    assert_err(errs, path, 2, "strategy = fastest");
+    assert_err(errs, path, 4, "TEST_KEY_A is not set");
+    assert_err(errs, path, 6, "dialect = cobol");
+    assert_err(errs, path, 8, "key \"b\" is not declared");
+    assert_err(errs, path, 11, "max_opaque_retries = many");
+    free(errs);
+    free(path);
+}
+
+/* inih details: inline comments, indentation, CRLF, BOM, ':' separator, long lines. */
+static void test_lexical_details(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char models[3000];
+    size_t o = 0;
+    for (int i = 0; i < 150 && o + 20 < sizeof models; i++)
+        o += (size_t)snprintf(models + o, sizeof models - o, "%smodel-%d", i ? ", " : "", i);
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "\xEF\xBB\xBF# comment\r\n"
+                         "  [key \"a\"]   ; trailing comment\r\n"
+                         "    env = TEST_KEY_A   ; indented option\r\n"
+                         "    name: Main;not-a-comment\r\n"
+                         "[provider \"p\"]\r\n"
+                         "dialect=openai\r\n"
+                         "base_url = https://x.example\r\n"
+                         "keys = a\r\n"
+                         "models = %s\r\n",
+                         models) > 0);
+    aor_config *cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->keys[0].env, "TEST_KEY_A");
+    assert_string_equal(cfg->keys[0].friendly, "Main;not-a-comment");
+    assert_int_equal(cfg->providers[0].nmodels, 150);
+    assert_string_equal(cfg->providers[0].models[149].canonical, "model-149");
+    aor_config_free(cfg);
+    free(text);
+
+    char *huge = malloc(5000);
+    assert_non_null(huge);
+    memset(huge, 'x', 4999);
+    huge[4999] = '\0';
+    assert_true(asprintf(&text, "%s[routing]\nstrategy = %s\nstrategy2 = 1\n", minimal, huge) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 9, "longer than 4096 characters");
+    assert_err(errs, path, 10, "unknown option strategy2"); /* line numbers stay right */
+    free(errs);
+    free(path);
+    free(text);
+    free(huge);
+}
+
+/* ---- secrets from the environment and env_file (§3.2) ------------------------------------ */
+
+static void test_env_secret_trimmed_and_checked(void **state) {
+    setenv("TEST_KEY_A", "  secret-a\n", 1);
+    aor_config *cfg = load_ok(minimal, NULL);
+    assert_string_equal(cfg->keys[0].secret, "secret-a");
+    aor_config_free(cfg);
+
+    setenv("TEST_KEY_A", "secret with-space-Xyz", 1);
+    char *path = NULL;
+    char *errs = load_err(minimal, &path);
+    assert_err(errs, path, 2, "contains spaces or control characters");
+    assert_null(strstr(errs, "with-space-Xyz"));
+    free(errs);
+    free(path);
+}
+
+static char *envfile_config(const char *ef_path) {
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[daemon]\n"
+                         "env_file = %s\n"
+                         "[key \"a\"]\nenv = TEST_KEY_A\n"
+                         "[key \"b\"]\nenv = TEST_KEY_B\n"
+                         "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                         "keys = a, b\nmodels = *\n",
+                         ef_path) > 0);
+    return text;
+}
+
+static void test_env_file(void **state) {
+    char *ef = write_file("# secrets\n"
+                          "export TEST_KEY_A=from-file-a\n"
+                          "TEST_KEY_B = \"from-file-b\"\n"
+                          "\n",
+                          0600);
+    char *text = envfile_config(ef);
+    aor_config *cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->env_file, ef);
+    assert_string_equal(cfg->keys[0].secret, "from-file-a");
+    assert_string_equal(cfg->keys[1].secret, "from-file-b");
+    aor_config_free(cfg);
+
+    /* The environment wins over env_file. */
+    setenv("TEST_KEY_B", "from-env-b", 1);
+    cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->keys[0].secret, "from-file-a");
+    assert_string_equal(cfg->keys[1].secret, "from-env-b");
+    aor_config_free(cfg);
+    free(text);
+    free(ef);
+}
+
+static void test_env_file_mode_checked(void **state) {
+    char *ef = write_file("TEST_KEY_A=leaky-secret-1\nTEST_KEY_B=leaky-secret-2\n", 0644);
+    char *text = envfile_config(ef);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 2, "has mode 0644, readable by others");
+    assert_err(errs, path, 2, "chmod 600");
+    assert_null(strstr(errs, "leaky-secret"));
+    free(errs);
+    free(path);
+    assert_int_equal(chmod(ef, 0400), 0); /* stricter than 0600 is fine */
+    aor_config *cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->keys[1].secret, "leaky-secret-2");
+    aor_config_free(cfg);
+    free(text);
+    free(ef);
+}
+
+static void test_env_file_syntax_errors(void **state) {
+    char *ef = write_file("TEST_KEY_A=ok-value\n"
+                          "this-is-a-bare-secret-value\n"
+                          "1BAD=hidden-value\n",
+                          0600);
+    char *text = envfile_config(ef);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, ef, 2, "expected VARIABLE=value");
+    assert_err(errs, ef, 3, "not a valid environment variable name");
+    assert_null(strstr(errs, "bare-secret"));
+    assert_null(strstr(errs, "hidden-value"));
+    free(errs);
+    free(path);
+    free(text);
+    free(ef);
+}
+
+/* ---- finding the file and the embedded default (§3.3) ------------------------------------- */
+
+static void test_explicit_missing_file_is_error(void **state) {
+    char path[256], *errs = NULL;
+    snprintf(path, sizeof path, "%s/nope.ini", tmpdir);
+    assert_null(aor_config_load(path, &errs));
+    assert_non_null(errs);
+    assert_non_null(strstr(errs, path));
+    assert_non_null(strstr(errs, "No such file"));
+    free(errs);
+    setenv("AOR_CONFIG", path, 1);
+    assert_null(aor_config_load(NULL, &errs));
+    assert_non_null(strstr(errs, path));
+    free(errs);
+}
+
+static void test_aor_config_and_xdg_path(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char *file = write_file(minimal, 0644);
+    setenv("AOR_CONFIG", file, 1);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(NULL, &errs);
+    assert_non_null(cfg);
+    assert_string_equal(cfg->source, file);
+    aor_config_free(cfg);
+    unsetenv("AOR_CONFIG");
+
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "%s/config/aor", tmpdir);
+    snprintf(path, sizeof path, "%s/aor.ini", dir);
+    char mk[1024];
+    snprintf(mk, sizeof mk, "mkdir -p '%s' && cp '%s' '%s'", dir, file, path);
+    assert_int_equal(system(mk), 0);
+    cfg = aor_config_load(NULL, &errs);
+    assert_non_null(cfg);
+    assert_string_equal(cfg->source, path);
+    assert_int_equal(cfg->embedded, 0);
+    /* A file replaces the embedded default entirely. */
+    assert_int_equal(cfg->nproviders, 1);
+    assert_int_equal(aor_config_provider_index(cfg, "openai"), -1);
+    aor_config_free(cfg);
+    free(file);
+}
+
+static void test_embedded_numbered_siblings_in_order(void **state) {
+    setenv("OPENAI_API_KEY", "sk-one", 1);
+    setenv("OPENAI_API_KEY_3", "sk-three", 1);
+    setenv("OPENAI_API_KEY_2", "sk-two", 1);
+    setenv("OPENAI_API_KEY_12", "sk-twelve", 1);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(NULL, &errs);
+    assert_null(errs);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->embedded, 1);
+    assert_null(cfg->source);
+    int i = aor_config_provider_index(cfg, "openai");
+    assert_int_equal(i, 0);
+    const aor_provider_cfg *p = &cfg->providers[i];
+    assert_int_equal(p->passthrough, 0);
+    assert_int_equal(p->models_any, 1);
+    assert_int_equal(p->nkeys, 4);
+    static const char *const names[] = {"OPENAI_API_KEY", "OPENAI_API_KEY_2", "OPENAI_API_KEY_3",
+                                        "OPENAI_API_KEY_12"};
+    static const char *const secrets[] = {"sk-one", "sk-two", "sk-three", "sk-twelve"};
+    for (size_t k = 0; k < 4; k++) {
+        const aor_key_cfg *key = &cfg->keys[p->key_idx[k]];
+        assert_string_equal(key->name, names[k]);
+        assert_string_equal(key->env, names[k]);
+        assert_string_equal(key->secret, secrets[k]);
+        assert_int_equal(key->priority, (int)k);
+    }
+    aor_config_free(cfg);
+}
+
+static void test_embedded_every_provider_passthrough_without_key(void **state) {
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(NULL, &errs);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->nkeys, 0);
+    static const struct {
+        const char *name, *base, *host;
+        aor_dialect d;
+    } want[] = {
+        {"openai", "https://api.openai.com", "api.openai.com", AOR_DIALECT_OPENAI},
+        {"anthropic", "https://api.anthropic.com", "api.anthropic.com", AOR_DIALECT_ANTHROPIC},
+        {"gemini", "https://generativelanguage.googleapis.com", "generativelanguage.googleapis.com",
+         AOR_DIALECT_GEMINI},
+        {"openrouter", "https://openrouter.ai/api", "openrouter.ai", AOR_DIALECT_OPENAI},
+        {"mistral", "https://api.mistral.ai", "api.mistral.ai", AOR_DIALECT_OPENAI},
+        {"groq", "https://api.groq.com/openai", "api.groq.com", AOR_DIALECT_OPENAI},
+        {"deepseek", "https://api.deepseek.com", "api.deepseek.com", AOR_DIALECT_OPENAI},
+        {"xai", "https://api.x.ai", "api.x.ai", AOR_DIALECT_OPENAI},
+        {"together", "https://api.together.xyz", "api.together.xyz", AOR_DIALECT_OPENAI},
+        {"fireworks", "https://api.fireworks.ai/inference", "api.fireworks.ai", AOR_DIALECT_OPENAI},
+    };
+    assert_int_equal(cfg->nproviders, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int idx = aor_config_provider_index(cfg, want[i].name);
+        assert_true(idx >= 0);
+        const aor_provider_cfg *p = &cfg->providers[idx];
+        assert_string_equal(p->base_url, want[i].base);
+        assert_string_equal(p->host, want[i].host);
+        assert_int_equal(p->port, 443);
+        assert_int_equal(p->dialect, want[i].d);
+        assert_int_equal(p->nkeys, 0);
+        assert_int_equal(p->passthrough, 1);
+        assert_int_equal(p->models_any, 1);
+        assert_true(aor_config_provider_owns_host(p, want[i].host));
+    }
+    aor_config_free(cfg);
+}
+
+static void test_embedded_gemini_and_google_keys(void **state) {
+    setenv("GEMINI_API_KEY", "AIza-same", 1);
+    setenv("GOOGLE_API_KEY", "AIza-same", 1); /* same key twice: counted once */
+    setenv("GOOGLE_API_KEY_2", "AIza-other", 1);
+    setenv("ANTHROPIC_API_KEY", "sk-ant-x", 1);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(NULL, &errs);
+    assert_non_null(cfg);
+    const aor_provider_cfg *g = &cfg->providers[aor_config_provider_index(cfg, "gemini")];
+    assert_int_equal(g->nkeys, 2);
+    assert_string_equal(cfg->keys[g->key_idx[0]].name, "GEMINI_API_KEY");
+    assert_string_equal(cfg->keys[g->key_idx[1]].name, "GOOGLE_API_KEY_2");
+    const aor_provider_cfg *a = &cfg->providers[aor_config_provider_index(cfg, "anthropic")];
+    assert_int_equal(a->nkeys, 1);
+    assert_int_equal(a->passthrough, 0);
+    const aor_provider_cfg *o = &cfg->providers[aor_config_provider_index(cfg, "openai")];
+    assert_int_equal(o->passthrough, 1);
+    aor_config_free(cfg);
+}
+
+static void test_embedded_bad_variable_reported(void **state) {
+    setenv("OPENAI_API_KEY", "sk-good", 1);
+    setenv("OPENAI_API_KEY_2", "sk-bad value-Qw8", 1);
+    char *errs = NULL;
+    assert_null(aor_config_load(NULL, &errs));
+    assert_non_null(errs);
+    assert_non_null(strstr(errs, "<environment>: OPENAI_API_KEY_2 "));
+    assert_null(strstr(errs, "value-Qw8"));
+    free(errs);
+}
+
+/* A file that only tunes [daemon]/[routing] keeps the providers of the environment. */
+static void test_file_without_providers_uses_environment(void **state) {
+    setenv("ANTHROPIC_API_KEY", "sk-ant-x", 1);
+    const char *text = "[daemon]\nlisten = off\n[routing]\nstrategy = round-robin\n"
+                       "[model \"claude-x\"]\nmax_opaque_retries = 1\n";
+    char *path = NULL;
+    aor_config *cfg = load_ok(text, &path);
+    assert_string_equal(cfg->source, path);
+    assert_int_equal(cfg->embedded, 1);
+    assert_null(cfg->listen);
+    assert_int_equal(cfg->strategy, AOR_STRATEGY_ROUND_ROBIN);
+    assert_int_equal(cfg->nproviders, 10);
+    const aor_provider_cfg *a = &cfg->providers[aor_config_provider_index(cfg, "anthropic")];
+    assert_int_equal(a->nkeys, 1);
+    assert_string_equal(cfg->keys[a->key_idx[0]].secret, "sk-ant-x");
+    assert_int_equal(aor_config_retries_for(cfg, "claude-x"), 1);
+    aor_config_free(cfg);
+    free(path);
+
+    /* Keys without any provider are a mistake, not a request for the default. */
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char *errs = load_err("[daemon]\nlisten = off\n[key \"a\"]\nenv = TEST_KEY_A\n", &path);
+    assert_err(errs, path, 3, "no [provider \"NAME\"] section uses them");
+    free(errs);
+    free(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+        T(test_spec_example_parses),
+        T(test_defaults_of_every_option),
+        T(test_default_paths_without_xdg),
+        T(test_aor_socket_wins),
+        T(test_every_option_set),
+        T(test_base_url_normalised),
+        T(test_listen_forms),
+        T(test_bad_values_each_reported),
+        T(test_base_url_rejects_credentials_without_echo),
+        T(test_models_mapping),
+        T(test_rule1_env_not_set),
+        T(test_rule2_same_env_twice),
+        T(test_rule3_undeclared_key),
+        T(test_rule4_provider_needs_keys_and_models),
+        T(test_rule5_model_not_served),
+        T(test_rule6_inline_secrets_rejected_without_echo),
+        T(test_rule6_no_false_positives),
+        T(test_rule7_unknown_sections_and_options),
+        T(test_structure_errors),
+        T(test_many_errors_at_once_sorted),
+        T(test_lexical_details),
+        T(test_env_secret_trimmed_and_checked),
+        T(test_env_file),
+        T(test_env_file_mode_checked),
+        T(test_env_file_syntax_errors),
+        T(test_explicit_missing_file_is_error),
+        T(test_aor_config_and_xdg_path),
+        T(test_embedded_numbered_siblings_in_order),
+        T(test_embedded_every_provider_passthrough_without_key),
+        T(test_embedded_gemini_and_google_keys),
+        T(test_embedded_bad_variable_reported),
+        T(test_file_without_providers_uses_environment),
+#undef T
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,495 @@
+/* Unit tests for common/store.c: event log, replay, compaction (spec §4.5). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backoff.h"
+#include "breaker.h"
+#include "sticky.h"
+#include "store.h"
+
+#define NOW 1700000000.0
+
+static const aor_backoff_params bo_params = {5, 86400, 120, 120};
+static const aor_breaker_params br_params = {3, 60, 30};
+
+typedef struct {
+    char dir[256];  /* temporary directory of this test */
+    char path[320]; /* dir/state/nested/aor.db (parents do not exist yet) */
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/aor-test-store-XXXXXX");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->path, sizeof f->path, "%s/state/nested/aor.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", f->dir);
+    free(f);
+    return 0;
+}
+
+/* Fresh in-memory tables, as aord has them at start. */
+typedef struct {
+    aor_backoff *b;
+    aor_breaker *br;
+    aor_sticky *s;
+} tables;
+
+static void tables_new(tables *t) {
+    t->b = aor_backoff_new(&bo_params);
+    t->br = aor_breaker_new(&br_params);
+    t->s = aor_sticky_new();
+    assert_non_null(t->b);
+    assert_non_null(t->br);
+    assert_non_null(t->s);
+}
+
+static void tables_free(tables *t) {
+    aor_backoff_free(t->b);
+    aor_breaker_free(t->br);
+    aor_sticky_free(t->s);
+}
+
+static aor_store *open_ok(const char *path) {
+    char err[512] = "";
+    aor_store *st = aor_store_open(path, err, sizeof err);
+    if (st == NULL)
+        fail_msg("open %s: %s", path, err);
+    return st;
+}
+
+/* Opens path, replays into fresh tables t at now, closes. */
+static void reopen_replay(const char *path, tables *t, double now) {
+    aor_store *st = open_ok(path);
+    tables_new(t);
+    if (aor_store_replay(st, t->b, t->br, t->s, now) != 0)
+        fail_msg("replay: %s", aor_store_errmsg(st));
+    assert_int_equal(aor_store_writes(st), 0); /* replay is not an event */
+    aor_store_close(st);
+}
+
+/* Counts rows of a table with a separate SQLite connection (as `aor status` would). */
+static long count_rows(const char *path, const char *table) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    char sql[128];
+    long n = -1;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    if (sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+static void exec_raw(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg);
+    sqlite3_close(db);
+}
+
+static aor_backoff_row bo_row(const char *p, const char *k, double until, double window, int n,
+                              aor_kind kind, double last) {
+    aor_backoff_row r = {p, k, until, window, n, kind, last};
+    return r;
+}
+
+static aor_sticky_row st_row(const char *c, const char *m, const char *p, const char *k,
+                             double last, int streak) {
+    aor_sticky_row r = {c, m, p, k, last, streak};
+    return r;
+}
+
+static void assert_backoff(const tables *t, const char *p, const char *k, double until,
+                           double window, int n, aor_kind kind, double last) {
+    aor_backoff_row r;
+    if (!aor_backoff_get(t->b, p, k, &r))
+        fail_msg("no backoff row for %s/%s", p, k);
+    assert_true(r.until == until);
+    assert_true(r.window_s == window);
+    assert_int_equal(r.failure_count, n);
+    assert_int_equal(r.last_error_kind, kind);
+    assert_true(r.last_failure == last);
+}
+
+static void assert_no_backoff(const tables *t, const char *p, const char *k) {
+    aor_backoff_row r;
+    if (aor_backoff_get(t->b, p, k, &r))
+        fail_msg("unexpected backoff row for %s/%s", p, k);
+}
+
+static void assert_sticky(const tables *t, const char *c, const char *m, const char *p,
+                          const char *k, double last, int streak) {
+    aor_sticky_row r;
+    if (!aor_sticky_get(t->s, c, m, &r))
+        fail_msg("no sticky for %s/%s", c, m);
+    assert_string_equal(r.provider, p);
+    assert_string_equal(r.key, k);
+    assert_true(r.last_success == last);
+    assert_int_equal(r.streak, streak);
+}
+
+static void assert_open_until(tables *t, const char *p, const char *m, double until, double now) {
+    aor_breaker_row r;
+    if (!aor_breaker_get(t->br, p, m, now, &r))
+        fail_msg("no circuit for %s/%s", p, m);
+    assert_int_equal(r.state, AOR_BREAKER_OPEN);
+    assert_true(r.until == until);
+    assert_int_equal(aor_breaker_allow(t->br, p, m, now), 0);
+}
+
+/* Logs a fixed scenario: the state after it is checked by check_scenario. */
+static void log_scenario(aor_store *st) {
+    aor_backoff_row r;
+    r = bo_row("openai", "k1", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    r = bo_row("openai", "k1", NOW + 20, 10, 2, AOR_KIND_TRANSIENT, NOW + 10); /* newest wins */
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    r = bo_row("openai", "k2", NOW + 120, 120, 1, AOR_KIND_QUOTA, NOW + 1);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    assert_int_equal(aor_store_log_success(st, "openai", "k2", NOW + 2), 0); /* removes k2 */
+    r = bo_row("anthropic", "a1", NOW + 100, 120, 1, AOR_KIND_AUTH, NOW - 20);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o", NOW + 30, NOW), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "anthropic", "claude", NOW + 30, NOW), 0);
+    assert_int_equal(aor_store_log_breaker_close(st, "anthropic", "claude", NOW + 1), 0);
+    aor_sticky_row s = st_row("c0ffee", "gpt-4o", "openai", "k2", NOW + 3, 1);
+    assert_int_equal(aor_store_log_sticky(st, &s), 0);
+    s = st_row("c0ffee", "gpt-4o", "openai", "k1", NOW + 4, 2); /* newest wins */
+    assert_int_equal(aor_store_log_sticky(st, &s), 0);
+    s = st_row("beef", "", "anthropic", "a1", NOW + 5, 1); /* request without a model */
+    assert_int_equal(aor_store_log_sticky(st, &s), 0);
+}
+
+static void check_scenario(tables *t, double now) {
+    assert_backoff(t, "openai", "k1", NOW + 20, 10, 2, AOR_KIND_TRANSIENT, NOW + 10);
+    assert_no_backoff(t, "openai", "k2");
+    assert_backoff(t, "anthropic", "a1", NOW + 100, 120, 1, AOR_KIND_AUTH, NOW - 20);
+    assert_open_until(t, "openai", "gpt-4o", NOW + 30, now);
+    assert_int_equal(aor_breaker_get(t->br, "anthropic", "claude", now, NULL), 0);
+    assert_int_equal(aor_sticky_count(t->s), 2);
+    assert_sticky(t, "c0ffee", "gpt-4o", "openai", "k1", NOW + 4, 2);
+    assert_sticky(t, "beef", "", "anthropic", "a1", NOW + 5, 1);
+}
+
+/* Parent dirs are created 0700, the file 0600, WAL is on, the schema is there. */
+static void test_open_creates_dirs_and_schema(void **state) {
+    fixture *f = *state;
+    aor_store *st = open_ok(f->path);
+    struct stat sb;
+    char dir[400];
+
+    snprintf(dir, sizeof dir, "%s/state/nested", f->dir);
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    snprintf(dir, sizeof dir, "%s/state", f->dir);
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    assert_int_equal(stat(f->path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    assert_int_equal(count_rows(f->path, "backoff"), 0);
+    assert_int_equal(count_rows(f->path, "sticky"), 0);
+    assert_int_equal(count_rows(f->path, "breakers"), 0);
+    assert_int_equal(count_rows(f->path, "state_events"), 0);
+    aor_store_close(st);
+}
+
+/* Each log_* call is one committed event; failed calls do not count. */
+static void test_writes_counter(void **state) {
+    fixture *f = *state;
+    aor_store *st = open_ok(f->path);
+    assert_int_equal(aor_store_writes(st), 0);
+    log_scenario(st);
+    assert_int_equal(aor_store_writes(st), 11);
+    /* Committed, visible to another connection while the store is still open. */
+    assert_int_equal(count_rows(f->path, "state_events"), 11);
+    assert_int_equal(aor_store_log_success(st, NULL, "k", NOW), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(strstr(aor_store_errmsg(st), "provider"));
+    assert_int_equal(aor_store_log_reset(st, NULL, NOW), 0);
+    assert_int_equal(aor_store_writes(st), 12);
+    aor_store_close(st);
+    assert_int_equal(aor_store_writes(NULL), 0);
+}
+
+/* Events logged, store closed, reopened: replay rebuilds the state, compacts the log into
+ * the tables, and a second replay from the compacted tables gives the same state. */
+static void test_replay_and_compaction(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    log_scenario(st);
+    aor_store_close(st);
+
+    reopen_replay(f->path, &t, NOW + 6);
+    check_scenario(&t, NOW + 6);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "state_events"), 0);
+    assert_int_equal(count_rows(f->path, "backoff"), 2);
+    assert_int_equal(count_rows(f->path, "breakers"), 1);
+    assert_int_equal(count_rows(f->path, "sticky"), 2);
+
+    reopen_replay(f->path, &t, NOW + 6);
+    check_scenario(&t, NOW + 6);
+    tables_free(&t);
+}
+
+/* New events after a compaction apply on top of the compacted tables. */
+static void test_events_after_compaction(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    log_scenario(st);
+    aor_store_close(st);
+    reopen_replay(f->path, &t, NOW + 6);
+    tables_free(&t);
+
+    st = open_ok(f->path);
+    assert_int_equal(aor_store_log_success(st, "openai", "k1", NOW + 7), 0);
+    aor_backoff_row r = bo_row("openai", "k3", NOW + 12, 5, 1, AOR_KIND_RATE, NOW + 7);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    assert_int_equal(aor_store_log_breaker_close(st, "openai", "gpt-4o", NOW + 7), 0);
+    aor_sticky_row s = st_row("c0ffee", "gpt-4o", "openai", "k3", NOW + 8, 1);
+    assert_int_equal(aor_store_log_sticky(st, &s), 0);
+    aor_store_close(st);
+
+    reopen_replay(f->path, &t, NOW + 9);
+    assert_no_backoff(&t, "openai", "k1");
+    assert_backoff(&t, "openai", "k3", NOW + 12, 5, 1, AOR_KIND_RATE, NOW + 7);
+    assert_backoff(&t, "anthropic", "a1", NOW + 100, 120, 1, AOR_KIND_AUTH, NOW - 20);
+    assert_int_equal(aor_breaker_allow(t.br, "openai", "gpt-4o", NOW + 9), 1);
+    assert_sticky(&t, "c0ffee", "gpt-4o", "openai", "k3", NOW + 8, 1);
+    assert_sticky(&t, "beef", "", "anthropic", "a1", NOW + 5, 1);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "breakers"), 0);
+}
+
+/* kill -9 right after the events were acknowledged (never closed, never compacted):
+ * nothing is lost. */
+static void test_replay_after_kill9(void **state) {
+    fixture *f = *state;
+    tables t;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char err[512];
+        aor_store *st = aor_store_open(f->path, err, sizeof err);
+        if (st == NULL)
+            _exit(2);
+        log_scenario(st);
+        raise(SIGKILL);
+        _exit(3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+
+    reopen_replay(f->path, &t, NOW + 6);
+    check_scenario(&t, NOW + 6);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "state_events"), 0);
+}
+
+/* A circuit whose open time passed is dropped at replay; a backoff row whose window
+ * expired is kept (it carries the curve level, §4.2) but does not block. */
+static void test_expired_entries(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o", NOW + 30, NOW), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o-mini", NOW + 30.5, NOW), 0);
+    aor_backoff_row r = bo_row("openai", "k1", NOW + 5, 5, 3, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    aor_store_close(st);
+
+    double later = NOW + 30; /* until == now counts as expired */
+    reopen_replay(f->path, &t, later);
+    assert_int_equal(aor_breaker_get(t.br, "openai", "gpt-4o", later, NULL), 0);
+    assert_int_equal(aor_breaker_allow(t.br, "openai", "gpt-4o", later), 1);
+    assert_open_until(&t, "openai", "gpt-4o-mini", NOW + 30.5, later);
+    assert_backoff(&t, "openai", "k1", NOW + 5, 5, 3, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_backoff_blocked(t.b, "openai", "k1", later, NULL), 0);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "breakers"), 1);
+    assert_int_equal(count_rows(f->path, "backoff"), 1);
+
+    /* The next failure escalates from the kept level (3 -> 4: 5 * 2^3 = 40 s). */
+    reopen_replay(f->path, &t, later);
+    aor_backoff_row out;
+    assert_int_equal(aor_backoff_fail(t.b, "openai", "k1", AOR_KIND_RATE, -1, later, &out), 0);
+    assert_int_equal(out.failure_count, 4);
+    assert_true(out.window_s == 40);
+    tables_free(&t);
+}
+
+/* reset of one provider removes its backoff rows and circuits, not the others'; reset of
+ * all removes everything but sticky rows. Later events still apply. */
+static void test_reset_events(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    aor_backoff_row r = bo_row("openai", "k1", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    r = bo_row("anthropic", "a1", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o", NOW + 30, NOW), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "anthropic", "claude", NOW + 30, NOW), 0);
+    aor_sticky_row s = st_row("c0ffee", "gpt-4o", "openai", "k1", NOW, 1);
+    assert_int_equal(aor_store_log_sticky(st, &s), 0);
+    assert_int_equal(aor_store_log_reset(st, "openai", NOW + 1), 0);
+    aor_store_close(st);
+
+    reopen_replay(f->path, &t, NOW + 2);
+    assert_no_backoff(&t, "openai", "k1");
+    assert_backoff(&t, "anthropic", "a1", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_breaker_allow(t.br, "openai", "gpt-4o", NOW + 2), 1);
+    assert_open_until(&t, "anthropic", "claude", NOW + 30, NOW + 2);
+    assert_sticky(&t, "c0ffee", "gpt-4o", "openai", "k1", NOW, 1);
+    tables_free(&t);
+
+    st = open_ok(f->path);
+    assert_int_equal(aor_store_log_reset(st, NULL, NOW + 3), 0);
+    r = bo_row("openai", "k9", NOW + 8, 5, 1, AOR_KIND_RATE, NOW + 3);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    aor_store_close(st);
+
+    reopen_replay(f->path, &t, NOW + 4);
+    assert_no_backoff(&t, "anthropic", "a1");
+    assert_backoff(&t, "openai", "k9", NOW + 8, 5, 1, AOR_KIND_RATE, NOW + 3);
+    assert_int_equal(aor_breaker_allow(t.br, "anthropic", "claude", NOW + 4), 1);
+    assert_int_equal(aor_sticky_count(t.s), 1);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "breakers"), 0);
+}
+
+/* ":memory:" works (tests of other modules use it). */
+static void test_memory_store(void **state) {
+    tables t;
+    aor_store *st = open_ok(":memory:");
+    log_scenario(st);
+    tables_new(&t);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW + 6), 0);
+    check_scenario(&t, NOW + 6);
+    tables_free(&t);
+    aor_store_close(st);
+    aor_store_close(NULL);
+}
+
+/* Bad locations and bad rows give errors that name what is wrong. */
+static void test_errors(void **state) {
+    fixture *f = *state;
+    char err[512] = "";
+    char path[400];
+
+    /* A parent that is a file. */
+    snprintf(path, sizeof path, "%s/file", f->dir);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(path, sizeof path, "%s/file/aor.db", f->dir);
+    assert_null(aor_store_open(path, err, sizeof err));
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "not a directory"));
+
+    /* A database from a newer aor. */
+    aor_store *st = open_ok(f->path);
+    aor_store_close(st);
+    exec_raw(f->path, "PRAGMA user_version=7");
+    err[0] = '\0';
+    assert_null(aor_store_open(f->path, err, sizeof err));
+    assert_non_null(strstr(err, "schema version 7"));
+    exec_raw(f->path, "PRAGMA user_version=1");
+
+    /* An unknown event type: replay refuses, names the row, keeps the log. */
+    exec_raw(f->path, "INSERT INTO state_events(id, at, type) VALUES(42, 1, 'bogus')");
+    st = open_ok(f->path);
+    tables t;
+    tables_new(&t);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW), -1);
+    assert_non_null(strstr(aor_store_errmsg(st), "row 42"));
+    assert_non_null(strstr(aor_store_errmsg(st), "bogus"));
+    assert_int_equal(aor_store_replay(st, NULL, t.br, t.s, NOW), -1);
+    tables_free(&t);
+    aor_store_close(st);
+    assert_int_equal(count_rows(f->path, "state_events"), 1);
+
+    assert_null(aor_store_open(NULL, err, sizeof err));
+}
+
+/* Many sticky rows compact in one transaction. */
+static void test_many_rows(void **state) {
+    fixture *f = *state;
+    tables t;
+    char client[32];
+    aor_store *st = open_ok(f->path);
+    for (int i = 0; i < 2000; i++) {
+        snprintf(client, sizeof client, "client%04d", i);
+        aor_sticky_row s = st_row(client, "gpt-4o", "openai", i % 2 ? "k1" : "k2", NOW + i, 1);
+        assert_int_equal(aor_store_log_sticky(st, &s), 0);
+    }
+    aor_store_close(st);
+    reopen_replay(f->path, &t, NOW);
+    assert_int_equal(aor_sticky_count(t.s), 2000);
+    assert_sticky(&t, "client1999", "gpt-4o", "openai", "k1", NOW + 1999, 1);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "sticky"), 2000);
+    assert_int_equal(count_rows(f->path, "state_events"), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_creates_dirs_and_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writes_counter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_and_compaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_after_compaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_after_kill9, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expired_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_events, setup, teardown),
+        cmocka_unit_test(test_memory_store),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_rows, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
