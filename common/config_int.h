@@ -1,6 +1,7 @@
 /* Internal helpers of the configuration loader (common/config*.c). Not for other
- * modules: the public contract is config.h. Split out so config.c stays about the
- * INI structure while value syntax, secrets, environment and error text live apart.
+ * modules: the public contract is config.h. config.c loads and applies the whole-file
+ * rules, config_parse.c reads the INI structure, config_util.c holds value syntax,
+ * secret detection and error text, config_env.c the environment side.
  * Source: spec §3, §3.1, §3.2, §3.3; docs/config.md. */
 #ifndef AOR_CONFIG_INT_H
 #define AOR_CONFIG_INT_H
@@ -16,6 +17,7 @@
 #define AOR_CFG_SECRET_MAX 4096        /* bytes of one secret */
 #define AOR_CFG_SUN_PATH 108           /* sizeof sun_path: socket path < this */
 #define AOR_CFG_ENV_NAME "<environment>"
+#define AOR_CFG_SHOWBUF 96 /* buffer for aor_cfg_show / aor_cfg_sec_label */
 
 /* ---- error list (config_util.c) ------------------------------------------------ */
 
@@ -135,6 +137,90 @@ int aor_cfg_clean_secret(char *s);
  * relative to dir (the config file's directory; NULL: the working directory).
  * Returns a malloc'd path, or NULL (errno ENOENT: no home; ENOMEM). */
 char *aor_cfg_resolve_path(const char *v, const char *dir);
+
+/* ---- INI structure (config_parse.c) ------------------------------------------------- */
+
+typedef enum {
+    SEC_NONE = 0,
+    SEC_DAEMON,
+    SEC_ROUTING,
+    SEC_KEY,
+    SEC_PROVIDER,
+    SEC_MODEL,
+    SEC_BAD /* unknown or malformed: its options are ignored */
+} aor_cfg_sec_type;
+
+/* Option ids: indexes into each section type's option-name table. */
+enum { D_SOCKET, D_LISTEN, D_STATE, D_ENV_FILE, D_BODY_MAX };
+enum {
+    R_AUTO_FALLBACK,
+    R_MAX_RETRIES,
+    R_PROVIDER_PCT,
+    R_KEY_PCT,
+    R_STRATEGY,
+    R_BACKOFF_INITIAL,
+    R_BACKOFF_MAX,
+    R_QUOTA_COOLDOWN,
+    R_AUTH_COOLDOWN,
+    R_BREAKER_FAILURES,
+    R_BREAKER_WINDOW,
+    R_BREAKER_OPEN
+};
+enum { K_ENV, K_PRIORITY, K_NAME };
+enum { P_DIALECT, P_BASE_URL, P_KEYS, P_MODELS, P_PRIORITY, P_RETRY_AFTER, P_INTERCEPT, P_CA_FILE };
+enum { M_MAX_RETRIES };
+
+#define AOR_CFG_OPT_MAX 12 /* options of the largest section type */
+
+typedef struct {
+    aor_cfg_sec_type type;
+    char *name; /* the quoted name, NULL for [daemon] / [routing] */
+    size_t line;
+    int skip;
+    size_t idx;                   /* index into cfg->keys / providers / models */
+    size_t seen[AOR_CFG_OPT_MAX]; /* line where each option was set, 0 = unset */
+} aor_cfg_section;
+
+typedef struct {
+    size_t sec;
+} aor_cfg_key_info;
+
+typedef struct {
+    size_t sec;
+    char **key_names; /* `keys` as written, resolved after the whole file is read */
+    size_t nkey_names;
+    int keys_bad; /* `keys` had an error, already reported at its line */
+} aor_cfg_prov_info;
+
+/* State of one parse. The caller sets cfg, errs, dir, text and len (the rest zero);
+ * after aor_cfg_parse the side tables tell the whole-file checks where things were. */
+typedef struct {
+    aor_config *cfg;
+    aor_cfg_errs *errs;
+    const char *dir; /* directory of the config file, for relative paths (NULL: cwd) */
+    /* reader state */
+    const char *text;
+    size_t len, pos, lineno;
+    long cur; /* index into secs of the section being read; -1 before the first */
+    aor_cfg_section *secs;
+    size_t nsecs;
+    aor_cfg_key_info *kinfo;
+    aor_cfg_prov_info *pinfo;
+    size_t *minfo;       /* section index of each [model] */
+    int saw_key_or_prov; /* a [key] or [provider] header, even an invalid one */
+} aor_cfg_parse_ctx;
+
+/* Parses c->text (c->len bytes) into c->cfg: sections, options and their values, with
+ * errors (syntax, unknown names, bad values, inline secrets) recorded in c->errs at
+ * their line. Whole-file rules (§3.1 1-5) are the caller's. Sets libinih's global
+ * options (not thread-safe). Returns 0, or -1 when libinih failed (ENOMEM). */
+int aor_cfg_parse(aor_cfg_parse_ctx *c);
+
+/* "[type]" or "[type \"name\"]" of a section, into buf (size cap). Returns buf. */
+const char *aor_cfg_sec_label(const aor_cfg_section *s, char *buf, size_t cap);
+
+/* Frees what aor_cfg_parse allocated in c (not the config). */
+void aor_cfg_parse_free(aor_cfg_parse_ctx *c);
 
 /* ---- environment (config_env.c) ---------------------------------------------------- */
 

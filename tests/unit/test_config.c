@@ -661,18 +661,20 @@ static void test_rule6_inline_secrets_rejected_without_echo(void **state) {
     const char *random = "q8Jd93KfLs02Mx7Nv5Bc1Zr4Ty6Wp0Qa9Ue3Io";
     char *text = NULL;
     assert_true(asprintf(&text,
-                         "[key \"a\"]\n"           /* 1 */
-                         "env = TEST_KEY_A\n"      /* 2 */
-                         "[provider \"openai\"]\n" /* 3 */
-                         "keys = a\n"              /* 4 */
-                         "models = *\n"            /* 5 */
-                         "api_key = %s\n"          /* 6 */
-                         "[key \"b\"]\n"           /* 7 */
-                         "env = %s\n"              /* 8 */
-                         "name = %s\n"             /* 9 */
-                         "[routing]\n"             /* 10 */
-                         "token = %s\n"            /* 11 */
-                         "%s\n",                   /* 12: a bare secret line */
+                         "[key \"a\"]\n"                      /* 1 */
+                         "env = TEST_KEY_A\n"                 /* 2 */
+                         "[provider \"openai\"]\n"            /* 3 */
+                         "keys = a\n"                         /* 4 */
+                         "models = *\n"                       /* 5 */
+                         "api_key = %s\n"                     /* 6 */
+                         "[key \"b\"]\n"                      /* 7 */
+                         "env = %s\n"                         /* 8 */
+                         "name = %s\n"                        /* 9 */
+                         "[routing]\n"                        /* 10 */
+                         "token = %s\n"                       /* 11 */
+                         "%s\n"                               /* 12: a bare secret line */
+                         "[daemon]\n"                         /* 13 */
+                         "openai_api_key = OPENAI_API_KEY\n", /* 14: the name says it */
                          openai, anthropic, google, random, openai) > 0);
     char *path = NULL;
     char *errs = load_err(text, &path);
@@ -683,6 +685,7 @@ static void test_rule6_inline_secrets_rejected_without_echo(void **state) {
     assert_err(errs, path, 9, "the value of name looks like a secret");
     assert_err(errs, path, 11, "option token looks like a secret");
     assert_err(errs, path, 12, "looks like a secret");
+    assert_err(errs, path, 14, "option openai_api_key looks like a secret");
     assert_null(strstr(errs, openai));
     assert_null(strstr(errs, anthropic));
     assert_null(strstr(errs, google));
@@ -824,9 +827,9 @@ static void test_lexical_details(void **state) {
                          "  [key \"a\"]   ; trailing comment\r\n"
                          "    env = TEST_KEY_A   ; indented option\r\n"
                          "    name: Main;not-a-comment\r\n"
-                         "[provider \"p\"]\r\n"
+                         "[Provider \"p\"]\r\n"
                          "dialect=openai\r\n"
-                         "base_url = https://x.example\r\n"
+                         "Base_URL = https://x.example\r\n"
                          "keys = a\r\n"
                          "models = %s\r\n",
                          models) > 0);

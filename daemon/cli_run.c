@@ -1,0 +1,332 @@
+/* aor run / aor env (spec §1, §2 "Trust" and last bullet): start aord when it is not
+ * running, set LD_PRELOAD and the CA variables (or the sidecar base-URL variables for a
+ * statically linked program) and exec the program; or print those variables. */
+#include "binkind.h"
+#include "cli.h"
+#include "paths.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_NS (20 * 1000 * 1000) /* socket poll interval while aord starts */
+
+/* Exit codes of the start helper process. */
+enum { START_UP = 0, START_EXEC_FAILED = 3, START_EXITED = 4, START_TIMEOUT = 5 };
+
+static int on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static void sleep_poll(void) {
+    struct timespec ts = {0, POLL_NS};
+    nanosleep(&ts, NULL);
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Grandchild: the daemon itself, in its own session, stdio on /dev/null. */
+static void exec_aord(const char *aord, const char *config_abs, int errfd) {
+    setsid();
+    if (chdir("/") < 0) {
+        /* keep the current directory; aord uses absolute paths */
+    }
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nul >= 0) {
+        dup2(nul, 0);
+        dup2(nul, 1);
+        dup2(nul, 2);
+    }
+    unsetenv("LD_PRELOAD"); /* the daemon never routes itself (spec §2) */
+    signal(SIGPIPE, SIG_DFL);
+    char *args[4] = {(char *)aord, NULL, NULL, NULL};
+    if (config_abs) {
+        args[1] = "--config";
+        args[2] = (char *)config_abs;
+    }
+    execv(aord, args);
+    int e = errno;
+    if (write(errfd, &e, sizeof e) < 0) {
+        /* nothing left to tell */
+    }
+    _exit(127);
+}
+
+/* Middle process: starts aord detached and waits until its socket answers, so aord is
+ * never a child of the program we exec (which would not reap it, and a shell's `wait`
+ * would wait for it). Its exit code is one of START_*. */
+static void start_helper(const char *aord, const char *config_abs, const char *sock,
+                         const char *log_hint) {
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0) {
+        fprintf(stderr, "aor: cannot start aord: pipe: %s\n", strerror(errno));
+        _exit(START_EXEC_FAILED);
+    }
+    pid_t gc = fork();
+    if (gc < 0) {
+        fprintf(stderr, "aor: cannot start aord: fork: %s\n", strerror(errno));
+        _exit(START_EXEC_FAILED);
+    }
+    if (gc == 0) {
+        close(pfd[0]);
+        exec_aord(aord, config_abs, pfd[1]);
+    }
+    close(pfd[1]);
+    int e = 0;
+    ssize_t n;
+    do
+        n = read(pfd[0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    close(pfd[0]);
+    if (n == (ssize_t)sizeof e) {
+        waitpid(gc, NULL, 0);
+        fprintf(stderr, "aor: cannot start %s: %s\n", aord, strerror(e));
+        _exit(START_EXEC_FAILED);
+    }
+    double end = mono_s() + AOR_CLI_START_WAIT_S;
+    for (;;) {
+        if (aor_cli_socket_answers(sock, NULL))
+            _exit(START_UP);
+        int status;
+        if (waitpid(gc, &status, WNOHANG) == gc) {
+            /* Lost a race with another starter? Then its aord answers now. */
+            if (aor_cli_socket_answers(sock, NULL))
+                _exit(START_UP);
+            if (WIFEXITED(status))
+                fprintf(stderr, "aor: aord exited with status %d while starting; see %s\n",
+                        WEXITSTATUS(status), log_hint);
+            else
+                fprintf(stderr, "aor: aord was killed by signal %d while starting; see %s\n",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : 0, log_hint);
+            _exit(START_EXITED);
+        }
+        if (mono_s() > end) {
+            fprintf(stderr, "aor: aord did not answer on %s within %d s; see %s\n", sock,
+                    AOR_CLI_START_WAIT_S, log_hint);
+            _exit(START_TIMEOUT);
+        }
+        sleep_poll();
+    }
+}
+
+/* Makes sure aord answers on cfg->socket_path, starting it when not. 0 when up. */
+static int ensure_daemon(const aor_config *cfg, const char *self_dir) {
+    if (aor_cli_socket_answers(cfg->socket_path, NULL))
+        return 0;
+    char *aord = aor_cli_find_aord(self_dir);
+    if (!aord) {
+        fprintf(stderr, "aor: aord is not running and cannot be found (not in %s, not on "
+                        "PATH)\n",
+                self_dir ? self_dir : "the directory of aor");
+        return -1;
+    }
+    char *config_abs = cfg->source ? realpath(cfg->source, NULL) : NULL;
+    char *state = aor_path_state_dir();
+    char *log_hint = state ? aor_path_join(state, "aord.log") : NULL;
+    fflush(NULL);
+    int rc = -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "aor: cannot start aord: fork: %s\n", strerror(errno));
+        goto out;
+    }
+    if (pid == 0)
+        start_helper(aord, config_abs, cfg->socket_path, log_hint ? log_hint : "aord's log");
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    rc = WIFEXITED(status) && WEXITSTATUS(status) == START_UP ? 0 : -1;
+out:
+    free(aord);
+    free(config_abs);
+    free(state);
+    free(log_hint);
+    return rc;
+}
+
+/* Comma list of the plan's names into buf. */
+static const char *names_of(const aor_cli_plan *p, size_t from, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = from; i < p->n; i++) {
+        int n = snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", p->v[i].name);
+        if (n < 0 || (size_t)n >= cap - o)
+            break;
+        o += (size_t)n;
+    }
+    return buf;
+}
+
+/* Builds the plan for one program kind. static_cmd: display name of a static program
+ * (sidecar mode) or NULL (preload mode). Returns 0, -1 on a missing libaor.so (printed)
+ * or ENOMEM. */
+static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *self_dir,
+                      const char *static_cmd, int sidecar_only) {
+    if (static_cmd || sidecar_only) {
+        if (!cfg->listen) {
+            if (static_cmd)
+                fprintf(stderr,
+                        "aor: %s is statically linked; LD_PRELOAD cannot work and the sidecar "
+                        "is off (listen = off): running it without aor\n",
+                        static_cmd);
+            else
+                fprintf(stderr, "aor: the sidecar is off (listen = off)\n");
+            return sidecar_only ? -1 : 0;
+        }
+        if (aor_cli_plan_sidecar(p, cfg->listen) < 0)
+            return -1;
+        if (static_cmd) {
+            char names[256];
+            if (p->n)
+                fprintf(stderr,
+                        "aor: %s is statically linked; LD_PRELOAD cannot work, using the "
+                        "sidecar at http://%s (%s set)\n",
+                        static_cmd, cfg->listen, names_of(p, 0, names, sizeof names));
+            else
+                fprintf(stderr,
+                        "aor: %s is statically linked; LD_PRELOAD cannot work, using the "
+                        "sidecar at http://%s (the base-URL variables were already set)\n",
+                        static_cmd, cfg->listen);
+        }
+        return 0;
+    }
+    char *lib = aor_cli_find_lib(self_dir, 0);
+    if (!lib)
+        return -1;
+    int r = aor_cli_plan_preload(p, lib);
+    free(lib);
+    return r;
+}
+
+static int plan_trust(aor_cli_plan *p) {
+    char *data = aor_path_data_dir();
+    if (!data) {
+        fprintf(stderr, "aor: cannot find the data directory (set HOME or XDG_DATA_HOME): %s\n",
+                strerror(errno));
+        return 0;
+    }
+    int r = aor_cli_plan_trust(p, data);
+    free(data);
+    return r;
+}
+
+int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
+    int i = 0;
+    for (; i < argc; i++) {
+        int t = aor_cli_take_config(c, argc, argv, &i);
+        if (t < 0)
+            return AOR_CLI_USAGE;
+        if (t > 0)
+            continue;
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "aor run: unknown option '%s' (use `aor run -- %s ...` to run a "
+                            "program whose name starts with '-')\n",
+                    argv[i], argv[i]);
+            return AOR_CLI_USAGE;
+        }
+        break;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "usage: aor run [--config FILE] [--] CMD [ARGS...]\n");
+        return AOR_CLI_USAGE;
+    }
+    char **cmd = argv + i;
+    aor_config *cfg = aor_cli_load_config(c);
+    if (!cfg)
+        return AOR_CLI_USAGE;
+    int rc = AOR_CLI_FAIL;
+    aor_cli_plan plan = {0};
+    char *self_dir = aor_cli_self_dir(c->argv0);
+    char *path = aor_cli_which(cmd[0]);
+    if (!path) {
+        fprintf(stderr, "aor: %s: command not found\n", cmd[0]);
+        rc = 127;
+        goto out;
+    }
+    aor_binkind kind = aor_binkind_of_file(path);
+
+    if (ensure_daemon(cfg, self_dir) < 0) {
+        if (on("AOR_STRICT")) {
+            fprintf(stderr, "aor: AOR_STRICT=1: not running %s without aord\n", cmd[0]);
+            goto out;
+        }
+        fprintf(stderr, "aor: running %s anyway; its provider traffic goes direct "
+                        "(fail-open)\n",
+                cmd[0]);
+    }
+    if (build_plan(&plan, cfg, self_dir, kind == AOR_BIN_STATIC ? cmd[0] : NULL, 0) < 0)
+        goto out;
+    if (plan_trust(&plan) < 0 || aor_cli_plan_apply(&plan) < 0) {
+        fprintf(stderr, "aor: cannot set the environment: %s\n", strerror(errno));
+        goto out;
+    }
+    aor_cli_plan_free(&plan);
+    free(self_dir);
+    free(path);
+    aor_config_free(cfg);
+    fflush(NULL);
+    execvp(cmd[0], cmd);
+    int e = errno;
+    fprintf(stderr, "aor: cannot run %s: %s\n", cmd[0], strerror(e));
+    return e == ENOENT ? 127 : 126;
+out:
+    aor_cli_plan_free(&plan);
+    free(self_dir);
+    free(path);
+    aor_config_free(cfg);
+    return rc;
+}
+
+int aor_cli_cmd_env(aor_cli *c, int argc, char **argv) {
+    int sidecar = 0;
+    for (int i = 0; i < argc; i++) {
+        int t = aor_cli_take_config(c, argc, argv, &i);
+        if (t < 0)
+            return AOR_CLI_USAGE;
+        if (t > 0)
+            continue;
+        if (strcmp(argv[i], "--sidecar") == 0) {
+            sidecar = 1;
+            continue;
+        }
+        fprintf(stderr, "aor env: unknown argument '%s'\n", argv[i]);
+        return AOR_CLI_USAGE;
+    }
+    aor_config *cfg = aor_cli_load_config(c);
+    if (!cfg)
+        return AOR_CLI_USAGE;
+    int rc = AOR_CLI_FAIL;
+    aor_cli_plan plan = {0};
+    char *self_dir = aor_cli_self_dir(c->argv0);
+    if (build_plan(&plan, cfg, self_dir, NULL, sidecar) < 0)
+        goto out;
+    if (!sidecar && plan_trust(&plan) < 0) {
+        fprintf(stderr, "aor: out of memory\n");
+        goto out;
+    }
+    for (size_t k = 0; k < plan.n; k++) {
+        printf("export %s=", plan.v[k].name);
+        aor_cli_shell_quote(stdout, plan.v[k].value);
+        putchar('\n');
+    }
+    rc = fflush(stdout) == 0 ? AOR_CLI_OK : AOR_CLI_FAIL;
+out:
+    aor_cli_plan_free(&plan);
+    free(self_dir);
+    aor_config_free(cfg);
+    return rc;
+}

@@ -1,0 +1,240 @@
+/* aor: the environment `aor run` sets and `aor env` prints — LD_PRELOAD, the CA trust
+ * variables (spec §2 "Trust") and the sidecar base-URL variables (spec §2, last bullet).
+ * See cli.h and docs/cli.md. */
+#include "cli.h"
+#include "paths.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#define NODE_MERGED_NAME "node-extra-ca.pem"
+
+int aor_cli_plan_add(aor_cli_plan *p, const char *name, const char *value) {
+    aor_cli_var *nv = realloc(p->v, (p->n + 1) * sizeof *nv);
+    if (!nv)
+        return -1;
+    p->v = nv;
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return -1;
+    }
+    p->v[p->n].name = n;
+    p->v[p->n].value = v;
+    p->n++;
+    return 0;
+}
+
+void aor_cli_plan_free(aor_cli_plan *p) {
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->v[i].name);
+        free(p->v[i].value);
+    }
+    free(p->v);
+    p->v = NULL;
+    p->n = 0;
+}
+
+int aor_cli_plan_apply(const aor_cli_plan *p) {
+    for (size_t i = 0; i < p->n; i++)
+        if (setenv(p->v[i].name, p->v[i].value, 1) < 0)
+            return -1;
+    return 0;
+}
+
+/* 1 when the LD_PRELOAD list `list` (space or colon separated) names lib. */
+static int list_has(const char *list, const char *lib) {
+    size_t ll = strlen(lib);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, " :");
+        if (n == ll && memcmp(p, lib, ll) == 0)
+            return 1;
+        p += n;
+        p += strspn(p, " :");
+    }
+    return 0;
+}
+
+int aor_cli_plan_preload(aor_cli_plan *p, const char *lib) {
+    const char *cur = getenv("LD_PRELOAD");
+    if (!cur || !*cur)
+        return aor_cli_plan_add(p, "LD_PRELOAD", lib);
+    if (list_has(cur, lib))
+        return aor_cli_plan_add(p, "LD_PRELOAD", cur);
+    char *v = NULL;
+    if (asprintf(&v, "%s:%s", lib, cur) < 0)
+        return -1;
+    int r = aor_cli_plan_add(p, "LD_PRELOAD", v);
+    free(v);
+    return r;
+}
+
+static int set_nonempty(const char *name) {
+    const char *v = getenv(name);
+    return v && *v;
+}
+
+static int regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* NODE_EXTRA_CA_CERTS takes one file: a user's file that lacks the CA is merged with
+ * ca.pem into data_dir/node-extra-ca.pem. Returns 0 (plan or note done), -1 ENOMEM. */
+static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
+    const char *user = getenv("NODE_EXTRA_CA_CERTS");
+    if (!user || !*user)
+        return aor_cli_plan_add(p, "NODE_EXTRA_CA_CERTS", ca);
+    if (strcmp(user, ca) == 0)
+        return 0;
+    int has = aor_cli_file_has_ca(user, ca);
+    if (has == 1)
+        return 0; /* already trusts aor (e.g. our merged file from an earlier `aor env`) */
+    char *ubuf = NULL, *cbuf = NULL, *merged = NULL, *out = NULL;
+    size_t ulen = 0, clen = 0;
+    int rc = 0;
+    if (aor_cli_read_file(user, AOR_CLI_FILE_MAX, &ubuf, &ulen) < 0) {
+        fprintf(stderr,
+                "aor: cannot read NODE_EXTRA_CA_CERTS=%s (%s); Node will use %s alone\n", user,
+                strerror(errno), ca);
+        rc = aor_cli_plan_add(p, "NODE_EXTRA_CA_CERTS", ca);
+        goto out;
+    }
+    if (aor_cli_read_file(ca, AOR_CLI_FILE_MAX, &cbuf, &clen) < 0) {
+        fprintf(stderr, "aor: cannot read %s: %s\n", ca, strerror(errno));
+        goto out;
+    }
+    int nl = ulen > 0 && ubuf[ulen - 1] != '\n';
+    size_t total = ulen + (size_t)nl + clen;
+    out = malloc(total ? total : 1);
+    merged = aor_path_join(data_dir, NODE_MERGED_NAME);
+    if (!out || !merged) {
+        rc = -1;
+        goto out;
+    }
+    memcpy(out, ubuf, ulen);
+    if (nl)
+        out[ulen] = '\n';
+    memcpy(out + ulen + nl, cbuf, clen);
+    if (aor_cli_write_file(merged, out, total, 0644) < 0) {
+        fprintf(stderr, "aor: cannot write %s: %s; NODE_EXTRA_CA_CERTS left as %s\n", merged,
+                strerror(errno), user);
+        goto out;
+    }
+    rc = aor_cli_plan_add(p, "NODE_EXTRA_CA_CERTS", merged);
+out:
+    free(ubuf);
+    free(cbuf);
+    free(out);
+    free(merged);
+    return rc;
+}
+
+int aor_cli_plan_trust(aor_cli_plan *p, const char *data_dir) {
+    if (on("AOR_NO_TRUST"))
+        return 0;
+    char *ca = aor_path_join(data_dir, "ca.pem");
+    char *bundle = aor_path_join(data_dir, "bundle.pem");
+    int rc = -1;
+    if (!ca || !bundle)
+        goto out;
+    rc = 0;
+    if (!regular_file(ca) || !regular_file(bundle)) {
+        fprintf(stderr,
+                "aor: no CA in %s yet (aord creates it on its first start); CA variables "
+                "not set\n",
+                data_dir);
+        goto out;
+    }
+    const char *bundle_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"};
+    for (size_t i = 0; i < 3 && rc == 0; i++)
+        if (!set_nonempty(bundle_vars[i]))
+            rc = aor_cli_plan_add(p, bundle_vars[i], bundle);
+    if (rc == 0)
+        rc = plan_node(p, data_dir, ca);
+out:
+    free(ca);
+    free(bundle);
+    return rc;
+}
+
+int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen) {
+    static const struct {
+        const char *name;
+        const char *suffix;
+    } vars[] = {
+        {"OPENAI_BASE_URL", "/v1"},        {"ANTHROPIC_BASE_URL", ""},
+        {"GEMINI_BASE_URL", ""},           {"GOOGLE_GEMINI_BASE_URL", ""},
+        {"OPENROUTER_BASE_URL", "/v1"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        if (set_nonempty(vars[i].name))
+            continue;
+        char *v = NULL;
+        if (asprintf(&v, "http://%s%s", listen, vars[i].suffix) < 0)
+            return -1;
+        int r = aor_cli_plan_add(p, vars[i].name, v);
+        free(v);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* First certificate of a PEM file, or NULL with errno. */
+static X509 *first_cert(const char *path) {
+    char *buf = NULL;
+    size_t len = 0;
+    if (aor_cli_read_file(path, AOR_CLI_FILE_MAX, &buf, &len) < 0)
+        return NULL;
+    BIO *bio = BIO_new_mem_buf(buf, (int)len);
+    X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    free(buf);
+    ERR_clear_error();
+    if (!x)
+        errno = EINVAL;
+    return x;
+}
+
+int aor_cli_file_has_ca(const char *path, const char *ca_path) {
+    X509 *ca = first_cert(ca_path);
+    if (!ca)
+        return -1;
+    char *buf = NULL;
+    size_t len = 0;
+    int found = -1;
+    if (aor_cli_read_file(path, AOR_CLI_FILE_MAX, &buf, &len) < 0)
+        goto out_ca;
+    found = 0;
+    BIO *bio = BIO_new_mem_buf(buf, (int)len);
+    if (!bio) {
+        errno = ENOMEM;
+        found = -1;
+        goto out_buf;
+    }
+    X509 *x;
+    while (!found && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        found = X509_cmp(x, ca) == 0;
+        X509_free(x);
+    }
+    BIO_free(bio);
+out_buf:
+    free(buf);
+out_ca:
+    ERR_clear_error();
+    X509_free(ca);
+    return found;
+}

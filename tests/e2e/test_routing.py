@@ -1,0 +1,280 @@
+"""Issue 3 end-to-end: classification from status and body, backoff curve, circuit
+breakers, sticky thresholds, round-robin, the walk budget, terminal answers in each
+dialect, model mapping and writes only on state change — through the real aord and
+the mock provider."""
+import json
+import re
+
+import aortest
+from aortest import check, eq
+
+T0 = 1800000000
+
+
+def setup(env, keys=(("A", 0), ("B", 1)), routing="", provider="", models="gpt-4o-mini",
+          dialect="openai", host="api.openai.com", extra=""):
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    cfg = "[daemon]\nlisten = 127.0.0.1:%d\n" % port
+    if routing:
+        cfg += "[routing]\n%s\n" % routing
+    names = []
+    for name, prio in keys:
+        var = "KEY_" + name.upper()
+        env.set_keys(**{var: "secret-" + name})
+        cfg += '[key "%s"]\nenv = %s\npriority = %d\n' % (name, var, prio)
+        names.append(name)
+    cfg += ('[provider "p"]\ndialect = %s\nbase_url = %s\nintercept = %s\nca_file = %s\n'
+            "keys = %s\nmodels = %s\n%s\n" % (dialect, mock.url, host, mock.ca_path,
+                                            ", ".join(names), models, provider))
+    cfg += extra
+    env.write_config(cfg)
+    d = env.start_daemon(fake_clock=T0)
+    return mock, d
+
+
+def chat(env, model="gpt-4o-mini", stream=False, token="client-1", extra=()):
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+    if stream:
+        body["stream"] = True
+    return env.curl(["https://api.openai.com/v1/chat/completions",
+                     "-H", "Authorization: Bearer " + token,
+                     "-H", "Content-Type: application/json", "-d", json.dumps(body)] + list(extra))
+
+
+def row(d, key):
+    rows = [b for b in d.state()["backoff"] if b["key"] == key]
+    return rows[0] if rows else None
+
+
+def tried(mock, name):
+    return len(mock.requests(key="secret-" + name))
+
+
+def writes(d):
+    m = re.search(r"^aor_state_writes_total (\d+)$", d.metrics(), re.M)
+    check(m, "aor_state_writes_total in /metrics")
+    return int(m.group(1))
+
+
+# --- §4.1 classification through the daemon ------------------------------------
+
+def test_quota_is_flat_cooldown(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "preset", "name": "openai-quota-429", "times": -1}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "walked to B")
+    b = row(d, "A")
+    eq((b["last_error_kind"], b["window_s"]), ("quota", 120), "quota cooldown")
+    d.advance(121)
+    chat(env)
+    b = row(d, "A")
+    eq((b["window_s"], b["until"]), (120, T0 + 121 + 120), "quota never escalates")
+
+
+def test_request_too_large_is_client_error_no_walk(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "preset", "name": "openai-request-too-large"}])
+    r = chat(env)
+    eq(r.status, 429, "returned as is")
+    eq(r.headers.get("x-aor-attempts"), "1", "no walk")
+    check("Request too large" in r.body, "the provider's body")
+    eq(tried(mock, "B"), 0, "B not tried")
+    eq(row(d, "A"), None, "no backoff for a client error")
+
+
+def test_html_from_wrong_base_url_is_502(env):
+    mock, d = setup(env)
+    mock.script("*", [{"kind": "html", "times": -1}])
+    r = chat(env)
+    eq(r.status, 502, "502")
+    check("'p'" in r.body and "base_url" in r.body, "message names the provider: %s" % r.body)
+    eq(len(mock.log()), 1, "no retry storm")
+
+
+def test_retry_after_hint_sets_window_and_curve_continues(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 429, "headers": {"retry-after": "30"}},
+                             {"status": 429, "times": -1}])
+    chat(env)
+    b = row(d, "A")
+    eq((b["window_s"], b["until"]), (30, T0 + 30), "hint window")
+    d.advance(31)
+    chat(env)
+    b = row(d, "A")
+    eq((b["window_s"], b["failure_count"]), (10, 2), "curve level 2 after a hinted level 1")
+
+
+def test_retry_after_ignore(env):
+    mock, d = setup(env, provider="retry_after = ignore")
+    mock.script("secret-A", [{"status": 429, "headers": {"retry-after": "30"}}])
+    chat(env)
+    eq(row(d, "A")["window_s"], 5, "hint ignored")
+
+
+# --- §4.2 backoff, §4.4 breakers -----------------------------------------------
+
+def test_breaker_opens_after_three_failures_and_skips_without_call(env):
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"status": 500, "times": -1}])
+    eq(chat(env).status, 500, "first 500 passed on")
+    d.advance(5)
+    chat(env)
+    d.advance(10)
+    chat(env)
+    eq(tried(mock, "A"), 3, "three attempts")
+    st = d.state()
+    eq(len(st["breakers"]), 1, "circuit open")
+    br = st["breakers"][0]
+    eq((br["provider"], br["model"], br["state"]), ("p", "gpt-4o-mini", "open"), "breaker row")
+    eq(br["until"], T0 + 15 + 30, "open for 30 s")
+    d.advance(20)  # A's 20 s window ends at T0+35; the circuit stays open until T0+45
+    check(row(d, "A") is None, "backoff window over")
+    r = chat(env)
+    eq(r.status, 429, "open circuit: all backed off")
+    eq(r.headers.get("retry-after"), "10", "until the circuit's end")
+    eq(tried(mock, "A"), 3, "no upstream call while open")
+    d.advance(10)
+    mock.script("secret-A", [{"status": 200}])
+    r = chat(env)
+    eq(r.status, 200, "probe after expiry")
+    eq(d.state()["breakers"], [], "success closed it")
+
+
+# --- §5.4 sticky and thresholds, §5.5 round-robin ------------------------------
+
+def test_sticky_moves_only_on_success_and_threshold(env):
+    mock, d = setup(env, routing="key_priority_cache_threshold = 1")
+    mock.script("secret-A", [{"status": 429}])
+    r = chat(env)
+    eq(r.headers.get("x-aor-key"), "B", "failover to B")
+    st = d.state()["sticky"]
+    eq([(s["model"], s["key"]) for s in st], [("gpt-4o-mini", "B")], "sticky moved to B")
+    d.advance(6)
+    r = chat(env)
+    eq(r.headers.get("x-aor-key"), "B", "gap 1 == threshold 1: the warm sticky wins")
+    eq(tried(mock, "A"), 1, "A not re-probed")
+
+
+def test_threshold_zero_reprobes_preferred(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 429}])
+    chat(env)
+    d.advance(6)
+    r = chat(env)
+    eq(r.headers.get("x-aor-key"), "A", "gap 1 > threshold 0: preferred A re-probed")
+    eq(d.state()["sticky"][0]["key"], "A", "sticky moved back on A's success")
+
+
+def test_sticky_does_not_move_on_failure(env):
+    mock, d = setup(env, keys=(("A", 0), ("B", 0)))
+    r = chat(env)
+    first = r.headers.get("x-aor-key")
+    other = "B" if first == "A" else "A"
+    mock.script("secret-" + first, [{"status": 500, "times": -1}])
+    mock.script("secret-" + other, [{"status": 500, "times": -1}])
+    r = chat(env)
+    eq(r.status, 500, "both failed")
+    eq(d.state()["sticky"][0]["key"], first, "sticky stays after failures")
+
+
+def test_round_robin_two_successes_per_key(env):
+    mock, d = setup(env, keys=(("A", 0), ("B", 0)), routing="strategy = round-robin")
+    seq = [chat(env).headers.get("x-aor-key") for _ in range(6)]
+    check(seq[0] == seq[1] and seq[2] == seq[3] and seq[4] == seq[5], "pairs: %s" % seq)
+    check(seq[1] != seq[2] and seq[3] != seq[4], "advances after 2: %s" % seq)
+
+
+# --- §5.3 the walk --------------------------------------------------------------
+
+def test_budget_zero_first_attempt_only(env):
+    mock, d = setup(env, routing="max_opaque_retries = 0")
+    mock.script("secret-A", [{"status": 429}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-attempts")), (429, "1"), "first attempt only")
+    eq(tried(mock, "B"), 0, "B not tried")
+    r = chat(env)
+    eq(r.headers.get("x-aor-key"), "B", "A backed off anyway: next request goes to B")
+
+
+def test_per_model_budget(env):
+    mock, d = setup(env, keys=(("A", 0), ("B", 1), ("C", 2)),
+                    extra='[model "gpt-4o-mini"]\nmax_opaque_retries = 1\n')
+    mock.script("*", [{"status": 503, "times": -1}])
+    r = chat(env)
+    eq(r.headers.get("x-aor-attempts"), "2", "1 retry")
+    eq(tried(mock, "C"), 0, "C not tried")
+
+
+def test_auto_fallback_off_still_records(env):
+    mock, d = setup(env, routing="auto_fallback = false")
+    mock.script("secret-A", [{"status": 429}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (429, "A"), "no fallback")
+    check(row(d, "A") is not None, "backoff recorded")
+    eq(chat(env).headers.get("x-aor-key"), "B", "A skipped next time")
+
+
+def test_cut_stream_after_first_byte_is_an_error(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "cut_after", "events": 2}])
+    r = chat(env, stream=True)
+    check(r.rc != 0, "curl sees an error, not a clean end (rc %d)" % r.rc)
+    check("[DONE]" not in r.body, "no terminator")
+    eq(tried(mock, "B"), 0, "no walk after the first byte")
+    check(row(d, "A") is not None, "the failure is recorded")
+
+
+def test_sse_error_before_first_byte_walks_on(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "sse_error_first"}])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")), (200, "B", "2"),
+       "failed first event -> next candidate")
+    check("[DONE]" in r.body and "error" not in r.body, "clean stream from B")
+
+
+# --- §5.2 models ------------------------------------------------------------------
+
+def test_model_mapping_and_unlisted_model(env):
+    mock, d = setup(env, models="fast=gpt-4o-mini")
+    r = chat(env, model="fast")
+    eq(r.status, 200, "mapped model")
+    eq(mock.log()[-1]["model"], "gpt-4o-mini", "upstream id sent")
+    r = chat(env, model="o3")
+    eq(r.status, 200, "unlisted model goes to the host's provider")
+    eq(mock.log()[-1]["model"], "o3", "unchanged")
+
+
+# --- §5.6 terminal answers -------------------------------------------------------
+
+def test_gemini_all_backed_off_shape(env):
+    mock, d = setup(env, keys=(("G", 0),), dialect="gemini", models="gemini-2.0-flash",
+                    host="generativelanguage.googleapis.com")
+    mock.script("secret-G", [{"kind": "preset", "name": "gemini-per-minute", "times": -1}])
+    url = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash:generateContent"
+    args = [url, "-H", "x-goog-api-key: client", "-H", "content-type: application/json",
+            "-d", json.dumps({"contents": [{"parts": [{"text": "hi"}]}]})]
+    r = env.curl(args)
+    eq(r.status, 429, "Gemini 429 passed on")
+    eq(row(d, "G")["window_s"], 19, "RetryInfo.retryDelay hint")
+    r = env.curl(args)
+    eq(r.status, 429, "all backed off")
+    j = r.json()["error"]
+    eq((j["code"], j["status"]), (429, "RESOURCE_EXHAUSTED"), "Gemini error shape")
+    check("aor_all_backed_off" in r.body, "reason in the body")
+    eq(r.headers.get("retry-after"), "19", "Retry-After")
+
+
+# --- §4.5 no writes when nothing changed ------------------------------------------
+
+def test_no_write_without_state_change(env):
+    mock, d = setup(env)
+    chat(env)  # first success: sticky created (a write)
+    w = writes(d)
+    for _ in range(3):
+        eq(chat(env).status, 200, "ok")
+    eq(writes(d), w, "successful requests on the sticky key write nothing")
+    mock.script("secret-A", [{"status": 429}])
+    chat(env)
+    check(writes(d) > w, "a failure is written")
