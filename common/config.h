@@ -18,17 +18,18 @@ typedef enum { AOR_STRATEGY_PRIORITY = 0, AOR_STRATEGY_ROUND_ROBIN } aor_strateg
 
 /* One [key "NAME"] section. */
 typedef struct {
-    char *name;     /* section name, e.g. "openai-main" */
+    char *name;     /* section name, e.g. "openai-main"; in the embedded default the
+                     * variable name, e.g. "OPENAI_API_KEY_2" (docs/config.md) */
     char *env;      /* environment variable holding the secret */
-    char *secret;   /* value of env at load time; NEVER log it */
+    char *secret;   /* value of env (or env_file) at load time, trimmed; NEVER log it */
     char *friendly; /* `name =` option, or NULL */
-    int priority;   /* lower is preferred */
+    int priority;   /* lower is preferred; embedded default: 0, 1, 2 in number order */
 } aor_key_cfg;
 
 /* One entry of a provider's `models` list: canonical[=upstream]. */
 typedef struct {
     char *canonical;
-    char *upstream; /* equal to canonical when no '=' was given */
+    char *upstream; /* equal to (a copy of) canonical when no '=' was given */
 } aor_model_map;
 
 /* One [provider "NAME"] section. */
@@ -36,13 +37,13 @@ typedef struct {
     char *name;
     aor_dialect dialect;
     char *base_url;  /* e.g. "https://api.openai.com", no trailing slash */
-    char *host;      /* host part of base_url, lower case */
+    char *host;      /* host part of base_url, lower case (IPv6 without brackets) */
     int port;        /* port of base_url (443/80 when not written) */
     size_t *key_idx; /* indexes into aor_config.keys, in the order written */
     size_t nkeys;
     aor_model_map *models;
     size_t nmodels;
-    int models_any;         /* `models = *` */
+    int models_any;         /* `models = *` (may come with canonical=upstream entries) */
     int priority;           /* lower is preferred */
     int retry_after_ignore; /* retry_after = ignore */
     char **intercept;       /* extra host names, lower case */

@@ -332,7 +332,11 @@ int aor_cfg_build_embedded(aor_config *cfg, aor_cfg_errs *errs) {
         if (!p->name)
             return -1;
         p->dialect = kn->dialect;
-        p->models_any = 1;
+        /* No models list: every model goes to the provider that owns the host the client
+         * asked for (§5.2 unlisted models), never across providers: the embedded
+         * providers of one dialect do not serve each other's models, and a pass-through
+         * credential must only ever reach its own provider. */
+        p->models_any = 0;
         p->priority = (int)i;
         for (size_t v = 0; v < 2 && kn->vars[v]; v++)
             if (add_family(cfg, p, kn->vars[v], errs) != 0)

@@ -65,7 +65,16 @@ static size_t select_providers(const aor_config *cfg, const char *model, const c
      * client asked for; on the sidecar to the providers of the request's dialect. */
     for (size_t i = 0; i < cfg->nproviders; i++) {
         const aor_provider_cfg *p = &cfg->providers[i];
-        if (host != NULL ? aor_config_provider_owns_host(p, host) : p->dialect == dialect)
+        int take;
+        if (host != NULL)
+            take = aor_config_provider_owns_host(p, host);
+        else if (cfg->embedded)
+            /* Embedded default on the sidecar: the dialect's own provider (openai,
+             * anthropic, gemini), never another provider of the same dialect. */
+            take = p->dialect == dialect && strcmp(p->name, aor_dialect_name(dialect)) == 0;
+        else
+            take = p->dialect == dialect;
+        if (take)
             sel[n++] = i;
     }
     return n;

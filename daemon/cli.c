@@ -9,38 +9,36 @@
 
 typedef struct {
     const char *name;
-    const char *synopsis;
+    const char *args;
+    const char *what;
     int (*fn)(aor_cli *c, int argc, char **argv);
 } command;
 
 static int cmd_check_config(aor_cli *c, int argc, char **argv);
 
 static const command commands[] = {
-    {"run", "run [--config FILE] [--] CMD [ARGS...]   run CMD routed through aor",
+    {"run", "[--config FILE] [--] CMD [ARGS...]", "run CMD with its LLM traffic routed by aor",
      aor_cli_cmd_run},
-    {"env", "env [--sidecar] [--config FILE]        print the variables as `export` lines",
+    {"env", "[--sidecar] [--config FILE]", "print the variables `aor run` sets, as `export` lines",
      aor_cli_cmd_env},
-    {"status", "status [--json] [--config FILE]        daemon, keys, backoff, circuits",
+    {"status", "[--json] [--config FILE]", "daemon, keys, backoff, open circuits",
      aor_cli_cmd_status},
-    {"backoff", "backoff [reset PROVIDER | clear]       list or reset backoff rows",
+    {"backoff", "[list [--json] | reset PROVIDER | clear]", "show or reset backoff rows",
      aor_cli_cmd_backoff},
-    {"check-config", "check-config [--config FILE]          validate the configuration",
-     cmd_check_config},
-    {"install-service",
-     "install-service [--print] [--no-start] [--systemd|--launchd]\n"
-     "                                         run aord as a user service",
-     aor_cli_cmd_install_service},
-    {"doctor", "doctor [--config FILE]                check the setup, one line per check",
-     aor_cli_cmd_doctor},
+    {"check-config", "[--config FILE]", "validate the configuration", cmd_check_config},
+    {"install-service", "[--print] [--no-start] [--systemd|--launchd]",
+     "run aord as a user service", aor_cli_cmd_install_service},
+    {"doctor", "[--config FILE]", "check the setup, one line per check", aor_cli_cmd_doctor},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: aor [--config FILE] COMMAND [ARGS...]\n"
-               "       aor --help | --version\n\ncommands:\n");
+               "       aor --help | --version | COMMAND --help\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  aor %s\n", commands[i].synopsis);
-    fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage or configuration error "
-               "(`aor run`: the program's own).\nSee docs/cli.md.\n");
+        fprintf(f, "  %-16s %s\n  %-16s   %s\n", commands[i].name, commands[i].args, "",
+                commands[i].what);
+    fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage or configuration error; `aor run` "
+               "exits with\nthe program's status. See docs/cli.md.\n");
 }
 
 /* `aor check-config`: the validation of `aord --check-config` (spec §3.1). */
@@ -102,7 +100,8 @@ int main(int argc, char **argv) {
         /* `aor CMD --help` (run: only before the program). */
         for (int j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++) {
             if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
-                printf("usage: aor %s\n", commands[k].synopsis);
+                printf("usage: aor %s %s\n  %s\n", commands[k].name, commands[k].args,
+                       commands[k].what);
                 return AOR_CLI_OK;
             }
             if (strcmp(argv[j], "--config") == 0)

@@ -215,10 +215,13 @@ static void table_print(const table *t) {
                 w[i] = l;
         }
     for (size_t r = 0; r < t->nrow; r++) {
+        size_t last = t->ncol; /* no padding after the last non-empty cell */
+        while (last > 1 && !t->cells[r * t->ncol + last - 1][0])
+            last--;
         fputs("  ", stdout);
-        for (size_t i = 0; i < t->ncol; i++) {
+        for (size_t i = 0; i < last; i++) {
             const char *s = t->cells[r * t->ncol + i];
-            if (i + 1 < t->ncol)
+            if (i + 1 < last)
                 printf("%-*s  ", (int)w[i < 8 ? i : 7], s);
             else
                 fputs(s, stdout);

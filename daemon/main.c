@@ -4,6 +4,7 @@
 #include "daemon.h"
 #include "listen.h"
 #include "log.h"
+#include "paths.h"
 #include "publish.h"
 
 #include <curl/curl.h>
@@ -23,21 +24,6 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: aord [--config FILE] [--check-config] [--version]\n"
                "  Runs the aor routing daemon in the foreground (see docs/config.md).\n");
-}
-
-/* "$VAR/suffix" or "$HOME/fallback/suffix"; malloc'd. */
-static char *xdg_path(const char *var, const char *fallback, const char *suffix) {
-    const char *base = getenv(var);
-    char *out = NULL;
-    if (base && *base) {
-        if (asprintf(&out, "%s/%s", base, suffix) < 0)
-            return NULL;
-    } else {
-        const char *home = getenv("HOME");
-        if (asprintf(&out, "%s/%s/%s", home && *home ? home : "/tmp", fallback, suffix) < 0)
-            return NULL;
-    }
-    return out;
 }
 
 static int mkdirs(const char *path, mode_t mode) {
@@ -168,8 +154,8 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     d.socket_path = strdup(cfg->socket_path);
     d.runtime_dir = d.socket_path ? dir_of(d.socket_path) : NULL;
-    d.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "aor");
-    d.data_dir = xdg_path("XDG_DATA_HOME", ".local/share", "aor");
+    d.state_dir = aor_path_state_dir();
+    d.data_dir = aor_path_data_dir();
     if (!d.socket_path || !d.runtime_dir || !d.state_dir || !d.data_dir) {
         fprintf(stderr, "aord: out of memory\n");
         goto out;

@@ -1,0 +1,287 @@
+/* aor doctor: one line per check, "ok: ...", "warn: ..." or "fail: ..." (spec §1, §2
+ * "Trust": which client will not trust aor and why). Exit 1 when any check failed.
+ * Never prints a secret: the config is reported by counts, files by path and mode. */
+#include "cli.h"
+#include "paths.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef enum { OK, WARN, FAIL } level;
+
+typedef struct {
+    int fails, warns;
+} tally;
+
+static void say(tally *t, level l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void say(tally *t, level l, const char *fmt, ...) {
+    static const char *const tag[] = {"ok", "warn", "fail"};
+    printf("%s: ", tag[l]);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    t->fails += l == FAIL;
+    t->warns += l == WARN;
+}
+
+static aor_config *check_config(aor_cli *c, tally *t) {
+    char *errors = NULL;
+    aor_config *cfg = aor_config_load(c->config_arg, &errors);
+    if (!cfg) {
+        say(t, FAIL, "configuration has errors (fix them; `aor check-config` lists them too):");
+        /* file:line messages; they never contain a secret (config.h). */
+        for (char *line = errors; line && *line;) {
+            char *nl = strchr(line, '\n');
+            size_t n = nl ? (size_t)(nl - line) : strlen(line);
+            printf("    %.*s\n", (int)n, line);
+            line = nl ? nl + 1 : line + n;
+        }
+        free(errors);
+        return NULL;
+    }
+    size_t nk = 0;
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        nk += cfg->providers[i].nkeys;
+    if (cfg->source)
+        say(t, OK, "config %s is valid (%zu providers, %zu keys)", cfg->source,
+            cfg->nproviders, nk);
+    else
+        say(t, OK, "no config file: embedded default from the environment (%zu providers, %zu "
+                   "keys)",
+            cfg->nproviders, nk);
+    return cfg;
+}
+
+static size_t discard(char *p, size_t s, size_t n, void *ud) {
+    return s * n;
+}
+
+static void check_daemon(const aor_config *cfg, tally *t) {
+    const char *sock = cfg ? cfg->socket_path : NULL;
+    char *fallback = NULL;
+    if (!sock)
+        sock = fallback = aor_path_socket();
+    if (!sock) {
+        say(t, FAIL, "cannot work out the daemon socket path: %s", strerror(errno));
+        return;
+    }
+    pid_t pid = 0;
+    int up = aor_cli_socket_answers(sock, &pid);
+    if (up)
+        say(t, OK, "aord answers on %s (pid %ld)", sock, (long)pid);
+    else
+        say(t, WARN,
+            "aord is not running (nothing answers on %s): programs connect directly; start it "
+            "with `aord`, `aor run CMD` or `aor install-service`",
+            sock);
+    free(fallback);
+    if (!cfg)
+        return;
+    if (!cfg->listen) {
+        say(t, OK, "sidecar is off (listen = off)");
+        return;
+    }
+    if (!up)
+        return;
+    char url[300], cerr[CURL_ERROR_SIZE] = "";
+    snprintf(url, sizeof url, "http://%s/healthz", cfg->listen);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *h = curl_easy_init();
+    long status = 0;
+    CURLcode rc = CURLE_FAILED_INIT;
+    if (h) {
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+        rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(h);
+    }
+    curl_global_cleanup();
+    if (rc == CURLE_OK && status == 200)
+        say(t, OK, "sidecar %s answers", url);
+    else if (rc == CURLE_OK)
+        say(t, FAIL, "sidecar %s answered HTTP %ld", url, status);
+    else
+        say(t, FAIL, "sidecar %s does not answer: %s", url,
+            cerr[0] ? cerr : curl_easy_strerror(rc));
+}
+
+/* Checks one CA file; returns 1 when it exists. */
+static int check_file(tally *t, const char *path, const char *what, mode_t forbidden,
+                      const char *fix) {
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        say(t, errno == ENOENT ? WARN : FAIL, "%s %s: %s%s", what, path, strerror(errno),
+            errno == ENOENT ? " (aord creates it on its first start)" : "");
+        return 0;
+    }
+    unsigned mode = (unsigned)(st.st_mode & 07777);
+    if (!S_ISREG(st.st_mode))
+        say(t, FAIL, "%s %s is not a regular file", what, path);
+    else if (st.st_uid != getuid())
+        say(t, FAIL, "%s %s belongs to uid %lu, not to you", what, path,
+            (unsigned long)st.st_uid);
+    else if (st.st_mode & forbidden)
+        say(t, FAIL, "%s %s has mode %04o (%s)", what, path, mode, fix);
+    else
+        say(t, OK, "%s %s (mode %04o)", what, path, mode);
+    return 1;
+}
+
+/* ca.pem, ca.key, bundle.pem. Returns 1 when ca.pem exists (trust checks can run). */
+static int check_ca(tally *t, const char *data) {
+    char *ca = aor_path_join(data, "ca.pem");
+    char *key = aor_path_join(data, "ca.key");
+    char *bundle = aor_path_join(data, "bundle.pem");
+    int have_ca = 0;
+    if (!ca || !key || !bundle) {
+        say(t, FAIL, "out of memory");
+        goto out;
+    }
+    have_ca = check_file(t, ca, "CA certificate", S_IWGRP | S_IWOTH,
+                         "writable by others: chmod 644 it");
+    check_file(t, key, "CA key", S_IRWXG | S_IRWXO,
+               "other users can read your CA key: chmod 600 it");
+    struct stat st;
+    if (!have_ca || stat(bundle, &st) < 0) {
+        check_file(t, bundle, "CA bundle", S_IWGRP | S_IWOTH, "writable by others");
+        goto out;
+    }
+    int has = aor_cli_file_has_ca(bundle, ca);
+    if (has == 1)
+        say(t, OK, "CA bundle %s contains the aor CA", bundle);
+    else if (has == 0)
+        say(t, FAIL, "CA bundle %s does not contain the aor CA (restart aord to rewrite it)",
+            bundle);
+    else
+        say(t, FAIL, "cannot read %s or %s: %s", bundle, ca, strerror(errno));
+out:
+    free(ca);
+    free(key);
+    free(bundle);
+    return have_ca;
+}
+
+typedef struct {
+    const char *var;
+    const char *who;  /* clients that read it */
+    const char *what; /* what aor points it at */
+} trust_var;
+
+static const trust_var trust_vars[] = {
+    {"NODE_EXTRA_CA_CERTS", "Node clients", "ca.pem"},
+    {"SSL_CERT_FILE", "OpenSSL-based clients (Python, Ruby, Rust, curl)", "bundle.pem"},
+    {"REQUESTS_CA_BUNDLE", "Python requests", "bundle.pem"},
+    {"CURL_CA_BUNDLE", "curl", "bundle.pem"},
+};
+
+static void check_trust(tally *t, const char *data, int have_ca) {
+    const char *nt = getenv("AOR_NO_TRUST");
+    if (nt && *nt && strcmp(nt, "0") != 0)
+        say(t, WARN, "AOR_NO_TRUST is set: the shim and `aor run` leave the CA variables alone");
+    char *ca = aor_path_join(data, "ca.pem");
+    char *bundle = aor_path_join(data, "bundle.pem");
+    char *merged = aor_path_join(data, "node-extra-ca.pem");
+    if (!ca || !bundle || !merged) {
+        say(t, FAIL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof trust_vars / sizeof trust_vars[0]; i++) {
+        const trust_var *v = &trust_vars[i];
+        const char *val = getenv(v->var);
+        int node = i == 0;
+        if (!val || !*val) {
+            say(t, OK, "%s is not set (`aor run` and the shim point it at %s)", v->var,
+                v->what);
+            continue;
+        }
+        if (strcmp(val, node ? ca : bundle) == 0 || (node && strcmp(val, merged) == 0)) {
+            say(t, OK, "%s points to aor's %s", v->var, node ? "CA" : "bundle");
+            continue;
+        }
+        if (!have_ca) {
+            say(t, WARN, "%s points to %s: cannot check it, there is no aor CA yet", v->var,
+                val);
+            continue;
+        }
+        int has = aor_cli_file_has_ca(val, ca);
+        if (has == 1) {
+            say(t, OK, "%s points to %s, which contains the aor CA", v->var, val);
+        } else if (node) {
+            say(t, WARN,
+                "NODE_EXTRA_CA_CERTS points to %s: Node clients will not trust aor (use `aor "
+                "run`, which merges it)",
+                val);
+        } else {
+            say(t, WARN,
+                "%s points to %s: %s will not trust aor (unset it so aor points it at %s, or "
+                "append %s to that file)%s",
+                v->var, val, v->who, bundle, ca, has < 0 ? " [the file cannot be read]" : "");
+        }
+    }
+out:
+    free(ca);
+    free(bundle);
+    free(merged);
+}
+
+int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        int tk = aor_cli_take_config(c, argc, argv, &i);
+        if (tk < 0)
+            return AOR_CLI_USAGE;
+        if (tk > 0)
+            continue;
+        fprintf(stderr, "aor doctor: unknown argument '%s'\n", argv[i]);
+        return AOR_CLI_USAGE;
+    }
+    tally t = {0, 0};
+    aor_config *cfg = check_config(c, &t);
+    check_daemon(cfg, &t);
+
+    char *data = aor_path_data_dir();
+    int have_ca = 0;
+    if (!data)
+        say(&t, FAIL, "cannot find the data directory (set HOME or XDG_DATA_HOME): %s",
+            strerror(errno));
+    else
+        have_ca = check_ca(&t, data);
+
+    char *self = aor_cli_self_dir(c->argv0);
+    char *lib = aor_cli_find_lib(self, 1);
+    if (lib)
+        say(&t, OK, "libaor.so: %s", lib);
+    else
+        say(&t, FAIL,
+            "libaor.so not found (looked in %s/ and %s/../lib/%s); `aor run` cannot preload "
+            "programs",
+            self ? self : "?", self ? self : "?", getenv("AOR_LIB") ? " and AOR_LIB" : "");
+    char *aord = aor_cli_find_aord(self);
+    if (aord)
+        say(&t, OK, "aord: %s", aord);
+    else
+        say(&t, WARN, "aord not found next to aor or on PATH: `aor run` cannot start it");
+
+    if (data)
+        check_trust(&t, data, have_ca);
+    printf("%d failed, %d warnings\n", t.fails, t.warns);
+    free(aord);
+    free(lib);
+    free(self);
+    free(data);
+    aor_config_free(cfg);
+    fflush(stdout);
+    return t.fails ? AOR_CLI_FAIL : AOR_CLI_OK;
+}

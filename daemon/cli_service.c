@@ -1,0 +1,298 @@
+/* aor install-service: run aord as a per-user service (spec §1: "run by hand, by `aor run`,
+ * or under systemd --user / launchd"). Writes the unit from the templates below (the
+ * same text as scripts/aord.service and scripts/aord.plist, with the absolute path of
+ * aord filled in), then enables it when the service manager is reachable. */
+#include "cli.h"
+#include "paths.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PLACEHOLDER "@AORD@"
+#define LAUNCHD_LABEL "dev.aor.aord"
+
+/* Keep these two equal to scripts/aord.service and scripts/aord.plist (tests/e2e/test_cli.py
+ * compares them). */
+static const char systemd_template[] =
+    "# aord, the aor routing daemon, as a systemd user service.\n"
+    "# `aor install-service` writes this file to ~/.config/systemd/user/aord.service with\n"
+    "# ExecStart set to the absolute path of aord (see docs/cli.md), then runs\n"
+    "#   systemctl --user daemon-reload && systemctl --user enable --now aord\n"
+    "[Unit]\n"
+    "Description=aor routing daemon (LLM API traffic: backoff, fallback, key rotation)\n"
+    "\n"
+    "[Service]\n"
+    "Type=simple\n"
+    "# aord reads API keys from its environment, and a user service does not see your\n"
+    "# shell's variables: put them in this optional file (NAME=value lines, mode 0600),\n"
+    "# or name a file with `env_file` in [daemon] of aor.ini.\n"
+    "EnvironmentFile=-%h/.config/aor/env\n"
+    "ExecStart=@AORD@\n"
+    "ExecReload=/bin/kill -HUP $MAINPID\n"
+    "Restart=on-failure\n"
+    "RestartSec=2\n"
+    "# Exit status 2 is a configuration error: restarting will not fix it.\n"
+    "RestartPreventExitStatus=2\n"
+    "\n"
+    "[Install]\n"
+    "WantedBy=default.target\n";
+
+static const char launchd_template[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n"
+    "<!-- aord, the aor routing daemon, as a launchd user agent.\n"
+    "     `aor install-service` writes this file to ~/Library/LaunchAgents/dev.aor.aord.plist\n"
+    "     with the program path set to the absolute path of aord (see docs/cli.md), then runs\n"
+    "       launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/dev.aor.aord.plist\n"
+    "     aord reads API keys from its environment: name a file with `env_file` in [daemon]\n"
+    "     of aor.ini (launchd agents do not see your shell's variables). -->\n"
+    "<plist version=\"1.0\">\n"
+    "<dict>\n"
+    "    <key>Label</key>\n"
+    "    <string>dev.aor.aord</string>\n"
+    "    <key>ProgramArguments</key>\n"
+    "    <array>\n"
+    "        <string>@AORD@</string>\n"
+    "    </array>\n"
+    "    <key>RunAtLoad</key>\n"
+    "    <true/>\n"
+    "    <key>KeepAlive</key>\n"
+    "    <dict>\n"
+    "        <key>SuccessfulExit</key>\n"
+    "        <false/>\n"
+    "    </dict>\n"
+    "    <key>ProcessType</key>\n"
+    "    <string>Background</string>\n"
+    "</dict>\n"
+    "</plist>\n";
+
+/* Appends s to the growing buffer; -1 on ENOMEM. */
+static int put(char **buf, size_t *len, const char *s, size_t n) {
+    char *nb = realloc(*buf, *len + n + 1);
+    if (!nb)
+        return -1;
+    memcpy(nb + *len, s, n);
+    *len += n;
+    nb[*len] = '\0';
+    *buf = nb;
+    return 0;
+}
+
+/* The path as systemd wants it in ExecStart: '%' doubled, '$' doubled, and in double
+ * quotes (with \ and " escaped) when it holds whitespace or quotes (systemd.service(5)
+ * "Command lines", systemd.unit(5) "Specifiers"). */
+static int put_systemd_path(char **buf, size_t *len, const char *p) {
+    int quote = strpbrk(p, " \t\"'\\") != NULL;
+    if (quote && put(buf, len, "\"", 1) < 0)
+        return -1;
+    for (; *p; p++) {
+        const char *s = p;
+        size_t n = 1;
+        if (*p == '%')
+            s = "%%", n = 2;
+        else if (*p == '$')
+            s = "$$", n = 2;
+        else if (quote && (*p == '"' || *p == '\\'))
+            s = *p == '"' ? "\\\"" : "\\\\", n = 2;
+        if (put(buf, len, s, n) < 0)
+            return -1;
+    }
+    return quote ? put(buf, len, "\"", 1) : 0;
+}
+
+/* XML character data escaping for the plist. */
+static int put_xml(char **buf, size_t *len, const char *p) {
+    for (; *p; p++) {
+        const char *s = p;
+        size_t n = 1;
+        switch (*p) {
+        case '&':
+            s = "&amp;", n = 5;
+            break;
+        case '<':
+            s = "&lt;", n = 4;
+            break;
+        case '>':
+            s = "&gt;", n = 4;
+            break;
+        case '"':
+            s = "&quot;", n = 6;
+            break;
+        case '\'':
+            s = "&apos;", n = 6;
+            break;
+        }
+        if (put(buf, len, s, n) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The template with its placeholder replaced by aord. malloc'd, NULL on ENOMEM. */
+static char *render(int launchd, const char *aord) {
+    const char *tpl = launchd ? launchd_template : systemd_template;
+    const char *at = strstr(tpl, PLACEHOLDER);
+    char *buf = NULL;
+    size_t len = 0;
+    if (!at || put(&buf, &len, tpl, (size_t)(at - tpl)) < 0)
+        goto fail;
+    if ((launchd ? put_xml(&buf, &len, aord) : put_systemd_path(&buf, &len, aord)) < 0)
+        goto fail;
+    at += strlen(PLACEHOLDER);
+    if (put(&buf, &len, at, strlen(at)) < 0)
+        goto fail;
+    return buf;
+fail:
+    free(buf);
+    return NULL;
+}
+
+/* Runs argv with aor's stdio (quiet: stdout/stderr to /dev/null). Returns its exit
+ * status, or -1 when it could not run. */
+static int run_cmd(char *const argv[], int quiet) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (quiet) {
+            int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+            if (nul >= 0) {
+                dup2(nul, 1);
+                dup2(nul, 2);
+            }
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Destination file of the unit; malloc'd, NULL (printed) on error. */
+static char *dest_path(int launchd) {
+    char *base = launchd ? aor_path_home() : aor_path_config_home();
+    if (!base) {
+        fprintf(stderr, "aor: cannot find your %s directory: %s\n",
+                launchd ? "home" : "configuration", strerror(errno));
+        return NULL;
+    }
+    char *p = aor_path_join(base, launchd ? "Library/LaunchAgents/" LAUNCHD_LABEL ".plist"
+                                          : "systemd/user/aord.service");
+    free(base);
+    if (!p)
+        fprintf(stderr, "aor: out of memory\n");
+    return p;
+}
+
+static int enable_systemd(int no_start) {
+    const char *cmdline = "systemctl --user daemon-reload && systemctl --user enable --now aord";
+    char *probe[] = {"systemctl", "--user", "show-environment", NULL};
+    if (no_start || run_cmd(probe, 1) != 0) {
+        printf("%s the service with:\n  %s\n",
+               no_start ? "Start" : "systemctl --user is not available here; start", cmdline);
+        return AOR_CLI_OK;
+    }
+    char *reload[] = {"systemctl", "--user", "daemon-reload", NULL};
+    char *enable[] = {"systemctl", "--user", "enable", "--now", "aord", NULL};
+    printf("running: %s\n", cmdline);
+    if (run_cmd(reload, 0) != 0 || run_cmd(enable, 0) != 0) {
+        fprintf(stderr, "aor: systemctl failed; see `systemctl --user status aord`\n");
+        return AOR_CLI_FAIL;
+    }
+    printf("aord is enabled and started (`systemctl --user status aord`, logs: `journalctl "
+           "--user -u aord`)\n");
+    return AOR_CLI_OK;
+}
+
+static int enable_launchd(const char *dest, int no_start) {
+    char domain[64];
+    snprintf(domain, sizeof domain, "gui/%lu", (unsigned long)getuid());
+    char *lc = aor_cli_which("launchctl");
+    int have = lc != NULL;
+    free(lc);
+    if (no_start || !have) {
+        printf("Start the agent with:\n  launchctl bootstrap %s %s\n", domain, dest);
+        return AOR_CLI_OK;
+    }
+    char target[128];
+    snprintf(target, sizeof target, "%s/%s", domain, LAUNCHD_LABEL);
+    char *bootout[] = {"launchctl", "bootout", target, NULL};
+    char *bootstrap[] = {"launchctl", "bootstrap", domain, (char *)dest, NULL};
+    run_cmd(bootout, 1); /* an older copy may be loaded; not an error when it is not */
+    printf("running: launchctl bootstrap %s %s\n", domain, dest);
+    if (run_cmd(bootstrap, 0) != 0) {
+        fprintf(stderr, "aor: launchctl bootstrap failed\n");
+        return AOR_CLI_FAIL;
+    }
+    printf("aord is loaded (`launchctl print %s`)\n", target);
+    return AOR_CLI_OK;
+}
+
+int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
+    int print_only = 0, no_start = 0;
+#ifdef __APPLE__
+    int launchd = 1;
+#else
+    int launchd = 0;
+#endif
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--print") == 0)
+            print_only = 1;
+        else if (strcmp(argv[i], "--no-start") == 0)
+            no_start = 1;
+        else if (strcmp(argv[i], "--systemd") == 0)
+            launchd = 0;
+        else if (strcmp(argv[i], "--launchd") == 0)
+            launchd = 1;
+        else {
+            fprintf(stderr, "aor install-service: unknown argument '%s'\n", argv[i]);
+            return AOR_CLI_USAGE;
+        }
+    }
+    int rc = AOR_CLI_FAIL;
+    char *unit = NULL, *dest = NULL, *dir = NULL;
+    char *self = aor_cli_self_dir(c->argv0);
+    char *aord = aor_cli_find_aord(self);
+    if (!aord) {
+        fprintf(stderr, "aor: cannot find aord (not in %s, not on PATH); install it first "
+                        "(make install)\n",
+                self ? self : "the directory of aor");
+        goto out;
+    }
+    unit = render(launchd, aord);
+    if (!unit) {
+        fprintf(stderr, "aor: out of memory\n");
+        goto out;
+    }
+    if (print_only) {
+        fputs(unit, stdout);
+        rc = fflush(stdout) == 0 ? AOR_CLI_OK : AOR_CLI_FAIL;
+        goto out;
+    }
+    dest = dest_path(launchd);
+    if (!dest)
+        goto out;
+    dir = strndup(dest, (size_t)(strrchr(dest, '/') - dest));
+    if (!dir || aor_cli_mkdirs(dir, 0755) < 0 ||
+        aor_cli_write_file(dest, unit, strlen(unit), 0644) < 0) {
+        fprintf(stderr, "aor: cannot write %s: %s\n", dest, strerror(errno));
+        goto out;
+    }
+    printf("wrote %s (aord: %s)\n", dest, aord);
+    rc = launchd ? enable_launchd(dest, no_start) : enable_systemd(no_start);
+out:
+    free(unit);
+    free(dest);
+    free(dir);
+    free(aord);
+    free(self);
+    return rc;
+}
