@@ -126,8 +126,7 @@ static int token_ok(aor_daemon *d, const aor_http_request *req) {
 
 static void reply(aor_conn *c, const aor_http_request *req, int status, const char *ctype,
                   const char *const *extra, const char *body, size_t len) {
-    aor_http_write_response(aor_conn_output(c), status, ctype, extra, body, len,
-                            req->keep_alive);
+    aor_http_write_response(aor_conn_output(c), status, ctype, extra, body, len, req->keep_alive);
 }
 
 static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {
@@ -237,8 +236,8 @@ static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
         return;
     }
     const aor_metrics *m = &d->m;
-#define M(name, help, val)                                                                     \
-    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %lu\n", name, help, name, name, \
+#define M(name, help, val)                                                                         \
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %lu\n", name, help, name, name,    \
                         (unsigned long)(val))
     M("aor_connections_total", "Client connections accepted.", m->connections);
     M("aor_requests_total", "Requests handled.", m->requests);
@@ -247,15 +246,13 @@ static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
     M("aor_upstream_failures_total", "Retryable upstream failures.", m->attempt_fail);
     M("aor_all_backed_off_total", "Terminal aor_all_backed_off answers.", m->all_backed_off);
     M("aor_rejected_peers_total", "Connections refused by the uid check.", m->rejected_peers);
-    M("aor_bad_preambles_total", "Shim connections with a malformed preamble.",
-      m->bad_preambles);
-    M("aor_state_writes_total", "State events written to the store.",
-      aor_rstate_writes(d->rs));
+    M("aor_bad_preambles_total", "Shim connections with a malformed preamble.", m->bad_preambles);
+    M("aor_state_writes_total", "State events written to the store.", aor_rstate_writes(d->rs));
 #undef M
     evbuffer_add_printf(b, "# HELP aor_up Whether aord is up.\n# TYPE aor_up gauge\naor_up 1\n");
     size_t len = evbuffer_get_length(b);
-    reply(c, req, 200, "text/plain; version=0.0.4", NULL,
-          (const char *)evbuffer_pullup(b, -1), len);
+    reply(c, req, 200, "text/plain; version=0.0.4", NULL, (const char *)evbuffer_pullup(b, -1),
+          len);
     evbuffer_free(b);
 }
 
@@ -309,8 +306,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         if (tok && strlen(tok) == 64 && CRYPTO_memcmp(tok, d->admin_token, 64) == 0) {
             char cookie[160];
             snprintf(cookie, sizeof cookie,
-                     "Set-Cookie: aor_admin=%s; Path=/; HttpOnly; SameSite=Strict",
-                     d->admin_token);
+                     "Set-Cookie: aor_admin=%s; Path=/; HttpOnly; SameSite=Strict", d->admin_token);
             const char *extra[] = {cookie, "Cache-Control: no-store", NULL};
             reply(c, req, 200, "text/html; charset=utf-8", extra, admin_page,
                   sizeof admin_page - 1);
@@ -363,8 +359,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         char *end = NULL;
         errno = 0;
         double s = sv ? strtod(sv, &end) : NAN;
-        if (!sv || errno || !end || *end || !isfinite(s) || s < 0 ||
-            aor_clock_advance(s) < 0) {
+        if (!sv || errno || !end || *end || !isfinite(s) || s < 0 || aor_clock_advance(s) < 0) {
             reply_error(c, req, 400, "s=N (seconds >= 0) is required");
         } else {
             cJSON *j = cJSON_CreateObject();

@@ -157,9 +157,10 @@ static int request(const target *t, const char *method, const char *path, answer
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     if (rc != CURLE_OK) {
-        snprintf(err, errlen, "%s", a->too_big ? "answer larger than the limit"
-                                    : cerr[0]  ? cerr
-                                               : curl_easy_strerror(rc));
+        snprintf(err, errlen, "%s",
+                 a->too_big ? "answer larger than the limit"
+                 : cerr[0]  ? cerr
+                            : curl_easy_strerror(rc));
         free(a->body);
         a->body = NULL;
         return -1;
@@ -399,8 +400,7 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
         snprintf(pidtxt, sizeof pidtxt, " (pid %ld)", (long)pid);
     if (!t.listen) {
         if (!sock_up) {
-            fprintf(json ? stderr : stdout, "aord: down: nothing answers on %s\n",
-                    t.socket_path);
+            fprintf(json ? stderr : stdout, "aord: down: nothing answers on %s\n", t.socket_path);
             goto out;
         }
         if (json) {
@@ -419,12 +419,14 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
     if (g == 1) {
         FILE *f = json ? stderr : stdout;
         if (sock_up)
-            fprintf(f, "aord: up%s, socket %s, but its admin API at http://%s does not answer: "
-                       "%s\n",
+            fprintf(f,
+                    "aord: up%s, socket %s, but its admin API at http://%s does not answer: "
+                    "%s\n",
                     pidtxt, t.socket_path, t.listen, err);
         else
-            fprintf(f, "aord: down: nothing answers on %s or http://%s\n"
-                       "  start it with `aord`, `aor run CMD` or `aor install-service`\n",
+            fprintf(f,
+                    "aord: down: nothing answers on %s or http://%s\n"
+                    "  start it with `aord`, `aor run CMD` or `aor install-service`\n",
                     t.socket_path, t.listen);
         goto out;
     }

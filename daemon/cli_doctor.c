@@ -51,11 +51,12 @@ static aor_config *check_config(aor_cli *c, tally *t) {
     for (size_t i = 0; i < cfg->nproviders; i++)
         nk += cfg->providers[i].nkeys;
     if (cfg->source)
-        say(t, OK, "config %s is valid (%zu providers, %zu keys)", cfg->source,
-            cfg->nproviders, nk);
+        say(t, OK, "config %s is valid (%zu providers, %zu keys)", cfg->source, cfg->nproviders,
+            nk);
     else
-        say(t, OK, "no config file: embedded default from the environment (%zu providers, %zu "
-                   "keys)",
+        say(t, OK,
+            "no config file: embedded default from the environment (%zu providers, %zu "
+            "keys)",
             cfg->nproviders, nk);
     return cfg;
 }
@@ -131,8 +132,7 @@ static int check_file(tally *t, const char *path, const char *what, mode_t forbi
     if (!S_ISREG(st.st_mode))
         say(t, FAIL, "%s %s is not a regular file", what, path);
     else if (st.st_uid != getuid())
-        say(t, FAIL, "%s %s belongs to uid %lu, not to you", what, path,
-            (unsigned long)st.st_uid);
+        say(t, FAIL, "%s %s belongs to uid %lu, not to you", what, path, (unsigned long)st.st_uid);
     else if (st.st_mode & forbidden)
         say(t, FAIL, "%s %s has mode %04o (%s)", what, path, mode, fix);
     else
@@ -150,8 +150,8 @@ static int check_ca(tally *t, const char *data) {
         say(t, FAIL, "out of memory");
         goto out;
     }
-    have_ca = check_file(t, ca, "CA certificate", S_IWGRP | S_IWOTH,
-                         "writable by others: chmod 644 it");
+    have_ca =
+        check_file(t, ca, "CA certificate", S_IWGRP | S_IWOTH, "writable by others: chmod 644 it");
     check_file(t, key, "CA key", S_IRWXG | S_IRWXO,
                "other users can read your CA key: chmod 600 it");
     struct stat st;
@@ -203,8 +203,7 @@ static void check_trust(tally *t, const char *data, int have_ca) {
         const char *val = getenv(v->var);
         int node = i == 0;
         if (!val || !*val) {
-            say(t, OK, "%s is not set (`aor run` and the shim point it at %s)", v->var,
-                v->what);
+            say(t, OK, "%s is not set (`aor run` and the shim point it at %s)", v->var, v->what);
             continue;
         }
         if (strcmp(val, node ? ca : bundle) == 0 || (node && strcmp(val, merged) == 0)) {
@@ -212,8 +211,7 @@ static void check_trust(tally *t, const char *data, int have_ca) {
             continue;
         }
         if (!have_ca) {
-            say(t, WARN, "%s points to %s: cannot check it, there is no aor CA yet", v->var,
-                val);
+            say(t, WARN, "%s points to %s: cannot check it, there is no aor CA yet", v->var, val);
             continue;
         }
         int has = aor_cli_file_has_ca(val, ca);

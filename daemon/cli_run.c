@@ -125,8 +125,9 @@ static int ensure_daemon(const aor_config *cfg, const char *self_dir) {
         return 0;
     char *aord = aor_cli_find_aord(self_dir);
     if (!aord) {
-        fprintf(stderr, "aor: aord is not running and cannot be found (not in %s, not on "
-                        "PATH)\n",
+        fprintf(stderr,
+                "aor: aord is not running and cannot be found (not in %s, not on "
+                "PATH)\n",
                 self_dir ? self_dir : "the directory of aor");
         return -1;
     }
@@ -233,8 +234,9 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
             break;
         }
         if (argv[i][0] == '-') {
-            fprintf(stderr, "aor run: unknown option '%s' (use `aor run -- %s ...` to run a "
-                            "program whose name starts with '-')\n",
+            fprintf(stderr,
+                    "aor run: unknown option '%s' (use `aor run -- %s ...` to run a "
+                    "program whose name starts with '-')\n",
                     argv[i], argv[i]);
             return AOR_CLI_USAGE;
         }
@@ -264,8 +266,9 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
             fprintf(stderr, "aor: AOR_STRICT=1: not running %s without aord\n", cmd[0]);
             goto out;
         }
-        fprintf(stderr, "aor: running %s anyway; its provider traffic goes direct "
-                        "(fail-open)\n",
+        fprintf(stderr,
+                "aor: running %s anyway; its provider traffic goes direct "
+                "(fail-open)\n",
                 cmd[0]);
     }
     if (build_plan(&plan, cfg, self_dir, kind == AOR_BIN_STATIC ? cmd[0] : NULL, 0) < 0)

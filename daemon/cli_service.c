@@ -43,7 +43,8 @@ static const char systemd_template[] =
 
 static const char launchd_template[] =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n"
+    "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" "
+    "\"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n"
     "<!-- aord, the aor routing daemon, as a launchd user agent.\n"
     "     `aor install-service` writes this file to ~/Library/LaunchAgents/dev.aor.aord.plist\n"
     "     with the program path set to the absolute path of aord (see docs/cli.md), then runs\n"
@@ -262,8 +263,9 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     char *self = aor_cli_self_dir(c->argv0);
     char *aord = aor_cli_find_aord(self);
     if (!aord) {
-        fprintf(stderr, "aor: cannot find aord (not in %s, not on PATH); install it first "
-                        "(make install)\n",
+        fprintf(stderr,
+                "aor: cannot find aord (not in %s, not on PATH); install it first "
+                "(make install)\n",
                 self ? self : "the directory of aor");
         goto out;
     }

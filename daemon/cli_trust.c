@@ -106,9 +106,8 @@ static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
     size_t ulen = 0, clen = 0;
     int rc = 0;
     if (aor_cli_read_file(user, AOR_CLI_FILE_MAX, &ubuf, &ulen) < 0) {
-        fprintf(stderr,
-                "aor: cannot read NODE_EXTRA_CA_CERTS=%s (%s); Node will use %s alone\n", user,
-                strerror(errno), ca);
+        fprintf(stderr, "aor: cannot read NODE_EXTRA_CA_CERTS=%s (%s); Node will use %s alone\n",
+                user, strerror(errno), ca);
         rc = aor_cli_plan_add(p, "NODE_EXTRA_CA_CERTS", ca);
         goto out;
     }
@@ -175,9 +174,8 @@ int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen) {
         const char *name;
         const char *suffix;
     } vars[] = {
-        {"OPENAI_BASE_URL", "/v1"},        {"ANTHROPIC_BASE_URL", ""},
-        {"GEMINI_BASE_URL", ""},           {"GOOGLE_GEMINI_BASE_URL", ""},
-        {"OPENROUTER_BASE_URL", "/v1"},
+        {"OPENAI_BASE_URL", "/v1"},     {"ANTHROPIC_BASE_URL", ""},     {"GEMINI_BASE_URL", ""},
+        {"GOOGLE_GEMINI_BASE_URL", ""}, {"OPENROUTER_BASE_URL", "/v1"},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         if (set_nonempty(vars[i].name))

@@ -2,6 +2,9 @@
 
 #include "admin.h"
 #include "log.h"
+#include "passthru.h"
+#include "publish.h"
+#include "sni.h"
 #include "preamble.h"
 #include "proxy.h"
 
@@ -27,11 +30,11 @@ struct aor_conn {
     struct bufferevent *bev;
     int via_shim;
     aor_preamble pre;
-    char *host;           /* intercepted host (lower case), NULL on the sidecar */
+    char *host; /* intercepted host (lower case), NULL on the sidecar */
     aor_http_reader *reader;
-    aor_proxy *proxy;     /* request in flight through the walk */
-    int busy;             /* a request is being answered */
-    int closing;          /* close once output is flushed */
+    aor_proxy *proxy; /* request in flight through the walk */
+    int busy;         /* a request is being answered */
+    int closing;      /* close once output is flushed */
     int http10;
     int depth; /* > 0 while process_input runs: frees are deferred */
     int dead;  /* free when depth drops to 0 */
@@ -79,8 +82,8 @@ static void process_input(aor_conn *c) {
         const char *why = NULL;
         for (int i = 0; i < n; i++) {
             size_t used = 0;
-            res = aor_http_reader_feed(c->reader, v[i].iov_base, v[i].iov_len, &used, &status,
-                                       &why);
+            res =
+                aor_http_reader_feed(c->reader, v[i].iov_base, v[i].iov_len, &used, &status, &why);
             total += used;
             if (res != AOR_HTTP_NEED_MORE)
                 break;
@@ -98,8 +101,9 @@ static void process_input(aor_conn *c) {
         if (res == AOR_HTTP_ERROR) {
             aor_warn("bad request from client: %s (answered %d)", why, status);
             char body[256];
-            int len = snprintf(body, sizeof body, "{\"error\":{\"message\":\"aor: %s\","
-                                                  "\"type\":\"invalid_request_error\"}}",
+            int len = snprintf(body, sizeof body,
+                               "{\"error\":{\"message\":\"aor: %s\","
+                               "\"type\":\"invalid_request_error\"}}",
                                why);
             aor_http_write_response(bufferevent_get_output(c->bev), status, "application/json",
                                     NULL, body, (size_t)len, 0);
@@ -125,8 +129,7 @@ static void process_input(aor_conn *c) {
     c->depth--;
     if (c->depth > 0)
         return;
-    if (c->dead ||
-        (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)) {
+    if (c->dead || (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)) {
         conn_free(c);
         return;
     }
@@ -190,7 +193,8 @@ void aor_conn_accept_tcp(aor_daemon *d, int fd) {
     evutil_make_socket_nonblocking(fd);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct bufferevent *bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    struct bufferevent *bev =
+        bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
     if (!bev) {
         close(fd);
         return;
@@ -257,7 +261,8 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
         pending_free(p, 1);
         return;
     }
-    char buf[AOR_PREAMBLE_MAX + 1];
+    /* Peek the preamble and, for TLS, the whole ClientHello (for its SNI). */
+    static char buf[AOR_PREAMBLE_MAX + 1 + AOR_SNI_MAX_HELLO];
     ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
@@ -267,8 +272,9 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     }
     aor_preamble pre;
     const char *err = NULL;
-    int used = aor_preamble_parse(buf, (size_t)n, &pre, &err);
-    if (used == 0 && (size_t)n < sizeof buf)
+    size_t plen = (size_t)n < AOR_PREAMBLE_MAX + 1 ? (size_t)n : AOR_PREAMBLE_MAX + 1;
+    int used = aor_preamble_parse(buf, plen, &pre, &err);
+    if (used == 0 && plen < AOR_PREAMBLE_MAX + 1)
         return; /* need more */
     if (used <= 0) {
         aor_warn("shim connection: malformed preamble (%s), closed",
@@ -280,6 +286,15 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     if (n == used)
         return; /* wait for the first client byte to tell TLS from plain HTTP */
     int tls = (unsigned char)buf[used] == 0x16;
+    char sni[AOR_HOST_MAX + 1] = "";
+    if (tls) {
+        int r = aor_sni_parse((const unsigned char *)buf + used, (size_t)n - (size_t)used, sni,
+                              sizeof sni);
+        if (r == -2)
+            return; /* the rest of the ClientHello is on its way */
+        if (r != 1)
+            sni[0] = '\0';
+    }
     /* Consume exactly the preamble; the client's bytes stay for TLS / HTTP. */
     char sink[AOR_PREAMBLE_MAX + 1];
     if (recv(fd, sink, (size_t)used, 0) != used) {
@@ -288,6 +303,16 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     }
     int sfd = p->fd;
     pending_free(p, 0);
+    if (sni[0] && !aor_publish_host_intercepted(d->cfg, sni)) {
+        aor_debug("shim connection: SNI %s is not a provider host; passing through to %s:%d", sni,
+                  pre.ip, pre.port);
+        aor_passthru_start(d, sfd, pre.ip, pre.port);
+        return;
+    }
+    if (sni[0]) {
+        size_t hl = strlen(sni);
+        memcpy(pre.host, sni, hl + 1);
+    }
     aor_debug("shim connection: host=%s ip=%s port=%d %s", pre.host[0] ? pre.host : "-", pre.ip,
               pre.port, tls ? "tls" : "plain");
     start_session(d, sfd, &pre, tls);
@@ -302,7 +327,7 @@ void aor_conn_accept_unix(aor_daemon *d, int fd) {
     }
     p->d = d;
     p->fd = fd;
-    p->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_preamble, p);
+    p->ev = event_new(d->base, fd, EV_READ | EV_PERSIST | EV_ET, on_preamble, p);
     struct timeval tv = {PREAMBLE_TIMEOUT_S, 0};
     if (!p->ev || event_add(p->ev, &tv) < 0)
         pending_free(p, 1);

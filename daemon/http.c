@@ -261,27 +261,48 @@ char *aor_http_request_path(const aor_http_request *req) {
 
 const char *aor_http_reason(int status) {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 402: return "Payment Required";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 426: return "Upgrade Required";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 529: return "Site Overloaded";
-    default: return "Status";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 402:
+        return "Payment Required";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 426:
+        return "Upgrade Required";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 529:
+        return "Site Overloaded";
+    default:
+        return "Status";
     }
 }
 
@@ -305,10 +326,18 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
 }
 
 int aor_http_is_hop_header(const char *name) {
-    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
-                                      "proxy-authenticate", "proxy-authorization", "te",
-                                      "trailer",    "trailers",          "transfer-encoding",
-                                      "upgrade",    "host",              "content-length",
+    static const char *const hop[] = {"connection",
+                                      "keep-alive",
+                                      "proxy-connection",
+                                      "proxy-authenticate",
+                                      "proxy-authorization",
+                                      "te",
+                                      "trailer",
+                                      "trailers",
+                                      "transfer-encoding",
+                                      "upgrade",
+                                      "host",
+                                      "content-length",
                                       "expect"};
     for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++) {
         if (strcasecmp(name, hop[i]) == 0)

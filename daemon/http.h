@@ -19,8 +19,8 @@ typedef struct {
 
 /* One parsed request. Owned by the aor_http_reader that produced it until taken. */
 typedef struct {
-    unsigned method;       /* enum http_method */
-    char *url;             /* request target as received, e.g. "/v1/chat/completions?x=1" */
+    unsigned method; /* enum http_method */
+    char *url;       /* request target as received, e.g. "/v1/chat/completions?x=1" */
     aor_http_field *fields;
     size_t nfields;
     struct evbuffer *body; /* whole request body (buffered, capped) */
@@ -66,8 +66,7 @@ char *aor_http_request_path(const aor_http_request *req);
  * extra header lines (each "Name: value", NULL-terminated array, may be NULL), a
  * Connection: close when !keep_alive, then the body. Returns 0 or -1 (ENOMEM). */
 int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
-                            const char *const *extra, const char *body, size_t len,
-                            int keep_alive);
+                            const char *const *extra, const char *body, size_t len, int keep_alive);
 
 /* Reason phrase for a status code ("OK", "Too Many Requests", ...); never NULL. */
 const char *aor_http_reason(int status);

@@ -23,8 +23,8 @@ static void on_unix_accept(struct evconnlistener *l, evutil_socket_t fd, struct 
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
-        aor_warn("shim socket: refused a peer of uid %d (only uid %d may connect)",
-                 (int)cred.uid, (int)getuid());
+        aor_warn("shim socket: refused a peer of uid %d (only uid %d may connect)", (int)cred.uid,
+                 (int)getuid());
         d->m.rejected_peers++;
         close(fd);
         return;
@@ -37,8 +37,7 @@ static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
     aor_daemon *d = arg;
     unsigned uid = 0;
     if (aor_listen_peer_uid(fd, &uid) < 0) {
-        aor_warn("sidecar: cannot tell the owner of a connection (%s); refused",
-                 strerror(errno));
+        aor_warn("sidecar: cannot tell the owner of a connection (%s); refused", strerror(errno));
         d->m.rejected_peers++;
         close(fd);
         return;
@@ -79,8 +78,8 @@ int aor_listen_unix(aor_daemon *d, char *err, size_t errlen) {
     memset(&sun, 0, sizeof sun);
     sun.sun_family = AF_UNIX;
     if (strlen(d->socket_path) >= sizeof sun.sun_path) {
-        snprintf(err, errlen, "socket path too long (max %zu bytes): %s",
-                 sizeof sun.sun_path - 1, d->socket_path);
+        snprintf(err, errlen, "socket path too long (max %zu bytes): %s", sizeof sun.sun_path - 1,
+                 d->socket_path);
         return -1;
     }
     memcpy(sun.sun_path, d->socket_path, strlen(d->socket_path) + 1);
@@ -201,8 +200,7 @@ int aor_listen_peer_uid(int fd, unsigned *uid) {
         memcpy(req.r.id.idiag_src, &p4->sin_addr, 4);
         memcpy(req.r.id.idiag_dst, &l4->sin_addr, 4);
     } else if (local.ss_family == AF_INET6) {
-        struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)&local,
-                            *p6 = (struct sockaddr_in6 *)&peer;
+        struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)&local, *p6 = (struct sockaddr_in6 *)&peer;
         req.r.id.idiag_sport = p6->sin6_port;
         req.r.id.idiag_dport = l6->sin6_port;
         memcpy(req.r.id.idiag_src, &p6->sin6_addr, 16);

@@ -139,8 +139,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < cfg->nproviders; i++)
             nk += cfg->providers[i].nkeys;
         printf("aord: configuration OK (%s): %zu providers, %zu keys\n",
-               cfg->source ? cfg->source : "embedded default from the environment",
-               cfg->nproviders, nk);
+               cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
+               nk);
         aor_config_free(cfg);
         return 0;
     }
@@ -228,8 +228,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < cfg->nproviders; i++)
         nk += cfg->providers[i].nkeys;
     aor_info("aord %s ready: socket %s, sidecar %s%s, %zu providers, %zu keys, config %s%s",
-             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off",
-             "", cfg->nproviders, nk, cfg->source ? cfg->source : "<embedded default>",
+             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "", cfg->nproviders, nk,
+             cfg->source ? cfg->source : "<embedded default>",
              aor_clock_is_fake() ? ", TEST CLOCK" : "");
     event_base_dispatch(d.base);
     rc = 0;

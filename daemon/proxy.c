@@ -30,19 +30,19 @@ struct aor_proxy {
     aor_daemon *d;
     aor_conn *c;
     aor_http_request *req;
-    char *path;         /* request path without query */
-    char *query;        /* query without '?', or NULL */
-    char *host;         /* intercepted host or NULL (sidecar) */
+    char *path;  /* request path without query */
+    char *query; /* query without '?', or NULL */
+    char *host;  /* intercepted host or NULL (sidecar) */
     aor_dialect dialect;
-    char *model;        /* canonical model, or NULL */
-    char client[65];    /* hex SHA-256 of the client's credential */
-    const char *body;   /* request body (contiguous) */
+    char *model;      /* canonical model, or NULL */
+    char client[65];  /* hex SHA-256 of the client's credential */
+    const char *body; /* request body (contiguous) */
     size_t body_len;
-    long allowed;       /* attempts allowed (-1 unlimited) */
+    long allowed; /* attempts allowed (-1 unlimited) */
     aor_sequence seq;
-    size_t next;        /* next index in seq */
+    size_t next; /* next index in seq */
     int attempts;
-    size_t skipped;     /* candidates skipped during the walk (backed off meanwhile) */
+    size_t skipped; /* candidates skipped during the walk (backed off meanwhile) */
     double skipped_until;
 
     /* current attempt */
@@ -50,14 +50,14 @@ struct aor_proxy {
     const aor_candidate *cand;
     attempt_mode mode;
     long status;
-    char **hdr_lines;  /* "Name: value" as received */
+    char **hdr_lines; /* "Name: value" as received */
     size_t nhdr;
     struct evbuffer *held;
     int chunked_out;
-    int committed;     /* a byte went to the client */
-    int sse_error;     /* first event was an error: attempt failed */
+    int committed; /* a byte went to the client */
+    int sse_error; /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
-    int cut;           /* we stopped the transfer */
+    int cut;             /* we stopped the transfer */
     char *upstream_body; /* rewritten body when the model id differs */
 
     /* last failed answer, returned as it came when the walk runs out */
@@ -179,8 +179,8 @@ static const char *header_value(char **lines, size_t n, const char *name) {
 
 /* Writes status line + headers of an upstream answer. content_length < 0: framing by
  * chunked encoding (or close for HTTP/1.0 clients). */
-static void write_head(aor_proxy *p, long status, char **lines, size_t n,
-                       const aor_candidate *cand, long long content_length) {
+static void write_head(aor_proxy *p, long status, char **lines, size_t n, const aor_candidate *cand,
+                       long long content_length) {
     struct evbuffer *out = aor_conn_output(p->c);
     evbuffer_add_printf(out, "HTTP/1.1 %ld %s\r\n", status, aor_http_reason((int)status));
     for (size_t i = 0; i < n; i++) {
@@ -241,8 +241,8 @@ static void send_buffered(aor_proxy *p, long status, char **lines, size_t n, str
 
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
     const aor_provider_cfg *pc = &p->d->cfg->providers[cand->provider];
-    aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client,
-                      kind, hint_s, aor_clock_now());
+    aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
+                      hint_s, aor_clock_now());
 }
 
 /* ---- upstream callbacks ------------------------------------------------------- */
@@ -533,8 +533,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         snprintf(msg, sizeof msg,
                  "aor: provider '%s' answered with something that is not a %s API answer "
                  "(status %ld); check its base_url",
-                 prov, aor_dialect_name(p->d->cfg->providers[cand->provider].dialect),
-                 p->status);
+                 prov, aor_dialect_name(p->d->cfg->providers[cand->provider].dialect), p->status);
         aor_error("%s", msg);
         p->last_cand = cand;
         answer_local_error(p, 502, "aor_bad_upstream", msg, NULL);
@@ -744,17 +743,16 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
         HTTP_METHOD_MAP(XX)
 #undef XX
     };
-    const char *method = p->req->method < sizeof methods / sizeof methods[0] &&
-                                 methods[p->req->method]
-                             ? methods[p->req->method]
-                             : "POST";
+    const char *method =
+        p->req->method < sizeof methods / sizeof methods[0] && methods[p->req->method]
+            ? methods[p->req->method]
+            : "POST";
     aor_xfer_request xr = {url, method, headers, body, body_len, pc->ca_file, 0};
     aor_xfer_callbacks cb = {on_up_header, on_up_data, on_up_done};
     reset_attempt(p);
     p->cand = cand;
     p->attempts++;
-    aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method,
-              p->path);
+    aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method, p->path);
     p->x = aor_xfer_start(p->d->up, &xr, &cb, p);
     free(url);
     return p->x ? 0 : -1;
@@ -814,8 +812,7 @@ static int start_next(aor_proxy *p) {
     }
     /* The walk ran out with upstream errors: the last answer as it came (§5.6). */
     if (p->last_status > 0 && p->last_body) {
-        send_buffered(p, p->last_status, p->last_hdrs, p->last_nhdr, p->last_body,
-                      p->last_cand);
+        send_buffered(p, p->last_status, p->last_hdrs, p->last_nhdr, p->last_body, p->last_cand);
         return 0;
     }
     char msg[512];
@@ -880,8 +877,8 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     if (!d->cfg->auto_fallback)
         p->allowed = 1;
     aor_route_ctx ctx = aor_rstate_route_ctx(d->rs);
-    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, aor_clock_now(),
-                         &p->seq) < 0) {
+    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, aor_clock_now(), &p->seq) <
+        0) {
         answer_local_error(p, 500, "aor_internal", "aor: out of memory", NULL);
         return NULL;
     }

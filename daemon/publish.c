@@ -24,6 +24,18 @@ const char *const aor_builtin_hosts[] = {"api.openai.com",
                                          "api.fireworks.ai",
                                          NULL};
 
+int aor_publish_host_intercepted(const aor_config *cfg, const char *host) {
+    for (size_t i = 0; aor_builtin_hosts[i]; i++) {
+        if (strcmp(aor_builtin_hosts[i], host) == 0)
+            return 1;
+    }
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        if (aor_config_provider_owns_host(&cfg->providers[i], host))
+            return 1;
+    }
+    return 0;
+}
+
 typedef struct {
     char *host;
     int port;

@@ -21,6 +21,10 @@ int aor_publish_start(const char *dir, const aor_config *cfg);
 /* Replaces the host list after a config reload; the thread picks it up. */
 int aor_publish_update(const aor_config *cfg);
 
+/* 1 when host (lower case) is a built-in provider host, a provider's base_url host or
+ * one of its `intercept` names: a host aord routes. */
+int aor_publish_host_intercepted(const aor_config *cfg, const char *host);
+
 /* The built-in list of well-known provider API hosts (NULL-terminated). */
 extern const char *const aor_builtin_hosts[];
 

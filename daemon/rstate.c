@@ -37,8 +37,7 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     if (!rs->store)
         goto fail;
     if (aor_store_replay(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0) {
-        snprintf(err, errlen, "replaying state from %s: %s", db_path,
-                 aor_store_errmsg(rs->store));
+        snprintf(err, errlen, "replaying state from %s: %s", db_path, aor_store_errmsg(rs->store));
         goto fail;
     }
     return rs;
@@ -66,16 +65,15 @@ static int store_failed(aor_rstate *rs, const char *what) {
     return -1;
 }
 
-static int record_success(aor_rstate *rs, const char *provider, const char *key,
-                          const char *model, const char *client, double now) {
+static int record_success(aor_rstate *rs, const char *provider, const char *key, const char *model,
+                          const char *client, double now) {
     if (aor_backoff_get(rs->backoff, provider, key, &(aor_backoff_row){0})) {
         if (aor_store_log_success(rs->store, provider, key, now) < 0)
             return store_failed(rs, "success");
         aor_backoff_success(rs->backoff, provider, key);
     }
     aor_breaker_row br;
-    if (aor_breaker_get(rs->breaker, provider, model, now, &br) &&
-        br.state != AOR_BREAKER_CLOSED) {
+    if (aor_breaker_get(rs->breaker, provider, model, now, &br) && br.state != AOR_BREAKER_CLOSED) {
         if (aor_store_log_breaker_close(rs->store, provider, model, now) < 0)
             return store_failed(rs, "circuit close");
     }

@@ -184,8 +184,8 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg) {
     return r;
 }
 
-aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req,
-                         const aor_xfer_callbacks *cb, void *arg) {
+aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
+                         void *arg) {
     aor_xfer *x = calloc(1, sizeof *x);
     if (!x)
         goto fail_headers;

@@ -30,8 +30,8 @@ typedef struct {
     struct curl_slist *headers; /* request headers; ownership passes to the xfer */
     const char *body;           /* request body (must stay valid until on_done) */
     size_t body_len;
-    const char *ca_file;        /* extra CA file for upstream TLS, or NULL */
-    long connect_timeout_ms;    /* 0 = default 10000 */
+    const char *ca_file;     /* extra CA file for upstream TLS, or NULL */
+    long connect_timeout_ms; /* 0 = default 10000 */
 } aor_xfer_request;
 
 /* New multi handle on base. Returns NULL on failure. */
@@ -42,8 +42,8 @@ void aor_upstream_free(aor_upstream *u);
 
 /* Starts a transfer. Returns the xfer, or NULL (then req->headers was freed and no
  * callback will come). */
-aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req,
-                         const aor_xfer_callbacks *cb, void *arg);
+aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
+                         void *arg);
 
 /* Resumes a transfer that on_data paused. */
 void aor_xfer_resume(aor_xfer *x);

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -125,6 +126,12 @@ static void test_tcpopt(void **state)
     assert_int_equal(aor_fdtab_marked(6), 0);
 }
 
+/* dup3 without the hook, as a program using syscall() would. */
+static long syscall_dup3_helper(int from, int to)
+{
+    return syscall(SYS_dup3, from, to, 0);
+}
+
 /* An entry is trusted only while the fd is the same Unix socket. */
 static void test_checked_detects_reuse(void **state)
 {
@@ -144,4 +151,129 @@ static void test_checked_detects_reuse(void **state)
     close(other);
     close(sv[0]);
     close(sv[1]);
+}
+
+/* Through the hooks (they are linked into this test program). */
+static void test_hooks_view_and_bookkeeping(void **state)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    aor_fdinfo a = info_for(sv[0], "162.159.140.245", 443);
+    assert_int_equal(aor_fdtab_set(sv[0], &a), 0);
+
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    assert_int_equal(getpeername(sv[0], (struct sockaddr *)&ss, &len), 0);
+    assert_int_equal(len, sizeof(struct sockaddr_in));
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    char buf[64];
+    assert_string_equal(inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf)), "162.159.140.245");
+    assert_int_equal(ntohs(in->sin_port), 443);
+    len = sizeof(ss);
+    assert_int_equal(getsockname(sv[0], (struct sockaddr *)&ss, &len), 0);
+    assert_string_equal(inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf)), "127.0.0.1");
+    assert_int_equal(ntohs(in->sin_port), 40000);
+
+    int v = -1;
+    socklen_t vl = sizeof(v);
+    assert_int_equal(getsockopt(sv[0], SOL_SOCKET, SO_DOMAIN, &v, &vl), 0);
+    assert_int_equal(v, AF_INET);
+    assert_int_equal(getsockopt(sv[0], SOL_SOCKET, SO_PROTOCOL, &v, &vl), 0);
+    assert_int_equal(v, IPPROTO_TCP);
+    assert_int_equal(getsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &v, &vl), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(getsockopt(sv[0], IPPROTO_IP, IP_TTL, &v, &vl), 0);
+    assert_int_equal(v, 64);
+    assert_int_equal(getsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &v, &vl), 0); /* real */
+    assert_true(v > 0);
+    int zero = 0;
+    assert_int_equal(setsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &zero, sizeof(zero)), 0);
+    assert_int_equal(getsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &v, &vl), 0);
+    assert_int_equal(v, 0);
+    int tos = 0x10;
+    assert_int_equal(setsockopt(sv[0], IPPROTO_IP, IP_TOS, &tos, sizeof(tos)), 0);
+    /* an fd that is not redirected keeps its real answers */
+    assert_int_equal(getsockopt(sv[1], SOL_SOCKET, SO_DOMAIN, &v, &vl), 0);
+    assert_int_equal(v, AF_UNIX);
+    assert_int_equal(setsockopt(sv[1], IPPROTO_TCP, TCP_NODELAY, &zero, sizeof(zero)), -1);
+
+    int d = dup(sv[0]);
+    assert_int_equal(aor_fdtab_marked(d), 1);
+    int d2 = fcntl(sv[0], F_DUPFD_CLOEXEC, 100);
+    assert_true(d2 >= 100);
+    assert_int_equal(aor_fdtab_marked(d2), 1);
+    int d3 = dup3(sv[0], 150, O_CLOEXEC);
+    assert_int_equal(d3, 150);
+    assert_int_equal(aor_fdtab_marked(150), 1);
+    /* dup2 of an ordinary fd over a redirected one: ordinary */
+    assert_int_equal(dup2(sv[1], d), d);
+    assert_int_equal(aor_fdtab_marked(d), 0);
+    len = sizeof(ss);
+    assert_int_equal(getpeername(d, (struct sockaddr *)&ss, &len), 0);
+    assert_int_equal(ss.ss_family, AF_UNIX);
+    /* close clears; the copies stay */
+    int num = sv[0];
+    assert_int_equal(close(sv[0]), 0);
+    assert_int_equal(aor_fdtab_marked(num), 0);
+    assert_int_equal(aor_fdtab_get_checked(d2, NULL), 1);
+    /* close_range with CLOSE_RANGE_CLOEXEC closes nothing */
+    assert_int_equal(close_range((unsigned)d2, (unsigned)d2, CLOSE_RANGE_CLOEXEC), 0);
+    assert_int_equal(aor_fdtab_marked(d2), 1);
+    assert_int_equal(close_range((unsigned)d2, (unsigned)d2, 0), 0);
+    assert_int_equal(aor_fdtab_marked(d2), 0);
+    /* the reused number is an ordinary socket */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(s, num);
+    assert_int_equal(getsockopt(s, SOL_SOCKET, SO_DOMAIN, &v, &vl), 0);
+    assert_int_equal(v, AF_INET);
+    len = sizeof(ss);
+    assert_int_equal(getpeername(s, (struct sockaddr *)&ss, &len), -1);
+    assert_int_equal(errno, ENOTCONN);
+    closefrom(150);
+    assert_int_equal(aor_fdtab_marked(150), 0);
+    close(s);
+    close(d);
+    close(sv[1]);
+}
+
+static void *churn(void *arg)
+{
+    int base = (int)(intptr_t)arg;
+    aor_fdinfo a = info_for(-1, "1.2.3.4", 443), out;
+    for (int i = 0; i < 2000; i++) {
+        int fd = base + (i % 50) * 16;
+        if (aor_fdtab_set(fd, &a) != 0 || aor_fdtab_get(fd, &out) != 1)
+            return (void *)1;
+        aor_fdtab_clear(fd);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, churn, (void *)(intptr_t)(3 + i));
+    int bad = 0;
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += r != NULL;
+    }
+    assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_set_get_clear, reset),
+        cmocka_unit_test_setup(test_bad_args, reset),
+        cmocka_unit_test_setup(test_grows, reset),
+        cmocka_unit_test_setup(test_copy_and_range, reset),
+        cmocka_unit_test_setup(test_tcpopt, reset),
+        cmocka_unit_test_setup(test_checked_detects_reuse, reset),
+        cmocka_unit_test_setup(test_hooks_view_and_bookkeeping, reset),
+        cmocka_unit_test_setup(test_threads, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,502 @@
+"""The `aor` command line end to end (spec §1, §2 "Trust" and last bullet, §9):
+run (dynamic and static programs, starting aord), env, status, backoff, check-config,
+doctor, install-service. Every output is checked for the API keys' values."""
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+import aortest
+from aortest import check, eq
+
+T0 = 1800000000
+SECRET_A = "sk-cli-test-secret-AAAA1111"
+SECRET_B = "sk-cli-test-secret-BBBB2222"
+REPO = aortest.REPO
+CHAT = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+
+
+def aor_path(env):
+    p = os.path.join(env.build, "aor")
+    if not os.access(p, os.X_OK):
+        raise aortest.HarnessError("no aor at %s (build it: make BUILD=%s)" % (p, env.build))
+    return p
+
+
+def no_secret(*texts):
+    for t in texts:
+        check(SECRET_A not in t and SECRET_B not in t, "an API key value was printed:\n" + t)
+
+
+def aor(env, *args, extra_env=None, input=None):
+    """Runs aor (not preloaded); returns (rc, stdout, stderr), all free of secrets."""
+    rc, out, err = env.run_client([aor_path(env)] + list(args), preload=False,
+                                  extra_env=extra_env, input=input)
+    no_secret(out, err)
+    return rc, out, err
+
+
+def setup(env, port=None, mock=None, fake_clock=None, start=True):
+    """Config with provider openai (keys A, B); returns (port, daemon or None)."""
+    port = port or aortest.free_port()
+    env.set_keys(KEY_A=SECRET_A, KEY_B=SECRET_B)
+    base = mock.url if mock else "https://api.openai.com"
+    ca = "ca_file = %s" % mock.ca_path if mock else ""
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "A"]
+        env = KEY_A
+        priority = 0
+        name = Main account
+        [key "B"]
+        env = KEY_B
+        priority = 1
+        [provider "openai"]
+        dialect = openai
+        base_url = {base}
+        {ca}
+        keys = A, B
+        models = gpt-4o
+        """)
+    d = env.start_daemon(fake_clock=fake_clock) if start else None
+    return port, d
+
+
+def parse_exports(text):
+    """{'NAME': 'value'} from `export NAME='value'` lines (checked to be shell words)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^export ([A-Z_][A-Z0-9_]*)=(.*)$", line)
+        check(m, "not an export line: %r" % line)
+        words = shlex.split(m.group(2))
+        eq(len(words), 1, "one shell word in %r" % line)
+        out[m.group(1)] = words[0]
+    return out
+
+
+def other_cert_pem():
+    """A PEM certificate that is not aor's (from the system store), or Skip."""
+    for path in ["/etc/ssl/certs/ca-certificates.crt"] + sorted(glob.glob("/etc/ssl/certs/*.pem")):
+        try:
+            with open(path) as f:
+                m = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", f.read(), re.S)
+        except OSError:
+            continue
+        if m:
+            return m.group(0)
+    raise aortest.Skip("no system CA certificate to use as the user's own file")
+
+
+def peer_pid(sock_path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(sock_path)
+        pid, _, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        return pid
+    finally:
+        s.close()
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# --- aor env -----------------------------------------------------------------------
+
+
+def test_env_prints_preload_and_trust(env):
+    setup(env)
+    rc, out, err = aor(env, "env")
+    eq(rc, 0, "aor env exit code (stderr %r)" % err)
+    v = parse_exports(out)
+    lib = os.path.realpath(os.path.join(env.build, "libaor.so"))
+    eq(v.get("LD_PRELOAD"), lib, "LD_PRELOAD")
+    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        eq(v.get(name), env.bundle_path, name)
+    eq(v.get("NODE_EXTRA_CA_CERTS"), env.ca_path, "NODE_EXTRA_CA_CERTS")
+    check("OPENAI_BASE_URL" not in v, "no sidecar variables without --sidecar")
+
+    # eval'd twice in a shell with an existing LD_PRELOAD: aor's lib is prepended once.
+    aor_bin = shlex.quote(aor_path(env))
+    rc, out, err = env.run_client(
+        'eval "$(%s env)"; eval "$(%s env)"; printf "%%s\\n" "$LD_PRELOAD" "$SSL_CERT_FILE"'
+        % (aor_bin, aor_bin), preload=False, extra_env={"LD_PRELOAD": "/nonexistent/other.so"})
+    no_secret(out, err)
+    eq(out.splitlines(), [lib + ":/nonexistent/other.so", env.bundle_path], "eval'd twice")
+
+    # Variables the user set are left alone (not printed).
+    rc, out, err = aor(env, "env", extra_env={"SSL_CERT_FILE": "/etc/mine.pem"})
+    v = parse_exports(out)
+    check("SSL_CERT_FILE" not in v, "a user's SSL_CERT_FILE is not overridden: %r" % out)
+    eq(v.get("REQUESTS_CA_BUNDLE"), env.bundle_path, "other variables still set")
+
+    # AOR_NO_TRUST=1: CA variables untouched.
+    rc, out, err = aor(env, "env", extra_env={"AOR_NO_TRUST": "1"})
+    eq(sorted(parse_exports(out)), ["LD_PRELOAD"], "AOR_NO_TRUST=1 keeps only LD_PRELOAD")
+
+
+def test_env_merges_user_node_extra_ca_certs(env):
+    setup(env)
+    user_pem = other_cert_pem()
+    user_file = env.path("my-corp-ca.pem")
+    with open(user_file, "w") as f:
+        f.write(user_pem.rstrip("\n"))  # no final newline: the merge must add one
+    rc, out, err = aor(env, "env", extra_env={"NODE_EXTRA_CA_CERTS": user_file})
+    eq(rc, 0, "aor env exit code (stderr %r)" % err)
+    v = parse_exports(out)
+    merged = os.path.join(env.env["XDG_DATA_HOME"], "aor", "node-extra-ca.pem")
+    eq(v.get("NODE_EXTRA_CA_CERTS"), merged, "NODE_EXTRA_CA_CERTS -> merged file")
+    with open(env.ca_path) as f:
+        ca = f.read()
+    with open(merged) as f:
+        eq(f.read(), user_pem.rstrip("\n") + "\n" + ca, "merged = user's file + ca.pem")
+    with open(user_file) as f:
+        eq(f.read(), user_pem.rstrip("\n"), "the user's own file is not modified")
+
+    # Pointing at the merged file (a second eval) or at a file with the CA: kept.
+    rc, out, err = aor(env, "env", extra_env={"NODE_EXTRA_CA_CERTS": merged})
+    check("NODE_EXTRA_CA_CERTS" not in parse_exports(out), "merged file kept: %r" % out)
+    # aor run gives the program the merged file too.
+    rc, out, err = aor(env, "run", "sh", "-c", 'printf "%s" "$NODE_EXTRA_CA_CERTS"',
+                       extra_env={"NODE_EXTRA_CA_CERTS": user_file})
+    eq((rc, out), (0, merged), "aor run: NODE_EXTRA_CA_CERTS (stderr %r)" % err)
+
+
+def test_env_sidecar(env):
+    port, _ = setup(env, start=False)
+    rc, out, err = aor(env, "env", "--sidecar", extra_env={"ANTHROPIC_BASE_URL": "http://mine"})
+    eq(rc, 0, "exit code (stderr %r)" % err)
+    v = parse_exports(out)
+    eq(v.get("OPENAI_BASE_URL"), "http://127.0.0.1:%d/v1" % port, "OPENAI_BASE_URL")
+    eq(v.get("GEMINI_BASE_URL"), "http://127.0.0.1:%d" % port, "GEMINI_BASE_URL")
+    check("ANTHROPIC_BASE_URL" not in v, "a user's ANTHROPIC_BASE_URL is kept")
+    check("LD_PRELOAD" not in v, "no LD_PRELOAD in sidecar mode")
+
+
+# --- aor run -----------------------------------------------------------------------
+
+
+def test_run_dynamic_program_gets_preload(env):
+    setup(env)
+    rc, out, err = aor(env, "run", "--", "sh", "-c", 'echo "$LD_PRELOAD"; echo "$SSL_CERT_FILE"; exit 7')
+    eq(rc, 7, "the program's exit code is aor run's (stderr %r)" % err)
+    lines = out.splitlines()
+    check(lines and lines[0].endswith("/libaor.so"), "LD_PRELOAD ends with libaor.so: %r" % out)
+    check(os.path.isfile(lines[0]), "LD_PRELOAD names an existing file")
+    eq(lines[1], env.bundle_path, "SSL_CERT_FILE")
+    check("statically linked" not in err, "no sidecar note for a dynamic program")
+
+    rc, _, err = aor(env, "run", "no-such-program-aor-test")
+    eq(rc, 127, "unknown program: 127")
+    check("no-such-program-aor-test" in err, "the error names the program: %r" % err)
+    rc, _, err = aor(env, "run")
+    eq(rc, 2, "aor run without a program is a usage error")
+
+
+def _build_static(env, flags):
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if not gcc:
+        raise aortest.Skip("no C compiler")
+    src = env.path("static_env.c")
+    with open(src, "w") as f:
+        f.write('#include <stdio.h>\n#include <stdlib.h>\n'
+                'static const char *g(const char *n) { const char *v = getenv(n); return v ? v : "-"; }\n'
+                'int main(void) { printf("%s\\n%s\\n%s\\n", g("OPENAI_BASE_URL"),\n'
+                '    g("ANTHROPIC_BASE_URL"), g("LD_PRELOAD")); return 0; }\n')
+    exe = env.path("static_env" + flags.replace(" ", "").replace("-", "_"))
+    r = subprocess.run([gcc] + flags.split() + ["-O1", "-o", exe, src], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return exe
+
+
+def test_run_static_program_uses_sidecar(env):
+    port, _ = setup(env)
+    exe = _build_static(env, "-static")
+    if not exe:
+        raise aortest.Skip("gcc -static does not work here (no static libc)")
+    rc, out, err = aor(env, "run", exe)
+    eq(rc, 0, "exit code (stderr %r)" % err)
+    url = "http://127.0.0.1:%d" % port
+    eq(out.splitlines(), [url + "/v1", url, "-"], "OPENAI/ANTHROPIC_BASE_URL set, no LD_PRELOAD")
+    want = ("aor: %s is statically linked; LD_PRELOAD cannot work, using the sidecar at %s "
+            "(OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GEMINI_BASE_URL, GOOGLE_GEMINI_BASE_URL, "
+            "OPENROUTER_BASE_URL set)" % (exe, url))
+    check(want in err.splitlines(), "stderr line %r missing in %r" % (want, err))
+
+    # A base URL the user set wins.
+    rc, out, err = aor(env, "run", exe, extra_env={"OPENAI_BASE_URL": "http://mine/v1"})
+    eq(out.splitlines()[0], "http://mine/v1", "user's OPENAI_BASE_URL kept")
+    check("(ANTHROPIC_BASE_URL, GEMINI_BASE_URL" in err, "only the variables set are named: %r" % err)
+
+    # static-pie (ET_DYN without PT_INTERP) is static too.
+    pie = _build_static(env, "-static-pie -fPIE")
+    if pie:
+        rc, out, err = aor(env, "run", pie)
+        eq(out.splitlines()[0], url + "/v1", "static-pie gets the sidecar (stderr %r)" % err)
+
+
+def test_run_starts_aord(env):
+    port, _ = setup(env, start=False)
+    check(not os.path.exists(env.socket_path), "no daemon yet")
+    rc, out, err = aor(env, "status")
+    eq(rc, 1, "status with aord down: exit 1")
+    check(out.startswith("aord: down"), "status says down: %r" % out)
+
+    pid = None
+    try:
+        rc, out, err = aor(env, "run", "sh", "-c", "echo ran")
+        eq((rc, out), (0, "ran\n"), "the program ran (stderr %r)" % err)
+        pid = peer_pid(env.socket_path)
+        check(alive(pid), "aord keeps running after the program")
+        # It is not a child of the program (no zombie/waiting shell) and is detached.
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().split(")")[-1].split()
+        eq(int(fields[3]), pid, "aord leads its own session (setsid)")
+
+        rc, out, err = aor(env, "status")
+        eq(rc, 0, "status exit code (stderr %r)" % err)
+        check(out.startswith("aord: up (pid %d)" % pid), "status shows it up: %r" % out)
+
+        # A second `aor run` uses the running daemon.
+        rc, out, _ = aor(env, "run", "true")
+        eq(rc, 0, "second run")
+        eq(peer_pid(env.socket_path), pid, "same daemon")
+    finally:
+        if pid is None and os.path.exists(env.socket_path):
+            try:
+                pid = peer_pid(env.socket_path)
+            except OSError:
+                pid = None
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop")
+
+
+def test_run_strict_without_aord(env):
+    env.set_keys(KEY_A=SECRET_A)
+    env.write_config("""
+        [daemon]
+        socket = /nonexistent-dir-aor/x.sock
+        listen = off
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = https://api.openai.com
+        keys = A
+        models = gpt-4o
+        """)
+    empty = env.path("emptybin")
+    os.mkdir(empty)
+    os.symlink(aor_path(env), os.path.join(empty, "aor"))
+    lib = os.path.join(env.build, "libaor.so")
+    # aor found through a directory without aord, and no aord on PATH: cannot start it.
+    base_env = {"PATH": "/usr/bin:/bin", "AOR_LIB": lib}
+    rc, out, err = env.run_client([os.path.join(empty, "aor"), "run", "sh", "-c", "echo ran"],
+                                  preload=False, extra_env=base_env)
+    eq((rc, out), (0, "ran\n"), "fail-open: the program still runs (stderr %r)" % err)
+    check("fail-open" in err, "says it is running without aord: %r" % err)
+    rc, out, err = env.run_client([os.path.join(empty, "aor"), "run", "sh", "-c", "echo ran"],
+                                  preload=False, extra_env=dict(base_env, AOR_STRICT="1"))
+    eq((rc, out), (1, ""), "AOR_STRICT=1: not run (stderr %r)" % err)
+
+
+# --- status / backoff ----------------------------------------------------------------
+
+
+def test_status_and_backoff_against_running_daemon(env):
+    mock = env.start_mock(tls=True)
+    mock.script(SECRET_A, [{"status": 429, "times": -1}])
+    port, d = setup(env, mock=mock, fake_clock=T0)
+    st, _, body = aortest.http("POST", d.url + "/v1/chat/completions", CHAT,
+                               {"content-type": "application/json", "authorization": "Bearer c1"})
+    eq(st, 200, "request falls over to B")
+    eq([(r["provider"], r["key"]) for r in d.state()["backoff"]], [("openai", "A")], "A backed off")
+    d.advance(2)
+
+    rc, out, err = aor(env, "status")
+    eq(rc, 0, "status exit code (stderr %r)" % err)
+    check(out.startswith("aord: up (pid %d), socket %s\n" % (d.pid, env.socket_path)), out)
+    check("sidecar: http://127.0.0.1:%d\n" % port in out, "sidecar line")
+    check("clock: test clock" in out, "fake clock shown")
+    check(re.search(r"^  openai\s+A\s+0\s+Main account$", out, re.M), "key A row: %s" % out)
+    check(re.search(r"^  openai\s+B\s+1$", out, re.M), "key B row (no friendly name): %s" % out)
+    check("backoff (1 active):" in out, "backoff count: %s" % out)
+    check(re.search(r"^  openai/A\s+rate\s+5 s\s+1\s+free in 3 s$", out, re.M), "backoff row: %s" % out)
+    check("open circuits: none" in out, "no circuits")
+    check(re.search(r"^sticky: 1 entry \(1 client\)$", out, re.M), "sticky count: %s" % out)
+
+    rc, out, err = aor(env, "status", "--json")
+    eq(rc, 0, "status --json exit code")
+    j = json.loads(out)
+    eq(sorted(k["key"] for k in j["keys"]), ["A", "B"], "--json keys")
+    eq(j["backoff"][0]["key"], "A", "--json backoff")
+
+    rc, out, err = aor(env, "backoff")
+    eq(rc, 0, "backoff list")
+    check(re.search(r"^  openai/A\s+rate", out, re.M), "backoff list row: %s" % out)
+
+    rc, out, err = aor(env, "backoff", "reset", "nosuch")
+    eq(rc, 1, "reset of an unknown provider fails")
+    check("nosuch" in err, "names the provider: %r" % err)
+
+    rc, out, err = aor(env, "backoff", "reset", "openai")
+    eq((rc, out), (0, "backoff reset for openai: 1 row removed\n"), "reset (stderr %r)" % err)
+    eq(d.state()["backoff"], [], "reset reached the daemon")
+    rc, out, _ = aor(env, "backoff")
+    eq(out, "backoff: none active\n", "empty list")
+
+    # Back off again (A is sticky-less now: first candidate), then clear everything.
+    aortest.http("POST", d.url + "/v1/chat/completions", CHAT,
+                 {"content-type": "application/json", "authorization": "Bearer c2"})
+    check(d.state()["backoff"], "A backed off again")
+    rc, out, err = aor(env, "backoff", "clear")
+    eq((rc, out), (0, "backoff cleared: 1 row removed\n"), "clear (stderr %r)" % err)
+    eq(d.state()["backoff"], [], "clear reached the daemon")
+
+    rc, _, err = aor(env, "backoff", "frobnicate")
+    eq(rc, 2, "unknown backoff subcommand is a usage error")
+
+    # Without the admin token the daemon refuses, and aor says why.
+    os.rename(env.token_path, env.token_path + ".moved")
+    rc, out, err = aor(env, "backoff", "clear")
+    eq(rc, 1, "no token: failure")
+    check("401" in err and "admin.token" in err, "explains the missing token: %r" % err)
+    os.rename(env.token_path + ".moved", env.token_path)
+
+
+# --- check-config --------------------------------------------------------------------
+
+
+def test_check_config_exit_codes(env):
+    setup(env, start=False)
+    rc, out, err = aor(env, "check-config")
+    eq(rc, 0, "valid config (stderr %r)" % err)
+    check(out.startswith("aor: configuration OK (%s)" % env.config_path), out)
+
+    bad = env.write_config("""
+        [daemon]
+        listen = 127.0.0.1:8787
+        [key "A"]
+        env = KEY_A
+        api_key = %s
+        [provider "openai"]
+        dialect = openai
+        keys = A, Z
+        models = gpt-4o
+        colour = blue
+        """ % SECRET_B, path=env.path("bad.ini"))
+    rc, out, err = aor(env, "check-config", "--config", bad)
+    eq(rc, 2, "invalid config: exit 2")
+    lines = [ln for ln in err.splitlines() if ln.startswith(bad + ":")]
+    check(len(lines) >= 3, "every error with file:line: %r" % err)
+    # Same answer as aord --check-config, and the global --config form works too.
+    r = subprocess.run([os.path.join(env.build, "aord"), "--check-config", "--config", bad],
+                       env=env.env, capture_output=True, text=True)
+    eq(r.returncode, 2, "aord --check-config agrees")
+    rc2, _, err2 = aor(env, "--config", bad, "check-config")
+    eq(rc2, 2, "global --config")
+    eq([ln for ln in err2.splitlines() if ln.startswith(bad)], lines, "same errors")
+
+    rc, out, err = aor(env, "check-config", "--config", env.path("missing.ini"))
+    eq(rc, 2, "missing explicit file: exit 2")
+    rc, _, _ = aor(env, "check-config", "--bogus")
+    eq(rc, 2, "unknown option: exit 2")
+    rc, _, _ = aor(env, "frobnicate")
+    eq(rc, 2, "unknown command: exit 2")
+    rc, out, _ = aor(env, "--version")
+    check(rc == 0 and out.startswith("aor "), "--version")
+    rc, out, _ = aor(env, "--help")
+    check(rc == 0 and "install-service" in out, "--help lists the commands")
+
+
+# --- doctor --------------------------------------------------------------------------
+
+
+def test_doctor(env):
+    setup(env)
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 0, "doctor exit code: %s %s" % (out, err))
+    for needle in ("ok: config %s is valid" % env.config_path,
+                   "ok: aord answers on %s" % env.socket_path,
+                   "ok: CA bundle %s contains the aor CA" % env.bundle_path,
+                   "ok: libaor.so: ",
+                   "ok: NODE_EXTRA_CA_CERTS is not set"):
+        check(needle in out, "doctor output lacks %r:\n%s" % (needle, out))
+    check("warn:" not in out and "fail:" not in out, "all ok:\n" + out)
+
+    foreign = env.path("corp.pem")
+    with open(foreign, "w") as f:
+        f.write(other_cert_pem())
+    rc, out, err = aor(env, "doctor", extra_env={"NODE_EXTRA_CA_CERTS": foreign,
+                                                 "SSL_CERT_FILE": foreign})
+    eq(rc, 0, "warnings do not fail doctor")
+    want = ("warn: NODE_EXTRA_CA_CERTS points to %s: Node clients will not trust aor "
+            "(use `aor run`, which merges it)" % foreign)
+    check(want in out.splitlines(), "doctor lacks %r:\n%s" % (want, out))
+    check(re.search(r"^warn: SSL_CERT_FILE points to %s: .* will not trust aor" % re.escape(foreign),
+                    out, re.M), "SSL_CERT_FILE warning:\n" + out)
+
+    # A file that contains the CA is fine.
+    rc, out, err = aor(env, "doctor", extra_env={"NODE_EXTRA_CA_CERTS": env.bundle_path})
+    check("ok: NODE_EXTRA_CA_CERTS points to %s, which contains the aor CA" % env.bundle_path in out, out)
+
+    key = os.path.join(env.env["XDG_DATA_HOME"], "aor", "ca.key")
+    os.chmod(key, 0o644)
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "a readable CA key fails doctor")
+    check(re.search(r"^fail: CA key .*ca\.key has mode 0644", out, re.M), out)
+    os.chmod(key, 0o600)
+
+    env.daemons[0].stop()
+    rc, out, err = aor(env, "doctor")
+    check("warn: aord is not running" in out, "daemon down is reported:\n" + out)
+
+
+# --- install-service -----------------------------------------------------------------
+
+
+def _template(name, aord):
+    with open(os.path.join(REPO, "scripts", name)) as f:
+        return f.read().replace("@AORD@", aord)
+
+
+def test_install_service(env):
+    setup(env, start=False)
+    aord = os.path.realpath(os.path.join(env.build, "aord"))
+    rc, out, err = aor(env, "install-service", "--print", "--systemd")
+    eq(rc, 0, "--print exit code (stderr %r)" % err)
+    eq(out, _template("aord.service", aord), "systemd unit = scripts/aord.service")
+    check("ExecStart=%s\n" % aord in out, "ExecStart is the absolute aord path")
+    rc, out, err = aor(env, "install-service", "--print", "--launchd")
+    eq(out, _template("aord.plist", aord), "launchd plist = scripts/aord.plist")
+
+    unit = os.path.join(env.env["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
+    check(not os.path.exists(unit), "--print wrote nothing")
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start")
+    eq(rc, 0, "install exit code (stderr %r)" % err)
+    with open(unit) as f:
+        eq(f.read(), _template("aord.service", aord), "installed unit")
+    check("systemctl --user daemon-reload && systemctl --user enable --now aord" in out,
+          "prints the commands: %r" % out)
+    rc, out, err = aor(env, "install-service", "--launchd", "--no-start")
+    plist = os.path.join(env.env["HOME"], "Library", "LaunchAgents", "dev.aor.aord.plist")
+    check(os.path.isfile(plist), "plist written")
+    check("launchctl bootstrap gui/%d %s" % (os.getuid(), plist) in out, out)
