@@ -13,14 +13,12 @@
 
 /* A host is 1..AOR_HOST_MAX bytes of letters, digits, '-', '.', '_' and ':' (an IP
  * literal base_url). No spaces or control bytes, so the line stays four fields. */
-static int host_char_ok(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == ':';
+static int host_char_ok(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == ':';
 }
 
-static int host_ok(const char *h, size_t n)
-{
+static int host_ok(const char *h, size_t n) {
     if (n == 0 || n > AOR_HOST_MAX)
         return 0;
     for (size_t i = 0; i < n; i++) {
@@ -31,8 +29,7 @@ static int host_ok(const char *h, size_t n)
 }
 
 /* 1 when the n bytes at s (no NUL needed) are a textual IPv4 or IPv6 address. */
-static int ip_ok(const char *s, size_t n, char out[46])
-{
+static int ip_ok(const char *s, size_t n, char out[46]) {
     unsigned char tmp[sizeof(struct in6_addr)];
     if (n == 0 || n > 45)
         return 0;
@@ -42,8 +39,7 @@ static int ip_ok(const char *s, size_t n, char out[46])
 }
 
 /* Port: 1..5 decimal digits, value 1..65535. Returns the port or -1. */
-static int port_parse(const char *s, size_t n)
-{
+static int port_parse(const char *s, size_t n) {
     char tmp[8];
     char *end = NULL;
     if (n == 0 || n > 5)
@@ -61,15 +57,13 @@ static int port_parse(const char *s, size_t n)
     return (int)v;
 }
 
-static int fail(const char **err, const char *why)
-{
+static int fail(const char **err, const char *why) {
     if (err != NULL)
         *err = why;
     return -1;
 }
 
-int aor_preamble_parse(const char *buf, size_t len, aor_preamble *out, const char **err)
-{
+int aor_preamble_parse(const char *buf, size_t len, aor_preamble *out, const char **err) {
     size_t cmp = len < MAGIC_LEN ? len : MAGIC_LEN;
     if (buf == NULL || out == NULL)
         return fail(err, "preamble: no buffer");
@@ -125,8 +119,7 @@ int aor_preamble_parse(const char *buf, size_t len, aor_preamble *out, const cha
     return (int)(linelen + 1);
 }
 
-int aor_preamble_format(char *buf, size_t buflen, const char *host, const char *ip, int port)
-{
+int aor_preamble_format(char *buf, size_t buflen, const char *host, const char *ip, int port) {
     char ipbuf[46];
     if (buf == NULL || ip == NULL || port < 1 || port > 65535) {
         errno = EINVAL;

@@ -29,7 +29,11 @@ typedef struct {
     const char *config_arg;
 } aor_cli;
 
-/* ---- commands: argc/argv are the arguments after the command name ---------------- */
+/* ---- commands -----------------------------------------------------------------------
+ * Each takes the arguments after the command name, parses its own options (--config
+ * included, via aor_cli_take_config), prints its output and returns an exit code
+ * (AOR_CLI_*). aor_cli_cmd_run does not return on success: it execs the program.
+ * Behaviour of each: docs/cli.md. */
 
 int aor_cli_cmd_run(aor_cli *c, int argc, char **argv);             /* cli_run.c */
 int aor_cli_cmd_env(aor_cli *c, int argc, char **argv);             /* cli_run.c */

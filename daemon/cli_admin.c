@@ -528,11 +528,13 @@ static int backoff_post(const target *t, const char *provider) {
         cJSON *j = cJSON_ParseWithLength(a.body, a.len);
         double n = jnum(j, "removed");
         long removed = isfinite(n) ? (long)n : 0;
+        /* "removed" counts backoff rows and circuit-breaker entries together. */
         if (provider)
-            printf("backoff reset for %s: %ld %s removed\n", provider, removed,
-                   removed == 1 ? "row" : "rows");
+            printf("backoff reset for %s (%ld backoff/circuit %s removed)\n", provider, removed,
+                   removed == 1 ? "entry" : "entries");
         else
-            printf("backoff cleared: %ld %s removed\n", removed, removed == 1 ? "row" : "rows");
+            printf("backoff cleared (%ld backoff/circuit %s removed)\n", removed,
+                   removed == 1 ? "entry" : "entries");
         cJSON_Delete(j);
         rc = AOR_CLI_OK;
     }

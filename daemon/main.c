@@ -5,6 +5,7 @@
 #include "listen.h"
 #include "log.h"
 #include "paths.h"
+#include "version.h"
 #include "publish.h"
 
 #include <curl/curl.h>
@@ -17,9 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef AOR_VERSION
-#define AOR_VERSION "0.1.0"
-#endif
 
 static void usage(FILE *f) {
     fprintf(f, "usage: aord [--config FILE] [--check-config] [--version]\n"

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +19,10 @@ struct aor_addrmap {
     pthread_mutex_t mu;
     size_t cap, n, next; /* next: slot replaced when full (oldest first) */
     struct map_entry *e; /* NULL until the first record */
+    atomic_int any;      /* 1 after the first record: lookups skip the lock before */
 };
 
-aor_addrmap *aor_addrmap_new(size_t cap)
-{
+aor_addrmap *aor_addrmap_new(size_t cap) {
     if (cap == 0)
         return NULL;
     aor_addrmap *m = calloc(1, sizeof(*m));
@@ -32,8 +33,7 @@ aor_addrmap *aor_addrmap_new(size_t cap)
     return m;
 }
 
-void aor_addrmap_free(aor_addrmap *m)
-{
+void aor_addrmap_free(aor_addrmap *m) {
     if (m == NULL)
         return;
     pthread_mutex_destroy(&m->mu);
@@ -41,8 +41,7 @@ void aor_addrmap_free(aor_addrmap *m)
     free(m);
 }
 
-static struct map_entry *find(aor_addrmap *m, const aor_ip *ip)
-{
+static struct map_entry *find(aor_addrmap *m, const aor_ip *ip) {
     for (size_t i = 0; i < m->n; i++) {
         if (aor_ip_cmp(&m->e[i].ip, ip) == 0)
             return &m->e[i];
@@ -50,8 +49,7 @@ static struct map_entry *find(aor_addrmap *m, const aor_ip *ip)
     return NULL;
 }
 
-int aor_addrmap_record(aor_addrmap *m, const aor_ip *ip, const char *host, int synthetic)
-{
+int aor_addrmap_record(aor_addrmap *m, const aor_ip *ip, const char *host, int synthetic) {
     size_t hl = host != NULL ? strlen(host) : 0;
     if (m == NULL || ip == NULL || hl == 0 || hl > AOR_HOST_MAX) {
         errno = EINVAL;
@@ -85,15 +83,15 @@ int aor_addrmap_record(aor_addrmap *m, const aor_ip *ip, const char *host, int s
     e->used = 1;
     e->synthetic = synthetic ? 1 : 0;
     memcpy(e->host, host, hl + 1);
+    atomic_store_explicit(&m->any, 1, memory_order_release);
     pthread_mutex_unlock(&m->mu);
     return 0;
 }
 
 int aor_addrmap_lookup(aor_addrmap *m, const aor_ip *ip, char *host, size_t hostlen,
-                       int *synthetic)
-{
+                       int *synthetic) {
     int rc = 0;
-    if (m == NULL || ip == NULL)
+    if (m == NULL || ip == NULL || !atomic_load_explicit(&m->any, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&m->mu);
     struct map_entry *e = m->e != NULL ? find(m, ip) : NULL;
@@ -114,8 +112,7 @@ int aor_addrmap_lookup(aor_addrmap *m, const aor_ip *ip, char *host, size_t host
     return rc;
 }
 
-size_t aor_addrmap_count(aor_addrmap *m)
-{
+size_t aor_addrmap_count(aor_addrmap *m) {
     if (m == NULL)
         return 0;
     pthread_mutex_lock(&m->mu);
@@ -124,14 +121,12 @@ size_t aor_addrmap_count(aor_addrmap *m)
     return n;
 }
 
-void aor_addrmap_lock(aor_addrmap *m)
-{
+void aor_addrmap_lock(aor_addrmap *m) {
     if (m != NULL)
         pthread_mutex_lock(&m->mu);
 }
 
-void aor_addrmap_unlock(aor_addrmap *m)
-{
+void aor_addrmap_unlock(aor_addrmap *m) {
     if (m != NULL)
         pthread_mutex_unlock(&m->mu);
 }

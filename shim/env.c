@@ -1,31 +1,32 @@
 /* libaor.so: environment settings and the shim's output (spec §2, §7, §9). */
 #include "env.h"
 
+#include "fdtab.h"
+#include "real.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static aor_shim_env g_env;
 static atomic_int g_warned;
 
-const aor_shim_env *aor_env(void)
-{
+const aor_shim_env *aor_env(void) {
     return &g_env;
 }
 
-int aor_env_flag(const char *value)
-{
+int aor_env_flag(const char *value) {
     return value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
 }
 
 int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid, char *sock,
-                  size_t socklen, char *hosts, size_t hostslen)
-{
+                  size_t socklen, char *hosts, size_t hostslen) {
     int n;
     if (aor_socket != NULL && aor_socket[0] != '\0')
         n = snprintf(sock, socklen, "%s", aor_socket);
@@ -55,20 +56,17 @@ too_long:
     return -1;
 }
 
-void aor_env_load(void)
-{
+void aor_env_load(void) {
     memset(&g_env, 0, sizeof(g_env));
     g_env.debug = aor_env_flag(getenv("AOR_DEBUG"));
     g_env.strict = aor_env_flag(getenv("AOR_STRICT"));
     g_env.no_trust = aor_env_flag(getenv("AOR_NO_TRUST"));
     /* The daemon never routes itself (spec §2): by name, or by the variable aord sets. */
-    g_env.disabled = aor_env_flag(getenv("AOR_DISABLE")) ||
-                     aor_env_flag(getenv("AOR_DAEMON")) ||
+    g_env.disabled = aor_env_flag(getenv("AOR_DISABLE")) || aor_env_flag(getenv("AOR_DAEMON")) ||
                      strcmp(program_invocation_short_name, "aord") == 0;
-    g_env.sock_ok =
-        aor_env_paths(getenv("AOR_SOCKET"), getenv("XDG_RUNTIME_DIR"), (unsigned)getuid(),
-                      g_env.sock_path, sizeof(g_env.sock_path), g_env.hosts_path,
-                      sizeof(g_env.hosts_path)) == 0;
+    g_env.sock_ok = aor_env_paths(getenv("AOR_SOCKET"), getenv("XDG_RUNTIME_DIR"),
+                                  (unsigned)getuid(), g_env.sock_path, sizeof(g_env.sock_path),
+                                  g_env.hosts_path, sizeof(g_env.hosts_path)) == 0;
     if (!g_env.sock_ok) {
         /* Keep the name for the warning; it cannot be connected to. */
         const char *s = getenv("AOR_SOCKET");
@@ -77,8 +75,7 @@ void aor_env_load(void)
     }
 }
 
-static void write_all_stderr(const char *buf, size_t len)
-{
+static void write_all_stderr(const char *buf, size_t len) {
     while (len > 0) {
         ssize_t w = write(STDERR_FILENO, buf, len);
         if (w < 0 && errno == EINTR)
@@ -90,8 +87,7 @@ static void write_all_stderr(const char *buf, size_t len)
     }
 }
 
-void aor_debug(const char *fmt, ...)
-{
+void aor_debug(const char *fmt, ...) {
     if (!g_env.debug)
         return;
     int saved = errno;
@@ -114,15 +110,14 @@ out:
     errno = saved;
 }
 
-void aor_warn_failopen(void)
-{
+void aor_warn_failopen(int synthetic) {
     if (atomic_exchange(&g_warned, 1) != 0)
         return;
     int saved = errno;
     char line[256];
-    int n = snprintf(line, sizeof(line),
-                     "aor: daemon not reachable at %s, connecting directly (fail-open)\n",
-                     g_env.sock_path);
+    int n = snprintf(line, sizeof(line), "aor: daemon not reachable at %s, %s\n", g_env.sock_path,
+                     synthetic ? "offline fallback address refused (the host does not resolve)"
+                               : "connecting directly (fail-open)");
     if (n > 0) {
         size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
         if (line[len - 1] != '\n')
@@ -132,8 +127,7 @@ void aor_warn_failopen(void)
     errno = saved;
 }
 
-int aor_daemon_socket_exists(void)
-{
+int aor_daemon_socket_exists(void) {
     int saved = errno;
     struct stat st;
     int ok = g_env.sock_ok && stat(g_env.sock_path, &st) == 0 && S_ISSOCK(st.st_mode);

@@ -7,12 +7,12 @@
 #include <sys/un.h>
 
 typedef struct {
-    int disabled;  /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
-    int strict;    /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
-    int debug;     /* AOR_DEBUG=1: one stderr line per decision */
-    int no_trust;  /* AOR_NO_TRUST=1: leave CA variables alone */
-    int sock_ok;   /* sock_path fits in sockaddr_un.sun_path */
-    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* daemon socket */
+    int disabled; /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
+    int strict;   /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
+    int debug;    /* AOR_DEBUG=1: one stderr line per decision */
+    int no_trust; /* AOR_NO_TRUST=1: leave CA variables alone */
+    int sock_ok;  /* sock_path fits in sockaddr_un.sun_path */
+    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];      /* daemon socket */
     char hosts_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8]; /* published file */
 } aor_shim_env;
 
@@ -40,8 +40,10 @@ int aor_env_flag(const char *value);
 void aor_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Writes "aor: daemon not reachable at PATH, connecting directly (fail-open)" to stderr
- * the first time it is called in this process; later calls do nothing. Keeps errno. */
-void aor_warn_failopen(void);
+ * the first time it is called in this process; later calls do nothing. With synthetic
+ * (the address was an offline fallback one, which cannot be reached directly) the line
+ * says "..., offline fallback address refused" instead. Keeps errno. */
+void aor_warn_failopen(int synthetic);
 
 /* 1 when the daemon socket exists (stat: a socket at sock_path). Keeps errno. */
 int aor_daemon_socket_exists(void);

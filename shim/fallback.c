@@ -8,8 +8,7 @@
 #include <string.h>
 
 /* FNV-1a 32-bit; then a murmur3 finaliser so nearby names spread over the range. */
-static uint32_t hash_host(const char *host, unsigned attempt)
-{
+static uint32_t hash_host(const char *host, unsigned attempt) {
     uint32_t h = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)host; *p != '\0'; p++) {
         h ^= *p;
@@ -24,8 +23,7 @@ static uint32_t hash_host(const char *host, unsigned attempt)
     return h;
 }
 
-void aor_fallback_ip(const char *host, unsigned attempt, aor_ip *out)
-{
+void aor_fallback_ip(const char *host, unsigned attempt, aor_ip *out) {
     /* 17 host bits: 198.18.0.0 + v, v in 1..0x1fffe, last octet not 0 or 255. */
     uint32_t v = hash_host(host != NULL ? host : "", attempt) % 0x1fffeu + 1u;
     if ((v & 0xffu) == 0)
@@ -40,8 +38,7 @@ void aor_fallback_ip(const char *host, unsigned attempt, aor_ip *out)
     out->bytes[3] = (unsigned char)(v & 0xffu);
 }
 
-int aor_fallback_in_range(const aor_ip *ip)
-{
+int aor_fallback_in_range(const aor_ip *ip) {
     return ip->family == AF_INET && ip->bytes[0] == 198 && (ip->bytes[1] & 0xfe) == 18;
 }
 
@@ -54,8 +51,7 @@ struct fb_node {
     } sa;
 };
 
-static int service_port(const char *service, int flags, int socktype, int *port)
-{
+static int service_port(const char *service, int flags, int socktype, int *port) {
     if (service == NULL || service[0] == '\0') {
         *port = 0;
         return 0;
@@ -81,8 +77,7 @@ static int service_port(const char *service, int flags, int socktype, int *port)
 }
 
 int aor_fallback_addrinfo(const char *host, const char *service, const struct addrinfo *hints,
-                          const aor_ip *ip, struct addrinfo **res)
-{
+                          const aor_ip *ip, struct addrinfo **res) {
     static const struct {
         int socktype, protocol, needs_noservice;
     } combos[] = {{SOCK_STREAM, IPPROTO_TCP, 0}, {SOCK_DGRAM, IPPROTO_UDP, 0}, {SOCK_RAW, 0, 1}};
@@ -97,8 +92,7 @@ int aor_fallback_addrinfo(const char *host, const char *service, const struct ad
         mapped = 1;
     else if (family != AF_UNSPEC && family != AF_INET)
         return EAI_FAMILY;
-    if (socktype != 0 && socktype != SOCK_STREAM && socktype != SOCK_DGRAM &&
-        socktype != SOCK_RAW)
+    if (socktype != 0 && socktype != SOCK_STREAM && socktype != SOCK_DGRAM && socktype != SOCK_RAW)
         return EAI_SOCKTYPE;
     int port = 0;
     int rc = service_port(service, flags, socktype, &port);
@@ -160,8 +154,7 @@ fail_nomem:
 }
 
 int aor_fallback_hostent(const char *host, const aor_ip *ip, struct hostent *ret, char *buf,
-                         size_t buflen)
-{
+                         size_t buflen) {
     /* buf layout: aliases[1], addr_list[2] (pointer-aligned), 4 address bytes, name. */
     size_t hl = strlen(host);
     uintptr_t base = (uintptr_t)buf;
@@ -174,9 +167,9 @@ int aor_fallback_hostent(const char *host, const aor_ip *ip, struct hostent *ret
     char *name = addr + 4;
     memcpy(addr, ip->bytes, 4);
     memcpy(name, host, hl + 1);
-    ptrs[0] = NULL;     /* aliases */
-    ptrs[1] = addr;     /* addr_list[0] */
-    ptrs[2] = NULL;     /* addr_list[1] */
+    ptrs[0] = NULL; /* aliases */
+    ptrs[1] = addr; /* addr_list[0] */
+    ptrs[2] = NULL; /* addr_list[1] */
     memset(ret, 0, sizeof(*ret));
     ret->h_name = name;
     ret->h_aliases = &ptrs[0];

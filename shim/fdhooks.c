@@ -13,8 +13,7 @@
 #include <stdint.h>
 
 /* After newfd became a copy of fd: copy fd's entry, or clear a stale one of newfd. */
-static void note_dup(int fd, int newfd)
-{
+static void note_dup(int fd, int newfd) {
     if (newfd < 0 || !aor_fdtab_any())
         return;
     int saved = errno;
@@ -25,8 +24,7 @@ static void note_dup(int fd, int newfd)
     errno = saved;
 }
 
-AOR_EXPORT int close(int fd)
-{
+AOR_EXPORT int close(int fd) {
     aor_shim_ensure();
     /* Clear first: once the number is free another thread may reuse it. */
     if (aor_fdtab_any())
@@ -34,8 +32,7 @@ AOR_EXPORT int close(int fd)
     return aor_real.close(fd);
 }
 
-AOR_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
-{
+AOR_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
     aor_shim_ensure();
 #ifdef CLOSE_RANGE_CLOEXEC
     int only_cloexec = (flags & CLOSE_RANGE_CLOEXEC) != 0;
@@ -47,24 +44,21 @@ AOR_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     return aor_real.close_range(first, last, flags);
 }
 
-AOR_EXPORT void closefrom(int lowfd)
-{
+AOR_EXPORT void closefrom(int lowfd) {
     aor_shim_ensure();
     if (aor_fdtab_any() && lowfd >= 0)
         aor_fdtab_clear_range((unsigned int)lowfd, UINT_MAX);
     aor_real.closefrom(lowfd);
 }
 
-AOR_EXPORT int dup(int fd)
-{
+AOR_EXPORT int dup(int fd) {
     aor_shim_ensure();
     int r = aor_real.dup(fd);
     note_dup(fd, r);
     return r;
 }
 
-AOR_EXPORT int dup2(int fd, int newfd)
-{
+AOR_EXPORT int dup2(int fd, int newfd) {
     aor_shim_ensure();
     int r = aor_real.dup2(fd, newfd);
     if (fd != newfd)
@@ -72,8 +66,7 @@ AOR_EXPORT int dup2(int fd, int newfd)
     return r;
 }
 
-AOR_EXPORT int dup3(int fd, int newfd, int flags)
-{
+AOR_EXPORT int dup3(int fd, int newfd, int flags) {
     aor_shim_ensure();
     int r = aor_real.dup3(fd, newfd, flags);
     note_dup(fd, r);
@@ -81,8 +74,7 @@ AOR_EXPORT int dup3(int fd, int newfd, int flags)
 }
 
 /* glibc's own fcntl reads the optional argument as a pointer for every command. */
-AOR_EXPORT int fcntl(int fd, int cmd, ...)
-{
+AOR_EXPORT int fcntl(int fd, int cmd, ...) {
     va_list ap;
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
@@ -94,8 +86,7 @@ AOR_EXPORT int fcntl(int fd, int cmd, ...)
     return r;
 }
 
-AOR_EXPORT int fcntl64(int fd, int cmd, ...)
-{
+AOR_EXPORT int fcntl64(int fd, int cmd, ...) {
     va_list ap;
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);

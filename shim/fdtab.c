@@ -28,13 +28,11 @@ static _Atomic(struct fdtable *) g_tab;
 static atomic_int g_any;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int aor_fdtab_any(void)
-{
+int aor_fdtab_any(void) {
     return atomic_load_explicit(&g_any, memory_order_relaxed);
 }
 
-int aor_fdtab_marked(int fd)
-{
+int aor_fdtab_marked(int fd) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_acquire);
     if (fd < 0 || t == NULL || (size_t)fd >= t->cap)
         return 0;
@@ -42,8 +40,7 @@ int aor_fdtab_marked(int fd)
 }
 
 /* Grows the table so it holds fd. Caller holds g_mu. */
-static int reserve_locked(int fd)
-{
+static int reserve_locked(int fd) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
     if (fd < 0 || (unsigned)fd >= FDTAB_HARD_MAX) {
         errno = EBADF;
@@ -53,8 +50,7 @@ static int reserve_locked(int fd)
         return 0;
     struct rlimit rl;
     size_t limit = FDTAB_HARD_MAX;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        rl.rlim_cur < limit)
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < limit)
         limit = (size_t)rl.rlim_cur;
     if ((size_t)fd >= limit)
         limit = (size_t)fd + 1; /* the fd exists, so the limit was lowered after it */
@@ -83,16 +79,14 @@ static int reserve_locked(int fd)
     return 0;
 }
 
-int aor_fdtab_reserve(int fd)
-{
+int aor_fdtab_reserve(int fd) {
     pthread_mutex_lock(&g_mu);
     int rc = reserve_locked(fd);
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
 
-int aor_fdtab_set(int fd, const aor_fdinfo *info)
-{
+int aor_fdtab_set(int fd, const aor_fdinfo *info) {
     if (info == NULL || info->ino == 0) {
         errno = EINVAL;
         return -1;
@@ -110,8 +104,7 @@ int aor_fdtab_set(int fd, const aor_fdinfo *info)
     return 0;
 }
 
-int aor_fdtab_copy(int from, int newfd)
-{
+int aor_fdtab_copy(int from, int newfd) {
     aor_fdinfo info;
     if (!aor_fdtab_get(from, &info)) {
         aor_fdtab_clear(newfd);
@@ -126,16 +119,14 @@ int aor_fdtab_copy(int from, int newfd)
     return 0;
 }
 
-void aor_fdtab_clear(int fd)
-{
+void aor_fdtab_clear(int fd) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_acquire);
     if (fd < 0 || t == NULL || (size_t)fd >= t->cap)
         return;
     atomic_store_explicit(&t->slots[fd].ino, 0, memory_order_release);
 }
 
-void aor_fdtab_clear_range(unsigned int lo, unsigned int hi)
-{
+void aor_fdtab_clear_range(unsigned int lo, unsigned int hi) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_acquire);
     if (t == NULL || lo > hi || lo >= t->cap)
         return;
@@ -144,8 +135,7 @@ void aor_fdtab_clear_range(unsigned int lo, unsigned int hi)
         atomic_store_explicit(&t->slots[i].ino, 0, memory_order_release);
 }
 
-int aor_fdtab_get(int fd, aor_fdinfo *out)
-{
+int aor_fdtab_get(int fd, aor_fdinfo *out) {
     int rc = 0;
     pthread_mutex_lock(&g_mu);
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
@@ -163,8 +153,7 @@ int aor_fdtab_get(int fd, aor_fdinfo *out)
     return rc;
 }
 
-int aor_fdtab_get_checked(int fd, aor_fdinfo *out)
-{
+int aor_fdtab_get_checked(int fd, aor_fdinfo *out) {
     aor_fdinfo info;
     if (!aor_fdtab_get(fd, &info))
         return 0;
@@ -181,8 +170,7 @@ int aor_fdtab_get_checked(int fd, aor_fdinfo *out)
     return 1;
 }
 
-void aor_fdtab_set_tcpopt(int fd, int which, int value)
-{
+void aor_fdtab_set_tcpopt(int fd, int which, int value) {
     pthread_mutex_lock(&g_mu);
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
     if (fd >= 0 && t != NULL && (size_t)fd < t->cap &&
@@ -208,8 +196,7 @@ void aor_fdtab_set_tcpopt(int fd, int which, int value)
     pthread_mutex_unlock(&g_mu);
 }
 
-void aor_fdtab_reset(void)
-{
+void aor_fdtab_reset(void) {
     pthread_mutex_lock(&g_mu);
     struct fdtable *t = atomic_exchange(&g_tab, NULL);
     while (t != NULL) {
@@ -221,12 +208,10 @@ void aor_fdtab_reset(void)
     pthread_mutex_unlock(&g_mu);
 }
 
-void aor_fdtab_lock(void)
-{
+void aor_fdtab_lock(void) {
     pthread_mutex_lock(&g_mu);
 }
 
-void aor_fdtab_unlock(void)
-{
+void aor_fdtab_unlock(void) {
     pthread_mutex_unlock(&g_mu);
 }

@@ -25,9 +25,9 @@ typedef struct {
         struct sockaddr sa;
         struct sockaddr_in in4;
         struct sockaddr_in6 in6;
-    } peer;            /* the address the program connected to, as it passed it */
-    int local_port;    /* reported by getsockname, host order */
-    int nodelay;       /* TCP_NODELAY as last set (reported by getsockopt) */
+    } peer;                           /* the address the program connected to, as it passed it */
+    int local_port;                   /* reported by getsockname, host order */
+    int nodelay;                      /* TCP_NODELAY as last set (reported by getsockopt) */
     int keepidle, keepintvl, keepcnt; /* TCP keep-alive options as last set */
 } aor_fdinfo;
 

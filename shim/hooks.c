@@ -19,18 +19,15 @@
 /* Raw-syscall stand-ins, used until init found libc's functions, while init itself
  * runs (a hook re-entered from dlsym or an allocator), or when dlsym finds only the
  * shim itself. They do exactly the system call, which is what libc's versions do. */
-static int sys_connect(int fd, const struct sockaddr *a, socklen_t l)
-{
+static int sys_connect(int fd, const struct sockaddr *a, socklen_t l) {
     return (int)syscall(SYS_connect, fd, a, l);
 }
 
-static int sys_close(int fd)
-{
+static int sys_close(int fd) {
     return (int)syscall(SYS_close, fd);
 }
 
-static int sys_close_range(unsigned int lo, unsigned int hi, int flags)
-{
+static int sys_close_range(unsigned int lo, unsigned int hi, int flags) {
 #ifdef SYS_close_range
     return (int)syscall(SYS_close_range, lo, hi, flags);
 #else
@@ -39,8 +36,7 @@ static int sys_close_range(unsigned int lo, unsigned int hi, int flags)
 #endif
 }
 
-static void sys_closefrom(int lo)
-{
+static void sys_closefrom(int lo) {
     if (sys_close_range((unsigned int)lo, ~0u, 0) == 0)
         return;
     long max = sysconf(_SC_OPEN_MAX);
@@ -48,25 +44,21 @@ static void sys_closefrom(int lo)
         syscall(SYS_close, (int)fd);
 }
 
-static int sys_dup(int fd)
-{
+static int sys_dup(int fd) {
     return (int)syscall(SYS_dup, fd);
 }
 
-static int sys_dup3(int a, int b, int flags)
-{
+static int sys_dup3(int a, int b, int flags) {
     return (int)syscall(SYS_dup3, a, b, flags);
 }
 
-static int sys_dup2(int a, int b)
-{
+static int sys_dup2(int a, int b) {
     if (a == b)
         return syscall(SYS_fcntl, a, F_GETFD) < 0 ? -1 : b;
     return sys_dup3(a, b, 0);
 }
 
-static int sys_fcntl(int fd, int cmd, ...)
-{
+static int sys_fcntl(int fd, int cmd, ...) {
     va_list ap;
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
@@ -74,53 +66,44 @@ static int sys_fcntl(int fd, int cmd, ...)
     return (int)syscall(SYS_fcntl, fd, cmd, arg);
 }
 
-static int sys_getpeername(int fd, struct sockaddr *a, socklen_t *l)
-{
+static int sys_getpeername(int fd, struct sockaddr *a, socklen_t *l) {
     return (int)syscall(SYS_getpeername, fd, a, l);
 }
 
-static int sys_getsockname(int fd, struct sockaddr *a, socklen_t *l)
-{
+static int sys_getsockname(int fd, struct sockaddr *a, socklen_t *l) {
     return (int)syscall(SYS_getsockname, fd, a, l);
 }
 
-static int sys_getsockopt(int fd, int lv, int opt, void *v, socklen_t *l)
-{
+static int sys_getsockopt(int fd, int lv, int opt, void *v, socklen_t *l) {
     return (int)syscall(SYS_getsockopt, fd, lv, opt, v, l);
 }
 
-static int sys_setsockopt(int fd, int lv, int opt, const void *v, socklen_t l)
-{
+static int sys_setsockopt(int fd, int lv, int opt, const void *v, socklen_t l) {
     return (int)syscall(SYS_setsockopt, fd, lv, opt, v, l);
 }
 
 static ssize_t sys_sendto(int fd, const void *b, size_t n, int fl, const struct sockaddr *a,
-                          socklen_t l)
-{
+                          socklen_t l) {
     return syscall(SYS_sendto, fd, b, n, fl, a, l);
 }
 
-static ssize_t sys_sendmsg(int fd, const struct msghdr *m, int fl)
-{
+static ssize_t sys_sendmsg(int fd, const struct msghdr *m, int fl) {
     return syscall(SYS_sendmsg, fd, m, fl);
 }
 
 static int none_getaddrinfo(const char *n, const char *s, const struct addrinfo *h,
-                            struct addrinfo **r)
-{
+                            struct addrinfo **r) {
     errno = ENOSYS;
     return EAI_SYSTEM;
 }
 
-static struct hostent *none_gethostbyname(const char *n)
-{
+static struct hostent *none_gethostbyname(const char *n) {
     h_errno = NO_RECOVERY;
     return NULL;
 }
 
 static int none_gethostbyname_r(const char *n, struct hostent *h, char *b, size_t l,
-                                struct hostent **r, int *e)
-{
+                                struct hostent **r, int *e) {
     *r = NULL;
     *e = NO_RECOVERY;
     return ENOSYS;
@@ -153,8 +136,7 @@ static __thread int g_in_init;
 
 /* dlsym(RTLD_NEXT, name), or NULL when that is the shim itself (loaded twice, or a
  * strange link order) so the stand-in stays in place. */
-static void *next_symbol(const char *name)
-{
+static void *next_symbol(const char *name) {
     void *p = dlsym(RTLD_NEXT, name);
     Dl_info mine, theirs;
     if (p == NULL)
@@ -165,27 +147,24 @@ static void *next_symbol(const char *name)
     return p;
 }
 
-#define RESOLVE(field, name)                                                                   \
-    do {                                                                                       \
-        void *p_ = next_symbol(name);                                                          \
-        if (p_ != NULL)                                                                        \
-            *(void **)(&aor_real.field) = p_;                                                  \
+#define RESOLVE(field, name)                                                                       \
+    do {                                                                                           \
+        void *p_ = next_symbol(name);                                                              \
+        if (p_ != NULL)                                                                            \
+            *(void **)(&aor_real.field) = p_;                                                      \
     } while (0)
 
-static void fork_prepare(void)
-{
+static void fork_prepare(void) {
     aor_hosts_lock_all();
     aor_fdtab_lock();
 }
 
-static void fork_release(void)
-{
+static void fork_release(void) {
     aor_fdtab_unlock();
     aor_hosts_unlock_all();
 }
 
-static void init_once(void)
-{
+static void init_once(void) {
     g_in_init = 1;
     RESOLVE(connect, "connect");
     RESOLVE(close, "close");
@@ -218,8 +197,7 @@ static void init_once(void)
     atomic_store_explicit(&aor_shim_ready, 1, memory_order_release);
 }
 
-void aor_shim_init(void)
-{
+void aor_shim_init(void) {
     if (g_in_init)
         return; /* re-entered from inside init: the caller uses the stand-ins */
     int saved = errno;
@@ -227,13 +205,11 @@ void aor_shim_init(void)
     errno = saved;
 }
 
-int aor_shim_on(void)
-{
+int aor_shim_on(void) {
     return atomic_load_explicit(&aor_shim_ready, memory_order_acquire) && !aor_env()->disabled;
 }
 
-__attribute__((constructor)) static void aor_constructor(void)
-{
+__attribute__((constructor)) static void aor_constructor(void) {
     int saved = errno;
     aor_shim_init();
     aor_trust_setup();

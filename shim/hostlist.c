@@ -19,14 +19,13 @@ struct aor_hostlist {
 };
 
 static const char *const builtin_hosts[] = {
-    "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com",
-    "openrouter.ai",  "api.mistral.ai",    "api.groq.com",
-    "api.deepseek.com", "api.x.ai",        "api.together.xyz",
+    "api.openai.com",   "api.anthropic.com", "generativelanguage.googleapis.com",
+    "openrouter.ai",    "api.mistral.ai",    "api.groq.com",
+    "api.deepseek.com", "api.x.ai",          "api.together.xyz",
     "api.fireworks.ai",
 };
 
-int aor_host_normalize(const char *in, size_t inlen, char *out, size_t outlen)
-{
+int aor_host_normalize(const char *in, size_t inlen, char *out, size_t outlen) {
     if (in == NULL || out == NULL)
         return -1;
     if (inlen > 0 && in[inlen - 1] == '.')
@@ -51,18 +50,15 @@ int aor_host_normalize(const char *in, size_t inlen, char *out, size_t outlen)
     return (int)inlen;
 }
 
-static aor_hostlist *list_new(void)
-{
+static aor_hostlist *list_new(void) {
     return calloc(1, sizeof(aor_hostlist));
 }
 
-aor_hostlist *aor_hostlist_new(void)
-{
+aor_hostlist *aor_hostlist_new(void) {
     return list_new();
 }
 
-void aor_hostlist_free(aor_hostlist *l)
-{
+void aor_hostlist_free(aor_hostlist *l) {
     if (l == NULL)
         return;
     for (size_t i = 0; i < l->n; i++)
@@ -72,9 +68,17 @@ void aor_hostlist_free(aor_hostlist *l)
 }
 
 /* Adds a normalised name; duplicates are ignored. 0 ok, -1 out of memory, -2 full. */
-static int list_add(aor_hostlist *l, const char *name, size_t len, int port)
-{
-    if (aor_hostlist_find(l, name, len) >= 0)
+/* 1 when the (normalised) name is on the list with this port. */
+static int has_pair(const aor_hostlist *l, const char *name, size_t len, int port) {
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->e[i].port == port && l->e[i].len == len && memcmp(l->e[i].name, name, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int list_add(aor_hostlist *l, const char *name, size_t len, int port) {
+    if (has_pair(l, name, len, port))
         return 0;
     if (l->n >= AOR_HOSTLIST_MAX)
         return -2;
@@ -98,8 +102,7 @@ static int list_add(aor_hostlist *l, const char *name, size_t len, int port)
     return 0;
 }
 
-int aor_hostlist_add(aor_hostlist *l, const char *name, size_t namelen, int port)
-{
+int aor_hostlist_add(aor_hostlist *l, const char *name, size_t namelen, int port) {
     char norm[AOR_HOST_MAX + 1];
     int n = aor_host_normalize(name, namelen, norm, sizeof(norm));
     if (l == NULL || n < 0 || port < 0 || port > 65535) {
@@ -118,8 +121,7 @@ int aor_hostlist_add(aor_hostlist *l, const char *name, size_t namelen, int port
     return 0;
 }
 
-aor_hostlist *aor_hostlist_builtin(void)
-{
+aor_hostlist *aor_hostlist_builtin(void) {
     aor_hostlist *l = list_new();
     if (l == NULL)
         return NULL;
@@ -132,14 +134,12 @@ aor_hostlist *aor_hostlist_builtin(void)
     return l;
 }
 
-static int is_space(char c)
-{
+static int is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
 /* Port text (n bytes) 1..65535 -> value, or -1. */
-static int parse_port(const char *s, size_t n)
-{
+static int parse_port(const char *s, size_t n) {
     char tmp[8];
     char *end = NULL;
     if (n == 0 || n > 5)
@@ -157,8 +157,7 @@ static int parse_port(const char *s, size_t n)
     return (int)v;
 }
 
-aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad)
-{
+aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad) {
     int bad = 0;
     aor_hostlist *l = list_new();
     if (l == NULL)
@@ -206,23 +205,27 @@ aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad)
     return l;
 }
 
-size_t aor_hostlist_count(const aor_hostlist *l)
-{
+size_t aor_hostlist_count(const aor_hostlist *l) {
     return l != NULL ? l->n : 0;
 }
 
-const char *aor_hostlist_name(const aor_hostlist *l, size_t i)
-{
+const char *aor_hostlist_name(const aor_hostlist *l, size_t i) {
     return l != NULL && i < l->n ? l->e[i].name : NULL;
 }
 
-int aor_hostlist_port(const aor_hostlist *l, size_t i)
-{
+int aor_hostlist_port(const aor_hostlist *l, size_t i) {
     return l != NULL && i < l->n ? l->e[i].port : 0;
 }
 
-int aor_hostlist_find(const aor_hostlist *l, const char *name, size_t namelen)
-{
+int aor_hostlist_has_port(const aor_hostlist *l, const char *name, size_t namelen, int port) {
+    char norm[AOR_HOST_MAX + 1];
+    if (l == NULL || l->n == 0 || port <= 0)
+        return 0;
+    int n = aor_host_normalize(name, namelen, norm, sizeof(norm));
+    return n >= 0 && has_pair(l, norm, (size_t)n, port);
+}
+
+int aor_hostlist_find(const aor_hostlist *l, const char *name, size_t namelen) {
     char norm[AOR_HOST_MAX + 1];
     if (l == NULL || l->n == 0)
         return -1;

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#define AOR_HOSTLIST_MAX 256 /* entries kept; more are ignored */
+#define AOR_HOSTLIST_MAX 256 /* entries (name, port) kept; more are ignored */
 
 typedef struct aor_hostlist aor_hostlist; /* opaque */
 
@@ -22,7 +22,8 @@ aor_hostlist *aor_hostlist_builtin(void);
 /* Parses an AOR_HOSTS value: comma-separated entries "host" or "host:port", spaces
  * around entries ignored. Bad entries (bad name, port not 1..65535, empty) are skipped
  * and counted in *nbad (may be NULL); entries past AOR_HOSTLIST_MAX are counted there
- * too. An empty or all-bad spec gives an empty list. Duplicates keep the first.
+ * too. An empty or all-bad spec gives an empty list. A name may appear with several
+ * ports (one entry each); an exact duplicate (same name and port) is kept once.
  * Returns a new list (free with aor_hostlist_free) or NULL on allocation failure. */
 aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad);
 
@@ -30,7 +31,7 @@ aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad);
 aor_hostlist *aor_hostlist_new(void);
 
 /* Adds name (namelen bytes, normalised here) with extra port (0 or 1..65535).
- * A name already on the list is left as it is (first port wins). Returns 0, or -1
+ * The same name and port already on the list is not added again. Returns 0, or -1
  * with errno EINVAL (bad name or port), ENOMEM, or ENOSPC (AOR_HOSTLIST_MAX reached). */
 int aor_hostlist_add(aor_hostlist *l, const char *name, size_t namelen, int port);
 
@@ -46,8 +47,12 @@ const char *aor_hostlist_name(const aor_hostlist *l, size_t i);
 /* Extra redirect port of entry i (from "host:port"), or 0 when only 443 applies. */
 int aor_hostlist_port(const aor_hostlist *l, size_t i);
 
-/* Index of the entry named name (any case, optional trailing dot; namelen bytes, no
- * NUL needed), or -1 when the name is not on the list. l may be NULL (-1). */
+/* Index of the first entry named name (any case, optional trailing dot; namelen bytes,
+ * no NUL needed), or -1 when the name is not on the list. l may be NULL (-1). */
 int aor_hostlist_find(const aor_hostlist *l, const char *name, size_t namelen);
+
+/* 1 when some entry named name (as for aor_hostlist_find) has this port (1..65535);
+ * 0 otherwise or when l is NULL. */
+int aor_hostlist_has_port(const aor_hostlist *l, const char *name, size_t namelen, int port);
 
 #endif

@@ -29,6 +29,7 @@ static _Atomic unsigned char g_ports[65536 / 8];
 static pthread_mutex_t g_pub_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_reload_mu = PTHREAD_MUTEX_INITIALIZER; /* one reloader */
 static aor_pubset *g_pub;
+static atomic_int g_pub_present;         /* g_pub != NULL, readable without the lock */
 static atomic_long g_checked = LONG_MIN; /* monotonic second of the last check */
 static struct {
     int present;
@@ -38,22 +39,19 @@ static struct {
     struct timespec mtim;
 } g_pub_id; /* under g_reload_mu */
 
-static void port_set(int port)
-{
+static void port_set(int port) {
     if (port > 0 && port < 65536)
         atomic_fetch_or_explicit(&g_ports[port >> 3], (unsigned char)(1u << (port & 7)),
                                  memory_order_relaxed);
 }
 
-static int port_bit(int port)
-{
+static int port_bit(int port) {
     if (port <= 0 || port >= 65536)
         return 0;
     return (atomic_load_explicit(&g_ports[port >> 3], memory_order_relaxed) >> (port & 7)) & 1;
 }
 
-void aor_hosts_init(void)
-{
+void aor_hosts_init(void) {
     const char *spec = getenv("AOR_HOSTS");
     int nbad = 0;
     if (spec != NULL) {
@@ -71,16 +69,14 @@ void aor_hosts_init(void)
         port_set(aor_hostlist_port(g_static, i));
 }
 
-static long now_mono_s(void)
-{
+static long now_mono_s(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
         return 0;
     return (long)ts.tv_sec;
 }
 
-static void close_quietly(int fd)
-{
+static void close_quietly(int fd) {
     if (aor_real.close != NULL)
         aor_real.close(fd);
     else
@@ -89,8 +85,7 @@ static void close_quietly(int fd)
 
 /* Reads the whole file (at most AOR_PUBFILE_MAX_BYTES). Returns a malloc'd buffer and
  * its length, or NULL. *st gets the identity of what was read. */
-static char *read_file(const char *path, size_t *len, struct stat *st)
-{
+static char *read_file(const char *path, size_t *len, struct stat *st) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return NULL;
@@ -125,18 +120,17 @@ out_close:
     return buf;
 }
 
-static void swap_pub(aor_pubset *s)
-{
+static void swap_pub(aor_pubset *s) {
     pthread_mutex_lock(&g_pub_mu);
     aor_pubset *old = g_pub;
     g_pub = s;
+    atomic_store_explicit(&g_pub_present, s != NULL, memory_order_release);
     pthread_mutex_unlock(&g_pub_mu);
     aor_pubset_free(old);
 }
 
 /* Caller holds g_reload_mu. */
-static void reload_locked(const char *path)
-{
+static void reload_locked(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
         if (g_pub_id.present) {
@@ -181,8 +175,7 @@ static void reload_locked(const char *path)
     swap_pub(s);
 }
 
-int aor_hosts_refresh_from(const char *path, long now_s)
-{
+int aor_hosts_refresh_from(const char *path, long now_s) {
     int saved = errno;
     long last = atomic_load_explicit(&g_checked, memory_order_acquire);
     if (last != now_s) {
@@ -204,8 +197,7 @@ int aor_hosts_refresh_from(const char *path, long now_s)
     return loaded;
 }
 
-static void maybe_refresh(void)
-{
+static void maybe_refresh(void) {
     const aor_shim_env *env = aor_env();
     if (!env->sock_ok)
         return;
@@ -215,8 +207,7 @@ static void maybe_refresh(void)
     aor_hosts_refresh_from(env->hosts_path, now);
 }
 
-int aor_hosts_intercepted(const char *name, char *norm, size_t normlen)
-{
+int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
     if (name == NULL)
         return 0;
     size_t len = strnlen(name, AOR_HOST_MAX + 2);
@@ -225,6 +216,8 @@ int aor_hosts_intercepted(const char *name, char *norm, size_t normlen)
     int hit = aor_hostlist_find(g_static, name, len) >= 0;
     if (!hit) {
         maybe_refresh();
+        if (!atomic_load_explicit(&g_pub_present, memory_order_acquire))
+            return 0;
         pthread_mutex_lock(&g_pub_mu);
         hit = g_pub != NULL && aor_hostlist_find(aor_pubset_hosts(g_pub), name, len) >= 0;
         pthread_mutex_unlock(&g_pub_mu);
@@ -234,8 +227,7 @@ int aor_hosts_intercepted(const char *name, char *norm, size_t normlen)
     return hit;
 }
 
-int aor_hosts_port_candidate(int port)
-{
+int aor_hosts_port_candidate(int port) {
     if (port_bit(port))
         return 1;
     maybe_refresh();
@@ -243,28 +235,21 @@ int aor_hosts_port_candidate(int port)
 }
 
 /* 1 when port is a redirect port for host: 443, or its AOR_HOSTS / published port. */
-static int host_port_ok(const char *host, int port)
-{
+static int host_port_ok(const char *host, int port) {
     if (port == 443)
         return 1;
     size_t len = strlen(host);
-    int i = aor_hostlist_find(g_static, host, len);
-    if (i >= 0 && aor_hostlist_port(g_static, (size_t)i) == port)
+    if (aor_hostlist_has_port(g_static, host, len, port))
         return 1;
-    int ok = 0;
+    if (!atomic_load_explicit(&g_pub_present, memory_order_acquire))
+        return 0;
     pthread_mutex_lock(&g_pub_mu);
-    if (g_pub != NULL) {
-        const aor_hostlist *hl = aor_pubset_hosts(g_pub);
-        i = aor_hostlist_find(hl, host, len);
-        ok = i >= 0 && aor_hostlist_port(hl, (size_t)i) == port;
-    }
+    int ok = g_pub != NULL && aor_hostlist_has_port(aor_pubset_hosts(g_pub), host, len, port);
     pthread_mutex_unlock(&g_pub_mu);
     return ok;
 }
 
-int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen,
-                        int *synthetic)
-{
+int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen, int *synthetic) {
     int syn = 0;
     if (synthetic != NULL)
         *synthetic = 0;
@@ -280,20 +265,20 @@ int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen,
         return 2;
     }
     maybe_refresh();
+    if (!atomic_load_explicit(&g_pub_present, memory_order_acquire))
+        return 0;
     pthread_mutex_lock(&g_pub_mu);
     rc = aor_pubset_match(g_pub, ip, port, host, hostlen);
     pthread_mutex_unlock(&g_pub_mu);
     return rc;
 }
 
-void aor_hosts_record(const aor_ip *ip, const char *host, int synthetic)
-{
+void aor_hosts_record(const aor_ip *ip, const char *host, int synthetic) {
     if (aor_addrmap_record(g_map, ip, host, synthetic) != 0)
         aor_debug("could not record an address of %s (out of memory)", host);
 }
 
-void aor_hosts_fallback(const char *host, aor_ip *out)
-{
+void aor_hosts_fallback(const char *host, aor_ip *out) {
     char other[AOR_HOST_MAX + 1];
     for (unsigned attempt = 0; attempt < 16; attempt++) {
         aor_fallback_ip(host, attempt, out);
@@ -304,15 +289,13 @@ void aor_hosts_fallback(const char *host, aor_ip *out)
     aor_hosts_record(out, host, 1);
 }
 
-void aor_hosts_lock_all(void)
-{
+void aor_hosts_lock_all(void) {
     pthread_mutex_lock(&g_reload_mu);
     pthread_mutex_lock(&g_pub_mu);
     aor_addrmap_lock(g_map);
 }
 
-void aor_hosts_unlock_all(void)
-{
+void aor_hosts_unlock_all(void) {
     aor_addrmap_unlock(g_map);
     pthread_mutex_unlock(&g_pub_mu);
     pthread_mutex_unlock(&g_reload_mu);

@@ -29,8 +29,7 @@ int aor_hosts_port_candidate(int port);
  * Returns 1 with the host in host (hostlen bytes, 254 always enough), 2 when the
  * address is known but not its single host (host ""), 0 when not recognised.
  * *synthetic (may be NULL) is 1 when the address is an offline fallback address. */
-int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen,
-                        int *synthetic);
+int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen, int *synthetic);
 
 /* Records that resolving host (normalised) returned ip. Thread-safe; can't fail in a
  * way the caller must handle (a full table drops the oldest record). */

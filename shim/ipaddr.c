@@ -7,8 +7,7 @@
 
 static const unsigned char v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
-int aor_ip_from_raw(int family, const void *raw, aor_ip *ip)
-{
+int aor_ip_from_raw(int family, const void *raw, aor_ip *ip) {
     memset(ip, 0, sizeof(*ip));
     if (family == AF_INET) {
         ip->family = AF_INET;
@@ -29,8 +28,7 @@ int aor_ip_from_raw(int family, const void *raw, aor_ip *ip)
     return -1;
 }
 
-int aor_ip_from_sockaddr(const struct sockaddr *sa, socklen_t len, aor_ip *ip, int *port)
-{
+int aor_ip_from_sockaddr(const struct sockaddr *sa, socklen_t len, aor_ip *ip, int *port) {
     if (sa == NULL || len < (socklen_t)sizeof(sa_family_t))
         return -1;
     if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
@@ -50,8 +48,7 @@ int aor_ip_from_sockaddr(const struct sockaddr *sa, socklen_t len, aor_ip *ip, i
     return -1;
 }
 
-int aor_ip_parse(const char *text, size_t len, aor_ip *ip)
-{
+int aor_ip_parse(const char *text, size_t len, aor_ip *ip) {
     char tmp[46];
     unsigned char raw[16];
     if (text == NULL || len == 0 || len >= sizeof(tmp))
@@ -65,15 +62,13 @@ int aor_ip_parse(const char *text, size_t len, aor_ip *ip)
     return -1;
 }
 
-int aor_ip_format(const aor_ip *ip, char *buf, size_t buflen)
-{
+int aor_ip_format(const aor_ip *ip, char *buf, size_t buflen) {
     if (inet_ntop(ip->family, ip->bytes, buf, (socklen_t)buflen) == NULL)
         return -1;
     return 0;
 }
 
-int aor_ip_cmp(const aor_ip *a, const aor_ip *b)
-{
+int aor_ip_cmp(const aor_ip *a, const aor_ip *b) {
     if (a->family != b->family)
         return a->family < b->family ? -1 : 1;
     return memcmp(a->bytes, b->bytes, sizeof(a->bytes));

@@ -21,8 +21,7 @@ struct aor_pubset {
 
 /* Splits line (len bytes) at spaces/tabs into at most MAX_FIELDS fields.
  * Returns the number of fields, or MAX_FIELDS + 1 when there are more. */
-static size_t split(const char *line, size_t len, const char *f[], size_t fl[])
-{
+static size_t split(const char *line, size_t len, const char *f[], size_t fl[]) {
     size_t n = 0, i = 0;
     while (i < len) {
         while (i < len && (line[i] == ' ' || line[i] == '\t'))
@@ -41,13 +40,11 @@ static size_t split(const char *line, size_t len, const char *f[], size_t fl[])
     return n;
 }
 
-static int field_is(const char *f, size_t fl, const char *word)
-{
+static int field_is(const char *f, size_t fl, const char *word) {
     return fl == strlen(word) && memcmp(f, word, fl) == 0;
 }
 
-static int parse_port(const char *s, size_t n)
-{
+static int parse_port(const char *s, size_t n) {
     char tmp[8];
     char *end = NULL;
     if (n == 0 || n > 5)
@@ -65,14 +62,12 @@ static int parse_port(const char *s, size_t n)
     return (int)v;
 }
 
-static int cmp_addr(const void *x, const void *y)
-{
+static int cmp_addr(const void *x, const void *y) {
     const struct pub_addr *a = x, *b = y;
     return aor_ip_cmp(&a->ip, &b->ip);
 }
 
-void aor_pubset_free(aor_pubset *s)
-{
+void aor_pubset_free(aor_pubset *s) {
     if (s == NULL)
         return;
     aor_hostlist_free(s->hosts);
@@ -81,22 +76,19 @@ void aor_pubset_free(aor_pubset *s)
 }
 
 /* Handles one "a" line. 0 ok, 1 bad line, -1 out of memory. */
-static int add_addr(aor_pubset *s, const char *f[], const size_t fl[])
-{
+static int add_addr(aor_pubset *s, const char *f[], const size_t fl[]) {
     aor_ip ip;
     int port = parse_port(f[2], fl[2]);
     if (aor_ip_parse(f[1], fl[1], &ip) != 0 || port < 0)
         return 1;
     if (s->n >= AOR_PUBFILE_MAX_ADDRS)
         return 1;
+    /* The host of an "a" line is intercepted on that port too. */
+    if (aor_hostlist_add(s->hosts, f[3], fl[3], port) != 0)
+        return errno == ENOMEM ? -1 : 1;
     int h = aor_hostlist_find(s->hosts, f[3], fl[3]);
-    if (h < 0) {
-        if (aor_hostlist_add(s->hosts, f[3], fl[3], port) != 0)
-            return errno == ENOMEM ? -1 : 1;
-        h = aor_hostlist_find(s->hosts, f[3], fl[3]);
-        if (h < 0)
-            return 1;
-    }
+    if (h < 0)
+        return 1;
     if (s->n == s->cap) {
         size_t ncap = s->cap == 0 ? 32 : s->cap * 2;
         struct pub_addr *na = realloc(s->a, ncap * sizeof(*na));
@@ -112,8 +104,7 @@ static int add_addr(aor_pubset *s, const char *f[], const size_t fl[])
     return 0;
 }
 
-aor_pubset *aor_pubset_parse(const char *buf, size_t len, int *nbad)
-{
+aor_pubset *aor_pubset_parse(const char *buf, size_t len, int *nbad) {
     int bad = 0;
     if (nbad != NULL)
         *nbad = 0;
@@ -183,24 +174,19 @@ fail:
     return NULL;
 }
 
-const aor_hostlist *aor_pubset_hosts(const aor_pubset *s)
-{
+const aor_hostlist *aor_pubset_hosts(const aor_pubset *s) {
     return s != NULL ? s->hosts : NULL;
 }
 
-size_t aor_pubset_addr_count(const aor_pubset *s)
-{
+size_t aor_pubset_addr_count(const aor_pubset *s) {
     return s != NULL ? s->n : 0;
 }
 
-int aor_pubset_addr_port(const aor_pubset *s, size_t i)
-{
+int aor_pubset_addr_port(const aor_pubset *s, size_t i) {
     return s != NULL && i < s->n ? s->a[i].port : 0;
 }
 
-int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host,
-                     size_t hostlen)
-{
+int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host, size_t hostlen) {
     if (s == NULL || s->n == 0)
         return 0;
     /* Lower bound of ip in the sorted array, then walk the equal run. */
@@ -216,7 +202,9 @@ int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host
     size_t first_host = 0;
     for (size_t i = lo; i < s->n && aor_ip_cmp(&s->a[i].ip, ip) == 0; i++) {
         const struct pub_addr *e = &s->a[i];
-        if (port != 443 && port != e->port && port != aor_hostlist_port(s->hosts, e->host))
+        const char *name = aor_hostlist_name(s->hosts, e->host);
+        if (port != 443 && port != e->port &&
+            !aor_hostlist_has_port(s->hosts, name, strlen(name), port))
             continue;
         if (found == 0) {
             found = 1;

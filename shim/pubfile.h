@@ -42,7 +42,6 @@ int aor_pubset_addr_port(const aor_pubset *s, size_t i);
  * Returns 1 and copies the host into host (hostlen bytes, 254 always enough) when one
  * host matches; 2 with host "" when the address belongs to several hosts; 0 when no
  * entry matches. s may be NULL (0). */
-int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host,
-                     size_t hostlen);
+int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host, size_t hostlen);
 
 #endif

@@ -49,8 +49,7 @@ extern atomic_int aor_shim_ready;
 void aor_shim_init(void);
 
 /* Inline fast check used first by every hook. */
-static inline void aor_shim_ensure(void)
-{
+static inline void aor_shim_ensure(void) {
     if (!atomic_load_explicit(&aor_shim_ready, memory_order_acquire))
         aor_shim_init();
 }

@@ -19,8 +19,7 @@
 
 #define HANDOFF_TIMEOUT_S 1 /* the local hand-off; the daemon accepts at once normally */
 
-static int get_int_opt(int fd, int level, int opt, int dflt)
-{
+static int get_int_opt(int fd, int level, int opt, int dflt) {
     int v = 0;
     socklen_t l = sizeof(v);
     if (aor_real.getsockopt(fd, level, opt, &v, &l) != 0 || l != sizeof(v))
@@ -28,8 +27,7 @@ static int get_int_opt(int fd, int level, int opt, int dflt)
     return v;
 }
 
-static int send_all(int fd, const char *buf, size_t len)
-{
+static int send_all(int fd, const char *buf, size_t len) {
     while (len > 0) {
         ssize_t w = aor_real.sendto(fd, buf, len, MSG_NOSIGNAL, NULL, 0);
         if (w < 0 && errno == EINTR)
@@ -45,8 +43,7 @@ static int send_all(int fd, const char *buf, size_t len)
 /* Connects a new Unix socket to the daemon and writes the preamble.
  * Returns the socket, -1 when the daemon is not reachable (errno), -2 on a local
  * error (errno: no socket could be made). */
-static int daemon_connect(const char *preamble, size_t plen)
-{
+static int daemon_connect(const char *preamble, size_t plen) {
     const aor_shim_env *env = aor_env();
     struct sockaddr_un sun;
     size_t pl = strlen(env->sock_path);
@@ -77,8 +74,7 @@ static int daemon_connect(const char *preamble, size_t plen)
 
 /* Moves the daemon connection u onto fd, keeping fd's flags and timeouts, and records
  * the original peer. Returns 0, or -1 with errno (fd untouched, u closed). */
-static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len)
-{
+static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len) {
     int fl = aor_real.fcntl(fd, F_GETFL);
     int fdfl = aor_real.fcntl(fd, F_GETFD);
     struct timeval rcvto = {0, 0}, sndto = {0, 0};
@@ -128,8 +124,7 @@ fail_close:
     return -1;
 }
 
-int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const char *what)
-{
+int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const char *what) {
     int saved = errno;
     aor_ip ip;
     int port = 0;
@@ -137,21 +132,25 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         errno = saved;
         return AOR_REDIRECT_PASS;
     }
-    int type = get_int_opt(fd, SOL_SOCKET, SO_TYPE, -1);
-    if (type != SOCK_STREAM) {
-        errno = saved;
-        return AOR_REDIRECT_PASS; /* UDP (glibc's address sorting), raw, or not a socket */
-    }
     char host[AOR_HOST_MAX + 1] = "";
     char ipbuf[46] = "?";
     int synthetic = 0;
-    aor_ip_format(&ip, ipbuf, sizeof(ipbuf));
     int rec = aor_hosts_recognise(&ip, port, host, sizeof(host), &synthetic);
     if (rec == 0) {
-        aor_debug("%s fd %d to %s port %d: not an intercepted address, direct", what, fd, ipbuf,
-                  port);
+        if (aor_env()->debug) {
+            aor_ip_format(&ip, ipbuf, sizeof(ipbuf));
+            aor_debug("%s fd %d to %s port %d: not an intercepted address, direct", what, fd, ipbuf,
+                      port);
+        }
         errno = saved;
         return AOR_REDIRECT_PASS;
+    }
+    aor_ip_format(&ip, ipbuf, sizeof(ipbuf));
+    int type = get_int_opt(fd, SOL_SOCKET, SO_TYPE, -1);
+    if (type != SOCK_STREAM) {
+        aor_debug("%s fd %d to %s port %d: not a stream socket, untouched", what, fd, ipbuf, port);
+        errno = saved;
+        return AOR_REDIRECT_PASS; /* UDP (QUIC, glibc's address sorting), raw, not a socket */
     }
     const char *shown = rec == 1 ? host : "-";
 
@@ -164,8 +163,8 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
     int u = daemon_connect(pre, (size_t)plen);
     if (u >= 0) {
         if (take_over(fd, u, addr, len) == 0) {
-            aor_debug("%s fd %d to %s port %d (%s): redirected to %s", what, fd, ipbuf, port,
-                      shown, aor_env()->sock_path);
+            aor_debug("%s fd %d to %s port %d (%s): redirected to %s", what, fd, ipbuf, port, shown,
+                      aor_env()->sock_path);
             errno = saved;
             return AOR_REDIRECT_DONE;
         }
@@ -174,8 +173,8 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
     int err = errno;
     const aor_shim_env *env = aor_env();
     if (u == -2) {
-        aor_debug("%s fd %d to %s port %d (%s): local error (%s), %s", what, fd, ipbuf, port,
-                  shown, strerror(err), env->strict ? "failing (strict)" : "direct");
+        aor_debug("%s fd %d to %s port %d (%s): local error (%s), %s", what, fd, ipbuf, port, shown,
+                  strerror(err), env->strict ? "failing (strict)" : "direct");
         if (env->strict) {
             errno = err;
             return AOR_REDIRECT_FAIL;
@@ -190,7 +189,7 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         errno = ECONNREFUSED;
         return AOR_REDIRECT_FAIL;
     }
-    aor_warn_failopen();
+    aor_warn_failopen(synthetic);
     if (synthetic) {
         /* An offline fallback address is not routable: a direct connect cannot work. */
         aor_debug("%s fd %d to %s port %d (%s): daemon not reachable (%s) and the address is "
@@ -206,13 +205,11 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
 }
 
 /* 1 when fd is a live redirected fd (the entry checked against fstat). */
-static int redirected(int fd)
-{
+static int redirected(int fd) {
     return aor_fdtab_any() && aor_fdtab_marked(fd) && aor_fdtab_get_checked(fd, NULL);
 }
 
-AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
-{
+AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
     aor_shim_ensure();
     if (!aor_shim_on() || addr == NULL || len < (socklen_t)sizeof(sa_family_t) ||
         (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
@@ -230,9 +227,8 @@ AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
     return aor_real.connect(fd, addr, len);
 }
 
-AOR_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
-                          const struct sockaddr *dest, socklen_t dlen)
-{
+AOR_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *dest,
+                          socklen_t dlen) {
     aor_shim_ensure();
     if (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any()))
         return aor_real.sendto(fd, buf, n, flags, dest, dlen);
@@ -250,11 +246,10 @@ AOR_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
     return aor_real.sendto(fd, buf, n, flags, dest, dlen);
 }
 
-AOR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
-{
+AOR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     aor_shim_ensure();
     const void *dest = msg != NULL ? msg->msg_name : NULL;
-    if (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any()))
+    if (msg == NULL || (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any())))
         return aor_real.sendmsg(fd, msg, flags);
     if (!aor_shim_on())
         return aor_real.sendmsg(fd, msg, flags);

@@ -14,8 +14,7 @@
 
 /* Resolver failures after which the offline fallback may answer. Argument errors
  * (bad flags, family, socktype, service) and EAI_MEMORY are returned as they are. */
-static int fallback_worthy(int rc)
-{
+static int fallback_worthy(int rc) {
     switch (rc) {
     case EAI_NONAME:
     case EAI_AGAIN:
@@ -33,8 +32,7 @@ static int fallback_worthy(int rc)
     }
 }
 
-static void record_addrinfo(const struct addrinfo *res, const char *host)
-{
+static void record_addrinfo(const struct addrinfo *res, const char *host) {
     int n = 0;
     char first[46] = "";
     aor_ip last = {0};
@@ -54,8 +52,7 @@ static void record_addrinfo(const struct addrinfo *res, const char *host)
               n > 0 ? first : "-");
 }
 
-static void record_hostent(const struct hostent *he, const char *host)
-{
+static void record_hostent(const struct hostent *he, const char *host) {
     int n = 0;
     if (he->h_addr_list == NULL)
         return;
@@ -73,8 +70,7 @@ static void record_hostent(const struct hostent *he, const char *host)
 }
 
 AOR_EXPORT int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
-                           struct addrinfo **res)
-{
+                           struct addrinfo **res) {
     char host[AOR_HOST_MAX + 1];
     aor_shim_ensure();
     if (!aor_shim_on() || node == NULL || res == NULL ||
@@ -123,8 +119,7 @@ static __thread struct {
     char buf[AOR_HOST_MAX + 1 + 4 + 4 * sizeof(char *)];
 } g_tls_he;
 
-AOR_EXPORT struct hostent *gethostbyname(const char *name)
-{
+AOR_EXPORT struct hostent *gethostbyname(const char *name) {
     char host[AOR_HOST_MAX + 1];
     aor_shim_ensure();
     if (!aor_shim_on() || name == NULL || !aor_hosts_intercepted(name, host, sizeof(host)))
@@ -159,8 +154,7 @@ AOR_EXPORT struct hostent *gethostbyname(const char *name)
 }
 
 AOR_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf, size_t buflen,
-                               struct hostent **result, int *h_errnop)
-{
+                               struct hostent **result, int *h_errnop) {
     char host[AOR_HOST_MAX + 1];
     aor_shim_ensure();
     if (!aor_shim_on() || name == NULL || ret == NULL || result == NULL || h_errnop == NULL ||

@@ -13,15 +13,13 @@
 #include <string.h>
 
 /* Fills *out when fd is a live redirected fd. */
-static int view_of(int fd, aor_fdinfo *out)
-{
+static int view_of(int fd, aor_fdinfo *out) {
     return aor_fdtab_any() && aor_fdtab_marked(fd) && aor_fdtab_get_checked(fd, out);
 }
 
 /* Copies an answer of size bytes the way the kernel does: at most *len bytes, *len
  * set to what was copied. */
-static int answer(void *val, socklen_t *len, const void *data, size_t size)
-{
+static int answer(void *val, socklen_t *len, const void *data, size_t size) {
     if (val == NULL || len == NULL) {
         errno = EFAULT;
         return -1;
@@ -36,13 +34,11 @@ static int answer(void *val, socklen_t *len, const void *data, size_t size)
     return 0;
 }
 
-static int answer_int(void *val, socklen_t *len, int v)
-{
+static int answer_int(void *val, socklen_t *len, int v) {
     return answer(val, len, &v, sizeof(v));
 }
 
-AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
-{
+AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
     aor_fdinfo info;
     aor_shim_ensure();
     if (!view_of(fd, &info))
@@ -57,8 +53,7 @@ AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
     return 0;
 }
 
-AOR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
-{
+AOR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len) {
     aor_fdinfo info;
     aor_shim_ensure();
     if (!view_of(fd, &info))
@@ -90,8 +85,7 @@ AOR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
     return 0;
 }
 
-static int tcp_opt(const aor_fdinfo *info, int opt, void *val, socklen_t *len)
-{
+static int tcp_opt(const aor_fdinfo *info, int opt, void *val, socklen_t *len) {
     switch (opt) {
     case TCP_NODELAY:
         return answer_int(val, len, info->nodelay);
@@ -128,8 +122,7 @@ static int tcp_opt(const aor_fdinfo *info, int opt, void *val, socklen_t *len)
     }
 }
 
-static int ip_opt(int level, int opt, void *val, socklen_t *len)
-{
+static int ip_opt(int level, int opt, void *val, socklen_t *len) {
     if (level == IPPROTO_IP && opt == IP_TTL)
         return answer_int(val, len, 64);
     if (level == IPPROTO_IPV6 && opt == IPV6_UNICAST_HOPS)
@@ -137,8 +130,7 @@ static int ip_opt(int level, int opt, void *val, socklen_t *len)
     return answer_int(val, len, 0); /* IP_TOS, IPV6_V6ONLY, IPV6_TCLASS, ... */
 }
 
-AOR_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
-{
+AOR_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len) {
     aor_fdinfo info;
     aor_shim_ensure();
     if (!aor_fdtab_any() || !aor_fdtab_marked(fd) ||
@@ -163,8 +155,7 @@ AOR_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     return ip_opt(level, opt, val, len);
 }
 
-AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
-{
+AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len) {
     aor_shim_ensure();
     if (!aor_fdtab_any() || !aor_fdtab_marked(fd) ||
         (level != SOL_SOCKET && level != IPPROTO_TCP && level != IPPROTO_IP &&

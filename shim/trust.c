@@ -10,8 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-int aor_trust_data_dir(const char *xdg_data_home, const char *home, char *out, size_t outlen)
-{
+int aor_trust_data_dir(const char *xdg_data_home, const char *home, char *out, size_t outlen) {
     int n;
     if (xdg_data_home != NULL && xdg_data_home[0] == '/')
         n = snprintf(out, outlen, "%s/aor", xdg_data_home);
@@ -24,14 +23,12 @@ int aor_trust_data_dir(const char *xdg_data_home, const char *home, char *out, s
     return 0;
 }
 
-static int unset(const char *name)
-{
+static int unset(const char *name) {
     const char *v = getenv(name);
     return v == NULL || v[0] == '\0';
 }
 
-int aor_trust_apply(const char *data_dir)
-{
+int aor_trust_apply(const char *data_dir) {
     static const char *const bundle_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
                                               "CURL_CA_BUNDLE"};
     int saved = errno;
@@ -70,8 +67,7 @@ out:
     return set;
 }
 
-void aor_trust_setup(void)
-{
+void aor_trust_setup(void) {
     const aor_shim_env *env = aor_env();
     char dir[PATH_MAX];
     if (env->disabled || env->no_trust)

@@ -29,15 +29,13 @@
 static const char *g_host, *g_port;
 static int g_bad; /* checks that said "wrong" */
 
-static const char *okw(int cond)
-{
+static const char *okw(int cond) {
     if (!cond)
         g_bad++;
     return cond ? "ok" : "wrong";
 }
 
-static void fail(const char *fmt, ...)
-{
+static void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     printf("FAIL ");
@@ -48,8 +46,7 @@ static void fail(const char *fmt, ...)
     exit(1);
 }
 
-static void addr_text(const struct sockaddr *sa, char *buf, size_t len, int *port)
-{
+static void addr_text(const struct sockaddr *sa, char *buf, size_t len, int *port) {
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
         inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)len);
@@ -64,8 +61,7 @@ static void addr_text(const struct sockaddr *sa, char *buf, size_t len, int *por
     }
 }
 
-static void print_names(const char *tag, int fd)
-{
+static void print_names(const char *tag, int fd) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     char buf[64];
@@ -82,8 +78,7 @@ static void print_names(const char *tag, int fd)
 }
 
 /* First stream address of HOST:PORT. */
-static socklen_t resolve(struct sockaddr_storage *out, int verbose)
-{
+static socklen_t resolve(struct sockaddr_storage *out, int verbose) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
@@ -103,8 +98,7 @@ static socklen_t resolve(struct sockaddr_storage *out, int verbose)
     return len;
 }
 
-static int connect_to(const struct sockaddr_storage *ss, socklen_t len, int type_flags)
-{
+static int connect_to(const struct sockaddr_storage *ss, socklen_t len, int type_flags) {
     int fd = socket(ss->ss_family, SOCK_STREAM | type_flags, 0);
     if (fd < 0)
         fail("socket: %s", strerror(errno));
@@ -114,8 +108,7 @@ static int connect_to(const struct sockaddr_storage *ss, socklen_t len, int type
 }
 
 /* Reads until "hello\n" came back or EOF/timeout; returns bytes read into buf. */
-static size_t read_reply(int fd, char *buf, size_t cap)
-{
+static size_t read_reply(int fd, char *buf, size_t cap) {
     size_t n = 0;
     while (n + 1 < cap) {
         struct pollfd p = {fd, POLLIN, 0};
@@ -135,8 +128,7 @@ static size_t read_reply(int fd, char *buf, size_t cap)
     return n;
 }
 
-static int exchange(int fd, int print)
-{
+static int exchange(int fd, int print) {
     char buf[2048];
     if (write(fd, "hello\n", 6) != 6)
         return -1;
@@ -149,8 +141,7 @@ static int exchange(int fd, int print)
     return strstr(buf, "hello|") != NULL ? 0 : -1;
 }
 
-static void mode_block(void)
-{
+static void mode_block(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = connect_to(&ss, len, 0);
@@ -160,8 +151,7 @@ static void mode_block(void)
     close(fd);
 }
 
-static void mode_nonblock(void)
-{
+static void mode_nonblock(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -183,8 +173,7 @@ static void mode_nonblock(void)
     close(fd);
 }
 
-static void mode_epoll(void)
-{
+static void mode_epoll(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = connect_to(&ss, len, SOCK_NONBLOCK);
@@ -219,8 +208,7 @@ static void mode_epoll(void)
     close(fd);
 }
 
-static void mode_eisconn(void)
-{
+static void mode_eisconn(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = connect_to(&ss, len, 0);
@@ -233,8 +221,7 @@ static void mode_eisconn(void)
     close(fd);
 }
 
-static void mode_fork(void)
-{
+static void mode_fork(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = connect_to(&ss, len, 0);
@@ -260,8 +247,7 @@ static void mode_fork(void)
     close(fd);
 }
 
-static void *thread_main(void *arg)
-{
+static void *thread_main(void *arg) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 0);
     int fd = socket(ss.ss_family, SOCK_STREAM, 0);
@@ -277,8 +263,7 @@ static void *thread_main(void *arg)
     return (void *)ok;
 }
 
-static void mode_threads(void)
-{
+static void mode_threads(void) {
     pthread_t t[NTHREADS];
     int good = 0;
     for (int i = 0; i < NTHREADS; i++) {
@@ -295,16 +280,14 @@ static void mode_threads(void)
         fail("threads");
 }
 
-static int same_peer(int fd, const struct sockaddr_storage *ss, socklen_t len)
-{
+static int same_peer(int fd, const struct sockaddr_storage *ss, socklen_t len) {
     struct sockaddr_storage peer;
     socklen_t pl = sizeof(peer);
     return getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 && pl == len &&
            memcmp(&peer, ss, len) == 0;
 }
 
-static void mode_dup(void)
-{
+static void mode_dup(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = connect_to(&ss, len, 0);
@@ -361,8 +344,7 @@ static void mode_dup(void)
         fail("reuse");
 }
 
-static void mode_sockopt(void)
-{
+static void mode_sockopt(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = connect_to(&ss, len, 0);
@@ -399,8 +381,7 @@ static void mode_sockopt(void)
     close(fd);
 }
 
-static void mode_fastopen(void)
-{
+static void mode_fastopen(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int fd = socket(ss.ss_family, SOCK_STREAM, 0);
@@ -420,8 +401,7 @@ static void mode_fastopen(void)
     close(fd);
 }
 
-static void mode_cloexec(void)
-{
+static void mode_cloexec(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
     int a = connect_to(&ss, len, SOCK_CLOEXEC);
@@ -435,8 +415,7 @@ static void mode_cloexec(void)
     close(b);
 }
 
-static void connect_hostent(const struct hostent *he)
-{
+static void connect_hostent(const struct hostent *he) {
     if (he == NULL || he->h_addrtype != AF_INET)
         fail("gethostbyname: no IPv4 answer");
     struct sockaddr_storage ss;
@@ -455,13 +434,11 @@ static void connect_hostent(const struct hostent *he)
     close(fd);
 }
 
-static void mode_ghbn(void)
-{
+static void mode_ghbn(void) {
     connect_hostent(gethostbyname(g_host));
 }
 
-static void mode_ghbnr(void)
-{
+static void mode_ghbnr(void) {
     struct hostent he, *res = NULL;
     char buf[1024];
     int herr = 0;
@@ -471,8 +448,7 @@ static void mode_ghbnr(void)
     connect_hostent(res);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: connect_probe HOST PORT [MODE]\n");
         return 2;

@@ -15,8 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: connect_static IPV4 PORT\n");
         return 2;

@@ -11,13 +11,11 @@
 
 #include "preamble.h"
 
-static int parse_str(const char *s, aor_preamble *out, const char **err)
-{
+static int parse_str(const char *s, aor_preamble *out, const char **err) {
     return aor_preamble_parse(s, strlen(s), out, err);
 }
 
-static void test_round_trip_ipv4(void **state)
-{
+static void test_round_trip_ipv4(void **state) {
     char buf[AOR_PREAMBLE_MAX + 1];
     aor_preamble p;
     const char *err = NULL;
@@ -30,8 +28,7 @@ static void test_round_trip_ipv4(void **state)
     assert_int_equal(p.port, 443);
 }
 
-static void test_round_trip_ipv6_no_host(void **state)
-{
+static void test_round_trip_ipv6_no_host(void **state) {
     char buf[AOR_PREAMBLE_MAX + 1];
     aor_preamble p;
     int n = aor_preamble_format(buf, sizeof(buf), NULL, "2606:4700::6810:1", 8443);
@@ -45,8 +42,7 @@ static void test_round_trip_ipv6_no_host(void **state)
     assert_string_equal(buf, "AOR/1 - 1.2.3.4 1\n");
 }
 
-static void test_client_bytes_follow(void **state)
-{
+static void test_client_bytes_follow(void **state) {
     /* A TLS ClientHello follows the line: only the line is consumed. */
     static const char data[] = "AOR/1 api.anthropic.com 1.2.3.4 443\n\x16\x03\x01\x02\x00";
     aor_preamble p;
@@ -55,8 +51,7 @@ static void test_client_bytes_follow(void **state)
     assert_string_equal(p.host, "api.anthropic.com");
 }
 
-static void test_need_more(void **state)
-{
+static void test_need_more(void **state) {
     aor_preamble p;
     const char *err = NULL;
     assert_int_equal(parse_str("", &p, &err), 0);
@@ -68,8 +63,7 @@ static void test_need_more(void **state)
     assert_int_equal(aor_preamble_parse(buf, AOR_PREAMBLE_MAX - 1, &p, &err), 0);
 }
 
-static void test_bad_magic(void **state)
-{
+static void test_bad_magic(void **state) {
     aor_preamble p;
     const char *err = NULL;
     assert_int_equal(parse_str("GET / HTTP/1.1\r\n", &p, &err), -1);
@@ -81,8 +75,7 @@ static void test_bad_magic(void **state)
     assert_int_equal(parse_str("\x16\x03\x01", &p, &err), -1);
 }
 
-static void test_too_long(void **state)
-{
+static void test_too_long(void **state) {
     aor_preamble p;
     const char *err = NULL;
     char buf[400];
@@ -94,8 +87,7 @@ static void test_too_long(void **state)
     assert_int_equal(aor_preamble_parse(buf, AOR_PREAMBLE_MAX, &p, &err), -1);
 }
 
-static void test_host_limits(void **state)
-{
+static void test_host_limits(void **state) {
     char host[300], line[400];
     aor_preamble p;
     const char *err = NULL;
@@ -111,15 +103,14 @@ static void test_host_limits(void **state)
     assert_non_null(strstr(err, "host"));
     /* spaces in a host make five fields */
     assert_int_equal(parse_str("AOR/1 api openai.com 1.2.3.4 443\n", &p, &err), -1);
-    assert_int_equal(parse_str("AOR/1  1.2.3.4 443\n", &p, &err), -1);       /* empty host */
-    assert_int_equal(parse_str("AOR/1 a\tb 1.2.3.4 443\n", &p, &err), -1);   /* control */
-    assert_int_equal(parse_str("AOR/1 a/b 1.2.3.4 443\n", &p, &err), -1);    /* slash */
+    assert_int_equal(parse_str("AOR/1  1.2.3.4 443\n", &p, &err), -1);     /* empty host */
+    assert_int_equal(parse_str("AOR/1 a\tb 1.2.3.4 443\n", &p, &err), -1); /* control */
+    assert_int_equal(parse_str("AOR/1 a/b 1.2.3.4 443\n", &p, &err), -1);  /* slash */
     static const char nul[] = "AOR/1 a\0b 1.2.3.4 443\n";
     assert_int_equal(aor_preamble_parse(nul, sizeof(nul) - 1, &p, &err), -1);
 }
 
-static void test_bad_ip(void **state)
-{
+static void test_bad_ip(void **state) {
     aor_preamble p;
     const char *err = NULL;
     assert_int_equal(parse_str("AOR/1 h 999.1.1.1 443\n", &p, &err), -1);
@@ -130,13 +121,12 @@ static void test_bad_ip(void **state)
     assert_int_equal(parse_str("AOR/1 h  443\n", &p, &err), -1);
 }
 
-static void test_bad_port(void **state)
-{
+static void test_bad_port(void **state) {
     aor_preamble p;
     const char *err = NULL;
     static const char *const bad[] = {
-        "AOR/1 h 1.2.3.4 0\n",     "AOR/1 h 1.2.3.4 65536\n", "AOR/1 h 1.2.3.4 -1\n",
-        "AOR/1 h 1.2.3.4 +443\n",  "AOR/1 h 1.2.3.4 44a\n",   "AOR/1 h 1.2.3.4 \n",
+        "AOR/1 h 1.2.3.4 0\n",     "AOR/1 h 1.2.3.4 65536\n",  "AOR/1 h 1.2.3.4 -1\n",
+        "AOR/1 h 1.2.3.4 +443\n",  "AOR/1 h 1.2.3.4 44a\n",    "AOR/1 h 1.2.3.4 \n",
         "AOR/1 h 1.2.3.4 443\r\n", "AOR/1 h 1.2.3.4 999999\n", "AOR/1 h 1.2.3.4 443 x\n",
         "AOR/1 h 1.2.3.4\n",
     };
@@ -151,8 +141,7 @@ static void test_bad_port(void **state)
     assert_int_equal(p.port, 1);
 }
 
-static void test_format_errors(void **state)
-{
+static void test_format_errors(void **state) {
     char buf[AOR_PREAMBLE_MAX + 1];
     errno = 0;
     assert_int_equal(aor_preamble_format(buf, sizeof(buf), "h", "1.2.3.4", 0), -1);
@@ -174,14 +163,18 @@ static void test_format_errors(void **state)
     assert_int_equal(aor_preamble_format(buf, 20, "h", "1.2.3.4", 443), -1);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_ipv4),  cmocka_unit_test(test_round_trip_ipv6_no_host),
-        cmocka_unit_test(test_client_bytes_follow), cmocka_unit_test(test_need_more),
-        cmocka_unit_test(test_bad_magic),        cmocka_unit_test(test_too_long),
-        cmocka_unit_test(test_host_limits),      cmocka_unit_test(test_bad_ip),
-        cmocka_unit_test(test_bad_port),         cmocka_unit_test(test_format_errors),
+        cmocka_unit_test(test_round_trip_ipv4),
+        cmocka_unit_test(test_round_trip_ipv6_no_host),
+        cmocka_unit_test(test_client_bytes_follow),
+        cmocka_unit_test(test_need_more),
+        cmocka_unit_test(test_bad_magic),
+        cmocka_unit_test(test_too_long),
+        cmocka_unit_test(test_host_limits),
+        cmocka_unit_test(test_bad_ip),
+        cmocka_unit_test(test_bad_port),
+        cmocka_unit_test(test_format_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

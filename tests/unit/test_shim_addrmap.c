@@ -13,15 +13,13 @@
 #include "addrmap.h"
 #include "ipaddr.h"
 
-static aor_ip ip_of(const char *text)
-{
+static aor_ip ip_of(const char *text) {
     aor_ip ip;
     assert_int_equal(aor_ip_parse(text, strlen(text), &ip), 0);
     return ip;
 }
 
-static void test_record_lookup(void **state)
-{
+static void test_record_lookup(void **state) {
     aor_addrmap *m = aor_addrmap_new(8);
     char host[254];
     int syn = -1;
@@ -46,8 +44,7 @@ static void test_record_lookup(void **state)
     aor_addrmap_free(m);
 }
 
-static void test_ambiguous_and_synthetic(void **state)
-{
+static void test_ambiguous_and_synthetic(void **state) {
     aor_addrmap *m = aor_addrmap_new(8);
     char host[254];
     int syn = 0;
@@ -66,8 +63,7 @@ static void test_ambiguous_and_synthetic(void **state)
     aor_addrmap_free(m);
 }
 
-static void test_bounded(void **state)
-{
+static void test_bounded(void **state) {
     aor_addrmap *m = aor_addrmap_new(4);
     char host[254];
     for (int i = 1; i <= 6; i++) {
@@ -84,8 +80,7 @@ static void test_bounded(void **state)
     aor_addrmap_free(m);
 }
 
-static void test_bad_args(void **state)
-{
+static void test_bad_args(void **state) {
     aor_addrmap *m = aor_addrmap_new(4);
     aor_ip a = ip_of("1.2.3.4");
     char longname[300];
@@ -103,8 +98,7 @@ static void test_bad_args(void **state)
 
 static aor_addrmap *g_shared;
 
-static void *worker(void *arg)
-{
+static void *worker(void *arg) {
     int id = (int)(intptr_t)arg;
     char host[254], name[32], text[32];
     snprintf(name, sizeof(name), "t%d.test", id);
@@ -120,8 +114,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void test_threads(void **state)
-{
+static void test_threads(void **state) {
     g_shared = aor_addrmap_new(256);
     pthread_t t[16];
     for (int i = 0; i < 16; i++)
@@ -137,8 +130,7 @@ static void test_threads(void **state)
     aor_addrmap_free(g_shared);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_lookup), cmocka_unit_test(test_ambiguous_and_synthetic),
         cmocka_unit_test(test_bounded),       cmocka_unit_test(test_bad_args),

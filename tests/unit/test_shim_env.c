@@ -15,23 +15,20 @@
 #include "env.h"
 #include "trust.h"
 
-static void test_paths(void **state)
-{
+static void test_paths(void **state) {
     char sock[108], hosts[116];
-    assert_int_equal(aor_env_paths("/x/y/my.sock", "/run/user/1", 1, sock, sizeof(sock), hosts,
-                                   sizeof(hosts)),
-                     0);
+    assert_int_equal(
+        aor_env_paths("/x/y/my.sock", "/run/user/1", 1, sock, sizeof(sock), hosts, sizeof(hosts)),
+        0);
     assert_string_equal(sock, "/x/y/my.sock");
     assert_string_equal(hosts, "/x/y/hosts");
-    assert_int_equal(aor_env_paths(NULL, "/run/user/1000", 1000, sock, sizeof(sock), hosts,
-                                   sizeof(hosts)),
-                     0);
+    assert_int_equal(
+        aor_env_paths(NULL, "/run/user/1000", 1000, sock, sizeof(sock), hosts, sizeof(hosts)), 0);
     assert_string_equal(sock, "/run/user/1000/aor/aor.sock");
     assert_string_equal(hosts, "/run/user/1000/aor/hosts");
     /* empty AOR_SOCKET and a relative XDG_RUNTIME_DIR are ignored */
-    assert_int_equal(aor_env_paths("", "relative/dir", 1000, sock, sizeof(sock), hosts,
-                                   sizeof(hosts)),
-                     0);
+    assert_int_equal(
+        aor_env_paths("", "relative/dir", 1000, sock, sizeof(sock), hosts, sizeof(hosts)), 0);
     assert_string_equal(sock, "/tmp/aor-1000/aor.sock");
     assert_string_equal(hosts, "/tmp/aor-1000/hosts");
     assert_int_equal(aor_env_paths(NULL, NULL, 7, sock, sizeof(sock), hosts, sizeof(hosts)), 0);
@@ -42,14 +39,12 @@ static void test_paths(void **state)
     longdir[0] = '/';
     longdir[199] = '\0';
     errno = 0;
-    assert_int_equal(aor_env_paths(NULL, longdir, 1, sock, sizeof(sock), hosts, sizeof(hosts)),
-                     -1);
+    assert_int_equal(aor_env_paths(NULL, longdir, 1, sock, sizeof(sock), hosts, sizeof(hosts)), -1);
     assert_int_equal(errno, ENAMETOOLONG);
     assert_string_equal(sock, "");
 }
 
-static void test_flag(void **state)
-{
+static void test_flag(void **state) {
     assert_false(aor_env_flag(NULL));
     assert_false(aor_env_flag(""));
     assert_false(aor_env_flag("0"));
@@ -57,8 +52,7 @@ static void test_flag(void **state)
     assert_true(aor_env_flag("yes"));
 }
 
-static void test_load(void **state)
-{
+static void test_load(void **state) {
     setenv("AOR_SOCKET", "/tmp/aor-unit/x.sock", 1);
     setenv("AOR_STRICT", "1", 1);
     unsetenv("AOR_DISABLE");
@@ -80,8 +74,7 @@ static void test_load(void **state)
     aor_env_load();
 }
 
-static void test_data_dir(void **state)
-{
+static void test_data_dir(void **state) {
     char out[256];
     assert_int_equal(aor_trust_data_dir("/xdg", "/home/u", out, sizeof(out)), 0);
     assert_string_equal(out, "/xdg/aor");
@@ -93,8 +86,7 @@ static void test_data_dir(void **state)
     assert_int_equal(aor_trust_data_dir("/xdg", NULL, out, 5), -1);
 }
 
-static void touch(const char *dir, const char *name)
-{
+static void touch(const char *dir, const char *name) {
     char p[512];
     snprintf(p, sizeof(p), "%s/%s", dir, name);
     FILE *f = fopen(p, "w");
@@ -103,16 +95,14 @@ static void touch(const char *dir, const char *name)
     fclose(f);
 }
 
-static void clear_vars(void)
-{
+static void clear_vars(void) {
     unsetenv("SSL_CERT_FILE");
     unsetenv("REQUESTS_CA_BUNDLE");
     unsetenv("CURL_CA_BUNDLE");
     unsetenv("NODE_EXTRA_CA_CERTS");
 }
 
-static void test_trust_apply(void **state)
-{
+static void test_trust_apply(void **state) {
     char dir[] = "/tmp/aor-test-trustXXXXXX";
     char bundle[512], ca[512];
     assert_non_null(mkdtemp(dir));
@@ -155,11 +145,10 @@ static void test_trust_apply(void **state)
     rmdir(dir);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_paths),    cmocka_unit_test(test_flag),
-        cmocka_unit_test(test_load),     cmocka_unit_test(test_data_dir),
+        cmocka_unit_test(test_paths),       cmocka_unit_test(test_flag),
+        cmocka_unit_test(test_load),        cmocka_unit_test(test_data_dir),
         cmocka_unit_test(test_trust_apply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

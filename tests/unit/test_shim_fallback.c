@@ -16,8 +16,7 @@
 #include "hosts.h"
 #include "ipaddr.h"
 
-static void test_stable_and_in_range(void **state)
-{
+static void test_stable_and_in_range(void **state) {
     aor_ip a, b;
     aor_fallback_ip("api.openai.com", 0, &a);
     aor_fallback_ip("api.openai.com", 0, &b);
@@ -47,8 +46,7 @@ static void test_stable_and_in_range(void **state)
     assert_true(collisions < 300); /* ~95 expected for 5000 names in 2^17 addresses */
 }
 
-static void test_in_range(void **state)
-{
+static void test_in_range(void **state) {
     aor_ip ip;
     aor_ip_parse("198.18.0.1", 10, &ip);
     assert_true(aor_fallback_in_range(&ip));
@@ -60,16 +58,14 @@ static void test_in_range(void **state)
     assert_false(aor_fallback_in_range(&ip));
 }
 
-static int count(const struct addrinfo *ai)
-{
+static int count(const struct addrinfo *ai) {
     int n = 0;
     for (; ai != NULL; ai = ai->ai_next)
         n++;
     return n;
 }
 
-static void test_addrinfo_hints(void **state)
-{
+static void test_addrinfo_hints(void **state) {
     aor_ip ip;
     aor_ip_parse("198.18.7.9", 10, &ip);
     struct addrinfo hints, *res = NULL;
@@ -129,8 +125,7 @@ static void test_addrinfo_hints(void **state)
     freeaddrinfo(res);
 }
 
-static void test_addrinfo_errors(void **state)
-{
+static void test_addrinfo_errors(void **state) {
     aor_ip ip;
     aor_ip_parse("198.18.7.9", 10, &ip);
     struct addrinfo hints, *res = NULL;
@@ -149,16 +144,14 @@ static void test_addrinfo_errors(void **state)
     assert_null(res);
 }
 
-static void test_hostent(void **state)
-{
+static void test_hostent(void **state) {
     aor_ip ip;
     aor_ip_parse("198.19.1.2", 10, &ip);
     struct hostent he;
     char small[16], buf[512];
     assert_int_equal(aor_fallback_hostent("api.openai.com", &ip, &he, small, sizeof(small)),
                      ERANGE);
-    assert_int_equal(aor_fallback_hostent("api.openai.com", &ip, &he, buf + 1, sizeof(buf) - 1),
-                     0);
+    assert_int_equal(aor_fallback_hostent("api.openai.com", &ip, &he, buf + 1, sizeof(buf) - 1), 0);
     assert_string_equal(he.h_name, "api.openai.com");
     assert_int_equal(he.h_addrtype, AF_INET);
     assert_int_equal(he.h_length, 4);
@@ -171,8 +164,7 @@ static void test_hostent(void **state)
     assert_true((char *)he.h_addr_list >= buf && (char *)he.h_addr_list < buf + sizeof(buf));
 }
 
-static void test_fallback_picks_free_address(void **state)
-{
+static void test_fallback_picks_free_address(void **state) {
     /* aor_hosts_fallback is stable per name and records the address as synthetic. */
     aor_ip a, b, want;
     char host[254];
@@ -188,12 +180,14 @@ static void test_fallback_picks_free_address(void **state)
     assert_int_equal(aor_hosts_recognise(&a, 80, host, sizeof(host), &syn), 0);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stable_and_in_range), cmocka_unit_test(test_in_range),
-        cmocka_unit_test(test_addrinfo_hints),      cmocka_unit_test(test_addrinfo_errors),
-        cmocka_unit_test(test_hostent),             cmocka_unit_test(test_fallback_picks_free_address),
+        cmocka_unit_test(test_stable_and_in_range),
+        cmocka_unit_test(test_in_range),
+        cmocka_unit_test(test_addrinfo_hints),
+        cmocka_unit_test(test_addrinfo_errors),
+        cmocka_unit_test(test_hostent),
+        cmocka_unit_test(test_fallback_picks_free_address),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,14 +22,12 @@
 
 #include "fdtab.h"
 
-static int reset(void **state)
-{
+static int reset(void **state) {
     aor_fdtab_reset();
     return 0;
 }
 
-static aor_fdinfo info_for(int fd, const char *ip, int port)
-{
+static aor_fdinfo info_for(int fd, const char *ip, int port) {
     aor_fdinfo i;
     struct stat st;
     memset(&i, 0, sizeof(i));
@@ -48,8 +46,7 @@ static aor_fdinfo info_for(int fd, const char *ip, int port)
     return i;
 }
 
-static void test_set_get_clear(void **state)
-{
+static void test_set_get_clear(void **state) {
     aor_fdinfo in = info_for(-1, "1.2.3.4", 443), out;
     assert_int_equal(aor_fdtab_any(), 0);
     assert_int_equal(aor_fdtab_get(7, &out), 0);
@@ -66,8 +63,7 @@ static void test_set_get_clear(void **state)
     aor_fdtab_clear(1 << 20);
 }
 
-static void test_bad_args(void **state)
-{
+static void test_bad_args(void **state) {
     aor_fdinfo in = info_for(-1, "1.2.3.4", 443);
     errno = 0;
     assert_int_equal(aor_fdtab_set(-1, &in), -1);
@@ -80,8 +76,7 @@ static void test_bad_args(void **state)
     assert_int_equal(aor_fdtab_reserve(-5), -1);
 }
 
-static void test_grows(void **state)
-{
+static void test_grows(void **state) {
     struct rlimit rl;
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
     int high = rl.rlim_cur > 5000 ? 4999 : (int)rl.rlim_cur - 1;
@@ -94,8 +89,7 @@ static void test_grows(void **state)
     assert_int_equal(ntohs(out.peer.in4.sin_port), 8443);
 }
 
-static void test_copy_and_range(void **state)
-{
+static void test_copy_and_range(void **state) {
     aor_fdinfo a = info_for(-1, "1.2.3.4", 443), out;
     assert_int_equal(aor_fdtab_set(10, &a), 0);
     assert_int_equal(aor_fdtab_copy(10, 11), 0);
@@ -113,8 +107,7 @@ static void test_copy_and_range(void **state)
     assert_int_equal(aor_fdtab_marked(20), 0);
 }
 
-static void test_tcpopt(void **state)
-{
+static void test_tcpopt(void **state) {
     aor_fdinfo a = info_for(-1, "1.2.3.4", 443), out;
     aor_fdtab_set(5, &a);
     aor_fdtab_set_tcpopt(5, TCP_NODELAY, 0);
@@ -127,14 +120,12 @@ static void test_tcpopt(void **state)
 }
 
 /* dup3 without the hook, as a program using syscall() would. */
-static long syscall_dup3_helper(int from, int to)
-{
+static long syscall_dup3_helper(int from, int to) {
     return syscall(SYS_dup3, from, to, 0);
 }
 
 /* An entry is trusted only while the fd is the same Unix socket. */
-static void test_checked_detects_reuse(void **state)
-{
+static void test_checked_detects_reuse(void **state) {
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     aor_fdinfo a = info_for(sv[0], "1.2.3.4", 443), out;
@@ -146,7 +137,7 @@ static void test_checked_detects_reuse(void **state)
     assert_int_equal((int)syscall_dup3_helper(other, sv[0]), sv[0]);
     errno = 1234;
     assert_int_equal(aor_fdtab_get_checked(sv[0], &out), 0);
-    assert_int_equal(errno, 1234); /* kept */
+    assert_int_equal(errno, 1234);                /* kept */
     assert_int_equal(aor_fdtab_marked(sv[0]), 0); /* the stale entry is gone */
     close(other);
     close(sv[0]);
@@ -154,8 +145,7 @@ static void test_checked_detects_reuse(void **state)
 }
 
 /* Through the hooks (they are linked into this test program). */
-static void test_hooks_view_and_bookkeeping(void **state)
-{
+static void test_hooks_view_and_bookkeeping(void **state) {
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     aor_fdinfo a = info_for(sv[0], "162.159.140.245", 443);
@@ -236,8 +226,7 @@ static void test_hooks_view_and_bookkeeping(void **state)
     close(sv[1]);
 }
 
-static void *churn(void *arg)
-{
+static void *churn(void *arg) {
     int base = (int)(intptr_t)arg;
     aor_fdinfo a = info_for(-1, "1.2.3.4", 443), out;
     for (int i = 0; i < 2000; i++) {
@@ -249,8 +238,7 @@ static void *churn(void *arg)
     return NULL;
 }
 
-static void test_threads(void **state)
-{
+static void test_threads(void **state) {
     pthread_t t[8];
     for (int i = 0; i < 8; i++)
         pthread_create(&t[i], NULL, churn, (void *)(intptr_t)(3 + i));
@@ -263,8 +251,7 @@ static void test_threads(void **state)
     assert_int_equal(bad, 0);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_set_get_clear, reset),
         cmocka_unit_test_setup(test_bad_args, reset),

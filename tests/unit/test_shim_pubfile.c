@@ -19,20 +19,17 @@
 #include "ipaddr.h"
 #include "pubfile.h"
 
-static aor_pubset *parse(const char *text, int *nbad)
-{
+static aor_pubset *parse(const char *text, int *nbad) {
     return aor_pubset_parse(text, strlen(text), nbad);
 }
 
-static aor_ip ip_of(const char *text)
-{
+static aor_ip ip_of(const char *text) {
     aor_ip ip;
     assert_int_equal(aor_ip_parse(text, strlen(text), &ip), 0);
     return ip;
 }
 
-static int match(const aor_pubset *s, const char *ip, int port, char *host)
-{
+static int match(const aor_pubset *s, const char *ip, int port, char *host) {
     aor_ip a = ip_of(ip);
     return aor_pubset_match(s, &a, port, host, 254);
 }
@@ -47,8 +44,7 @@ static const char good[] = "aor-hosts 1\n"
                            "a 127.0.0.9 8443 mock.test\r\n"
                            "a 10.0.0.1 443 only-a-line.test\n";
 
-static void test_parse_good(void **state)
-{
+static void test_parse_good(void **state) {
     int nbad = -1;
     char host[254];
     aor_pubset *s = parse(good, &nbad);
@@ -75,8 +71,7 @@ static void test_parse_good(void **state)
     aor_pubset_free(s);
 }
 
-static void test_ambiguous(void **state)
-{
+static void test_ambiguous(void **state) {
     char host[254] = "x";
     aor_pubset *s = parse("aor-hosts 1\n"
                           "a 1.1.1.1 443 one.test\n"
@@ -89,8 +84,24 @@ static void test_ambiguous(void **state)
     aor_pubset_free(s);
 }
 
-static void test_bad_lines_ignored(void **state)
-{
+/* aord writes one "h" line per (host, port): an intercept name with a base_url port gets
+ * both 443 and that port. */
+static void test_host_with_two_ports(void **state) {
+    char host[254];
+    aor_pubset *s = parse("aor-hosts 1\n"
+                          "h multi.test 443\n"
+                          "h multi.test 8443\n"
+                          "a 1.2.3.4 443 multi.test\n",
+                          NULL);
+    assert_non_null(s);
+    assert_int_equal(match(s, "1.2.3.4", 443, host), 1);
+    assert_int_equal(match(s, "1.2.3.4", 8443, host), 1);
+    assert_string_equal(host, "multi.test");
+    assert_int_equal(match(s, "1.2.3.4", 9443, host), 0);
+    aor_pubset_free(s);
+}
+
+static void test_bad_lines_ignored(void **state) {
     int nbad = 0;
     char host[254];
     aor_pubset *s = parse("aor-hosts 1\n"
@@ -113,8 +124,7 @@ static void test_bad_lines_ignored(void **state)
     aor_pubset_free(s);
 }
 
-static void test_header_required(void **state)
-{
+static void test_header_required(void **state) {
     errno = 0;
     assert_null(parse("", NULL));
     assert_int_equal(errno, EINVAL);
@@ -129,8 +139,7 @@ static void test_header_required(void **state)
     aor_pubset_free(s);
 }
 
-static void test_size_bounds(void **state)
-{
+static void test_size_bounds(void **state) {
     size_t len = AOR_PUBFILE_MAX_BYTES + 1;
     char *big = malloc(len);
     assert_non_null(big);
@@ -163,8 +172,7 @@ static void test_size_bounds(void **state)
     free(text);
 }
 
-static void write_file(const char *path, const char *text)
-{
+static void write_file(const char *path, const char *text) {
     char tmp[512];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -174,8 +182,7 @@ static void write_file(const char *path, const char *text)
     assert_int_equal(rename(tmp, path), 0);
 }
 
-static void test_live_reload(void **state)
-{
+static void test_live_reload(void **state) {
     char dir[] = "/tmp/aor-test-pubXXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[512], sock[512];
@@ -212,12 +219,12 @@ static void test_live_reload(void **state)
     rmdir(dir);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_good),      cmocka_unit_test(test_ambiguous),
-        cmocka_unit_test(test_bad_lines_ignored), cmocka_unit_test(test_header_required),
-        cmocka_unit_test(test_size_bounds),     cmocka_unit_test(test_live_reload),
+        cmocka_unit_test(test_parse_good),          cmocka_unit_test(test_ambiguous),
+        cmocka_unit_test(test_host_with_two_ports), cmocka_unit_test(test_bad_lines_ignored),
+        cmocka_unit_test(test_header_required),     cmocka_unit_test(test_size_bounds),
+        cmocka_unit_test(test_live_reload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,8 +33,7 @@ static char g_last[512]; /* last preamble line the fake daemon read */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Fake daemon: reads the preamble line, replies "ok\n", echoes until EOF. */
-static void *daemon_main(void *arg)
-{
+static void *daemon_main(void *arg) {
     for (;;) {
         int c = accept(g_listen, NULL, NULL);
         if (c < 0)
@@ -65,8 +64,7 @@ static void *daemon_main(void *arg)
     }
 }
 
-static int setup(void **state)
-{
+static int setup(void **state) {
     assert_non_null(mkdtemp(g_dir));
     snprintf(g_sock, sizeof(g_sock), "%s/aor.sock", g_dir);
     g_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -84,8 +82,7 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
+static int teardown(void **state) {
     shutdown(g_listen, SHUT_RDWR);
     close(g_listen);
     pthread_join(g_thread, NULL);
@@ -94,8 +91,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static struct sockaddr_in sin_of(const char *ip, int port)
-{
+static struct sockaddr_in sin_of(const char *ip, int port) {
     struct sockaddr_in s;
     memset(&s, 0, sizeof(s));
     s.sin_family = AF_INET;
@@ -104,15 +100,13 @@ static struct sockaddr_in sin_of(const char *ip, int port)
     return s;
 }
 
-static void record(const char *ip, const char *host, int synthetic)
-{
+static void record(const char *ip, const char *host, int synthetic) {
     aor_ip a;
     assert_int_equal(aor_ip_parse(ip, strlen(ip), &a), 0);
     aor_hosts_record(&a, host, synthetic);
 }
 
-static void read_line(int fd, char *buf, size_t cap)
-{
+static void read_line(int fd, char *buf, size_t cap) {
     size_t n = 0;
     while (n + 1 < cap) {
         struct pollfd p = {fd, POLLIN, 0};
@@ -128,8 +122,7 @@ static void read_line(int fd, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
-static void last_preamble(char *out, size_t cap)
-{
+static void last_preamble(char *out, size_t cap) {
     pthread_mutex_lock(&g_mu);
     size_t n = strnlen(g_last, cap - 1);
     memcpy(out, g_last, n);
@@ -137,8 +130,7 @@ static void last_preamble(char *out, size_t cap)
     pthread_mutex_unlock(&g_mu);
 }
 
-static void test_redirect_blocking(void **state)
-{
+static void test_redirect_blocking(void **state) {
     record("192.0.2.10", "api.openai.com", 0);
     struct sockaddr_in to = sin_of("192.0.2.10", 443);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -166,8 +158,7 @@ static void test_redirect_blocking(void **state)
     assert_int_equal(aor_fdtab_marked(fd), 0);
 }
 
-static void test_redirect_nonblocking_cloexec(void **state)
-{
+static void test_redirect_nonblocking_cloexec(void **state) {
     record("192.0.2.11", "api.anthropic.com", 0);
     struct sockaddr_in to = sin_of("192.0.2.11", 443);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -184,8 +175,7 @@ static void test_redirect_nonblocking_cloexec(void **state)
     close(fd);
 }
 
-static void test_not_recognised_or_udp(void **state)
-{
+static void test_not_recognised_or_udp(void **state) {
     /* a plain local TCP server on port 443 cannot be bound here; use an address the
      * shim does not know on 443: the real connect runs (and fails: nothing listens). */
     struct sockaddr_in to = sin_of("127.0.0.1", 443);
@@ -214,13 +204,11 @@ static void test_not_recognised_or_udp(void **state)
     close(fd);
 }
 
-static void test_fastopen(void **state)
-{
+static void test_fastopen(void **state) {
     record("192.0.2.13", "api.openai.com", 0);
     struct sockaddr_in to = sin_of("192.0.2.13", 443);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_int_equal(sendto(fd, "tfo\n", 4, MSG_FASTOPEN, (struct sockaddr *)&to, sizeof(to)),
-                     4);
+    assert_int_equal(sendto(fd, "tfo\n", 4, MSG_FASTOPEN, (struct sockaddr *)&to, sizeof(to)), 4);
     char line[128];
     read_line(fd, line, sizeof(line));
     assert_string_equal(line, "ok");
@@ -228,16 +216,15 @@ static void test_fastopen(void **state)
     assert_string_equal(line, "tfo");
     /* sendmsg with a destination on the redirected fd: the address is dropped */
     struct iovec iov = {.iov_base = "msg\n", .iov_len = 4};
-    struct msghdr mh = {.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &iov,
-                        .msg_iovlen = 1};
+    struct msghdr mh = {
+        .msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &iov, .msg_iovlen = 1};
     assert_int_equal(sendmsg(fd, &mh, 0), 4);
     read_line(fd, line, sizeof(line));
     assert_string_equal(line, "msg");
     close(fd);
 }
 
-static void test_daemon_down(void **state)
-{
+static void test_daemon_down(void **state) {
     char gone[300];
     snprintf(gone, sizeof(gone), "%s/nothing.sock", g_dir);
     setenv("AOR_SOCKET", gone, 1);
@@ -276,8 +263,7 @@ static void test_daemon_down(void **state)
     aor_env_load();
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redirect_blocking),
         cmocka_unit_test(test_redirect_nonblocking_cloexec),
