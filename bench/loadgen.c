@@ -6,13 +6,17 @@
  * --rate 0 (default): closed loop, each connection sends its next request as soon as the
  * answer is complete; latency = answer complete - request sent.
  * --rate R: open loop at R requests/s in total, spread over the connections (each gets
- * R/N, staggered); latency is measured from the time the request was due, so a slow
- * answer that delays the next request counts against the path (no coordinated omission).
+ * R/N, staggered). A request that fell due while its connection was still waiting for
+ * the previous answer is sent at once and its latency counts from when it was due, so a
+ * slow answer that delays the next request counts against the path (no coordinated
+ * omission); a request sent on a timer wake counts from when it was sent.
  * Only requests due after the warm-up and answered before the end are counted; the CPU
  * time of each --cpu-pid (all its threads, /proc/PID/task/ * /schedstat) is read at the
  * same two moments. Prints one JSON object on stdout. The host is resolved with
  * getaddrinfo, so LD_PRELOAD=libaor.so redirects provider hosts. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "bcommon.h"
 
 #include <errno.h>
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +38,8 @@ typedef struct {
     bc_resp r;
     int busy;
     uint64_t due;  /* open loop: when the next request is due */
-    uint64_t sent; /* when the request in flight was due (open) or sent (closed) */
+    uint64_t sent; /* latency is measured from here (see the file comment) */
+    int overdue;   /* open loop: the next request fell due while this one was in flight */
 } lconn;
 
 static const char *opt_host = "127.0.0.1", *opt_port = "80", *opt_path = "/v1/chat/completions";
@@ -132,6 +138,7 @@ static void cpu_snapshot(uint64_t *out) {
 
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_TIMERSLACK, 1UL); /* wake on time for the open-loop schedule */
     parse_args(argc, argv);
     build_request();
     if (opt_tls)
@@ -178,7 +185,12 @@ int main(int argc, char **argv) {
                     next_wake = l->due;
                 continue;
             }
-            l->sent = interval ? l->due : now;
+            /* Open loop: a request that fell due while the previous one was still in flight
+             * counts from when it was due (the path made it wait); one sent after a timer
+             * wake counts from when it was sent (a late wake of this client is not the
+             * path's fault). */
+            l->sent = interval && l->overdue ? l->due : now;
+            l->overdue = 0;
             if (interval)
                 l->due += interval;
             if (bc_send_all(&l->c, request, request_len) < 0) {
@@ -240,6 +252,7 @@ int main(int argc, char **argv) {
                     int closing = l->r.close;
                     bc_resp_reset(&l->r);
                     l->busy = 0;
+                    l->overdue = interval && l->due <= done;
                     if (closing) {
                         epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
                         bc_close(&l->c);

@@ -13,7 +13,9 @@
  * are written to --port-file as "PLAIN TLS\n" (TLS 0 when off) once listening.
  * Dies with its parent (PR_SET_PDEATHSIG). Benchmarks only: no limits beyond a 1 MiB
  * request cap, no validation of what it is sent. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

@@ -10,7 +10,9 @@
  * it, through whatever path sits between them. The first event of a stream (it leaves
  * with the response headers) is reported apart as time to first event. Also reports the
  * highest number of streams open at the same moment. Prints one JSON object. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "bcommon.h"
 
 #include <errno.h>

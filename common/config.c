@@ -153,6 +153,10 @@ static int provider_serves(const aor_provider_cfg *p, const char *model) {
 
 static void check_models(aor_cfg_parse_ctx *c) {
     aor_config *cfg = c->cfg;
+    /* Embedded providers have no models list: they serve every model asked of their
+     * host (§5.2), so any [model] section names a model they may serve. */
+    if (cfg->embedded)
+        return;
     size_t ncanon = 0;
     for (size_t i = 0; i < cfg->nproviders; i++)
         ncanon += cfg->providers[i].nmodels;

@@ -4,7 +4,10 @@
 Runs the C probes (tests/progs) and real clients (curl, python, node when present)
 with LD_PRELOAD=$AOR_BUILD/libaor.so in an isolated XDG_RUNTIME_DIR / AOR_SOCKET /
 XDG_DATA_HOME / HOME. Prints one line per check ("ok NAME" or "FAIL NAME: why");
-exits 0 when every check passed. Needs: make BUILD=$AOR_BUILD $AOR_BUILD/libaor.so
+exits 0 when every check passed. Standalone:
+    AOR_BUILD=build/san python3 tests/e2e/test_shim_basic.py
+or through the harness (one test, test_shim_basic):
+    AOR_BUILD=build/san python3 tests/e2e/aortest.py tests/e2e/test_shim_basic.py Needs: make BUILD=$AOR_BUILD $AOR_BUILD/libaor.so
 and the tests/progs binaries. stdlib only.
 """
 import os
@@ -387,6 +390,14 @@ def checks(e, echo):
         rc, out, err = run([node, "-e", js], env)
         check("node net.connect", rc == 0 and "PRE AOR/1 api.openai.com" in out
               and out.strip().endswith("hello| 443"), out + err)
+
+
+def test_shim_basic(env):
+    """Entry for tests/e2e/aortest.py: every check above, in its own temp dir (the
+    aortest Env is not used: this test needs no aord, only the fake daemon)."""
+    del failures[:]
+    rc = main()
+    assert rc == 0, "shim checks failed: " + ", ".join(failures)
 
 
 if __name__ == "__main__":

@@ -1004,7 +1004,8 @@ static void test_embedded_numbered_siblings_in_order(void **state) {
     assert_int_equal(i, 0);
     const aor_provider_cfg *p = &cfg->providers[i];
     assert_int_equal(p->passthrough, 0);
-    assert_int_equal(p->models_any, 1);
+    assert_int_equal(p->models_any, 0); /* no list: models go to the host's owner */
+    assert_int_equal(p->nmodels, 0);
     assert_int_equal(p->nkeys, 4);
     static const char *const names[] = {"OPENAI_API_KEY", "OPENAI_API_KEY_2", "OPENAI_API_KEY_3",
                                         "OPENAI_API_KEY_12"};
@@ -1051,7 +1052,7 @@ static void test_embedded_every_provider_passthrough_without_key(void **state) {
         assert_int_equal(p->dialect, want[i].d);
         assert_int_equal(p->nkeys, 0);
         assert_int_equal(p->passthrough, 1);
-        assert_int_equal(p->models_any, 1);
+        assert_int_equal(p->models_any, 0);
         assert_true(aor_config_provider_owns_host(p, want[i].host));
     }
     aor_config_free(cfg);
