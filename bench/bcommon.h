@@ -77,9 +77,9 @@ typedef enum {
 typedef struct {
     bc_resp_state st;
     int status;
-    int close;           /* "Connection: close" seen */
-    uint64_t remaining;  /* body bytes left (content-length or current chunk) */
-    char head[16384];    /* header bytes gathered so far (also chunk-size lines) */
+    int close;          /* "Connection: close" seen */
+    uint64_t remaining; /* body bytes left (content-length or current chunk) */
+    char head[16384];   /* header bytes gathered so far (also chunk-size lines) */
     size_t headlen;
     /* Decoded body bytes as they arrive; may be NULL. */
     void (*on_body)(void *arg, const char *data, size_t len);

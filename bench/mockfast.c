@@ -224,8 +224,9 @@ static int add_event(mconn *c, const char *delta, const char *finish) {
 }
 
 static void stream_start(mconn *c, const char *body, size_t len) {
-    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
-                               "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
+    static const char head[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
+        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
     out_add(c, head, sizeof head - 1);
     out_add(c, common_headers, sizeof common_headers - 1);
     out_add(c, "\r\n", 2);

@@ -29,9 +29,9 @@
 typedef struct {
     bc_conn c;
     bc_resp r;
-    int left;      /* streams still to run on this connection */
-    int events;    /* events seen in the current stream */
-    int open;      /* current stream has started */
+    int left;        /* streams still to run on this connection */
+    int events;      /* events seen in the current stream */
+    int open;        /* current stream has started */
     uint64_t t_read; /* time of the read being processed */
     char ev[EVBUF_MAX];
     size_t evlen;

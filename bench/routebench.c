@@ -1,0 +1,213 @@
+/* routebench — per-request routing cost at scale, for `make bench` (docs/performance.md).
+ *
+ *   routebench [--quick]
+ *
+ * Builds two configurations through aor_config_load (an INI file in a temp dir, secrets
+ * in environment variables BENCH_RK_<n>):
+ *   small: 1 provider, 2 keys (a typical user);
+ *   large: 10 providers x 100 keys = 1,000 keys, all serving the model, 100 keys in a
+ *          running backoff window;
+ * and a sticky table of 100,000 rows (100,000 clients, one model). Then times, in ns per
+ * call: aor_route_select (small / large config, each with the 100,000 sticky rows, a
+ * random client per call), aor_sticky_get on 100,000 rows, aor_backoff_blocked on 1,000
+ * keys, aor_breaker_allow, and the per-request client identity aor_hash_sha256_hex.
+ * Prints one JSON object. Links build/bench/libaorcommon.a. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "backoff.h"
+#include "breaker.h"
+#include "config.h"
+#include "hash.h"
+#include "route.h"
+#include "sticky.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NPROV 10
+#define KEYS_PER_PROV 100
+#define NCLIENTS 100000
+#define MODEL "gpt-4o"
+#define NOW 1800000000.0
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "routebench: %s\n", what);
+    exit(1);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Writes an INI with nprov providers of kpp keys each to dir/name; sets the variables. */
+static aor_config *make_config(const char *dir, const char *name, int nprov, int kpp) {
+    char path[512];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof path)
+        die("path too long");
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("cannot write the config");
+    fprintf(f, "[daemon]\nlisten = off\n");
+    for (int p = 0; p < nprov; p++) {
+        for (int k = 0; k < kpp; k++) {
+            int id = p * kpp + k;
+            fprintf(f, "[key \"k%d\"]\nenv = BENCH_RK_%d\n", id, id);
+            char var[32], val[64];
+            snprintf(var, sizeof var, "BENCH_RK_%d", id);
+            snprintf(val, sizeof val, "bench-route-secret-%d", id);
+            setenv(var, val, 1);
+        }
+        fprintf(f, "[provider \"p%d\"]\ndialect = openai\nbase_url = https://p%d.example\n", p, p);
+        fprintf(f, "priority = %d\nmodels = *\nkeys = ", p);
+        for (int k = 0; k < kpp; k++)
+            fprintf(f, "%sk%d", k ? ", " : "", p * kpp + k);
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    char *errors = NULL;
+    aor_config *cfg = aor_config_load(path, &errors);
+    if (!cfg) {
+        fprintf(stderr, "%s\n", errors ? errors : "?");
+        die("config did not load");
+    }
+    return cfg;
+}
+
+/* Runs the statement block (the variadic part, commas allowed) iters times; ns per run. */
+#define TIME_LOOP(iters, ...)                                                                      \
+    ({                                                                                             \
+        double t0_ = now_ns();                                                                     \
+        for (long i_ = 0; i_ < (iters); i_++) {                                                    \
+            __VA_ARGS__;                                                                           \
+        }                                                                                          \
+        (now_ns() - t0_) / (double)(iters);                                                        \
+    })
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    long iters_small = quick ? 20000 : 200000, iters_large = quick ? 100 : 1000;
+    long iters_lookup = quick ? 200000 : 2000000;
+
+    char dir[] = "/tmp/aor-routebench-XXXXXX";
+    if (!mkdtemp(dir))
+        die("mkdtemp failed");
+    aor_config *small = make_config(dir, "small.ini", 1, 2);
+    aor_config *large = make_config(dir, "large.ini", NPROV, KEYS_PER_PROV);
+
+    aor_backoff_params bp = {5, 86400, 120, 120};
+    aor_breaker_params kp = {3, 60, 30};
+    aor_backoff *bo = aor_backoff_new(&bp);
+    aor_breaker *br = aor_breaker_new(&kp);
+    aor_sticky *st = aor_sticky_new();
+    if (!bo || !br || !st)
+        die("out of memory");
+
+    /* 100 keys of the large config backed off (every 10th). */
+    for (int i = 0; i < NPROV * KEYS_PER_PROV; i += 10) {
+        char prov[16], key[16];
+        snprintf(prov, sizeof prov, "p%d", i / KEYS_PER_PROV);
+        snprintf(key, sizeof key, "k%d", i);
+        if (aor_backoff_fail(bo, prov, key, AOR_KIND_RATE, -1, NOW, NULL) < 0)
+            die("backoff_fail");
+    }
+    /* 100,000 clients with a sticky (provider, key) each. */
+    static char clients[NCLIENTS][65];
+    double t0 = now_ns();
+    for (int i = 0; i < NCLIENTS; i++) {
+        char cred[64];
+        int cl = snprintf(cred, sizeof cred, "Bearer client-%d", i);
+        aor_hash_sha256_hex(cred, (size_t)cl, clients[i]);
+    }
+    double hash_ns = (now_ns() - t0) / NCLIENTS;
+    t0 = now_ns();
+    for (int i = 0; i < NCLIENTS; i++) {
+        int k = (int)(next_rand() % (NPROV * KEYS_PER_PROV));
+        char prov[16], key[16];
+        snprintf(prov, sizeof prov, "p%d", k / KEYS_PER_PROV);
+        snprintf(key, sizeof key, "k%d", k);
+        if (aor_sticky_success(st, clients[i], MODEL, prov, key, NOW - 10) < 0)
+            die("sticky_success");
+    }
+    double sticky_insert_ns = (now_ns() - t0) / NCLIENTS;
+
+    aor_route_ctx cs = {small, bo, br, st};
+    aor_route_ctx cl = {large, bo, br, st};
+    aor_sequence seq;
+    size_t sink = 0;
+    double sel_small = TIME_LOOP(iters_small, {
+        const char *c = clients[next_rand() % NCLIENTS];
+        if (aor_route_select(&cs, MODEL, c, NULL, AOR_DIALECT_OPENAI, NOW, &seq) < 0)
+            die("route_select");
+        sink += seq.n;
+        aor_sequence_free(&seq);
+    });
+    size_t small_n = sink / (size_t)iters_small;
+    sink = 0;
+    double sel_large = TIME_LOOP(iters_large, {
+        const char *c = clients[next_rand() % NCLIENTS];
+        if (aor_route_select(&cl, MODEL, c, NULL, AOR_DIALECT_OPENAI, NOW, &seq) < 0)
+            die("route_select");
+        sink += seq.n;
+        aor_sequence_free(&seq);
+    });
+    size_t large_n = sink / (size_t)iters_large;
+    double sticky_get = TIME_LOOP(iters_lookup, {
+        aor_sticky_row row;
+        sink += (size_t)aor_sticky_get(st, clients[next_rand() % NCLIENTS], MODEL, &row);
+    });
+    double backoff_blocked = TIME_LOOP(iters_lookup, {
+        int k = (int)(next_rand() % (NPROV * KEYS_PER_PROV));
+        char prov[16], key[16];
+        snprintf(prov, sizeof prov, "p%d", k / KEYS_PER_PROV);
+        snprintf(key, sizeof key, "k%d", k);
+        double until;
+        sink += (size_t)aor_backoff_blocked(bo, prov, key, NOW, &until);
+    });
+    double snprintf_ns = TIME_LOOP(iters_lookup, {
+        int k = (int)(next_rand() % (NPROV * KEYS_PER_PROV));
+        char prov[16], key[16];
+        snprintf(prov, sizeof prov, "p%d", k / KEYS_PER_PROV);
+        snprintf(key, sizeof key, "k%d", k);
+        sink += (size_t)prov[1] + (size_t)key[1];
+    });
+    double breaker_allow =
+        TIME_LOOP(iters_lookup, { sink += (size_t)aor_breaker_allow(br, "p3", MODEL, NOW); });
+
+    printf("{\"route_select_small_ns\":%.0f,\"route_select_small_candidates\":%zu,"
+           "\"route_select_1000keys_ns\":%.0f,\"route_select_1000keys_candidates\":%zu,"
+           "\"sticky_get_100k_rows_ns\":%.0f,\"backoff_blocked_1000_keys_ns\":%.0f,"
+           "\"breaker_allow_ns\":%.0f,\"client_id_sha256_ns\":%.0f,"
+           "\"sticky_insert_ns\":%.0f,\"sticky_rows\":%zu,\"sink\":%zu}\n",
+           sel_small, small_n, sel_large, large_n, sticky_get,
+           backoff_blocked - snprintf_ns > 0 ? backoff_blocked - snprintf_ns : backoff_blocked,
+           breaker_allow, hash_ns, sticky_insert_ns, aor_sticky_count(st), sink % 7);
+    aor_sticky_free(st);
+    aor_breaker_free(br);
+    aor_backoff_free(bo);
+    aor_config_free(small);
+    aor_config_free(large);
+    char p1[512], p2[512];
+    snprintf(p1, sizeof p1, "%s/small.ini", dir);
+    snprintf(p2, sizeof p2, "%s/large.ini", dir);
+    unlink(p1);
+    unlink(p2);
+    rmdir(dir);
+    return 0;
+}
