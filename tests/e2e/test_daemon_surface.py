@@ -1,0 +1,133 @@
+"""aord's own surface (spec §7, §8, §9): the socket's preamble and permissions, the
+sidecar's uid check, admin token, local routes, body cap, WebSocket refusal,
+--check-config, SIGHUP reload and SIGTERM."""
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import time
+
+import aortest
+from aortest import check, eq
+from test_walk import CHAT, two_key_setup
+
+
+def test_socket_modes_and_malformed_preamble(env):
+    mock, d = two_key_setup(env)
+    eq(stat.S_IMODE(os.stat(os.path.dirname(env.socket_path)).st_mode), 0o700, "socket dir 0700")
+    eq(stat.S_IMODE(os.stat(env.socket_path).st_mode), 0o600, "socket 0600")
+    eq(stat.S_IMODE(os.stat(env.token_path).st_mode), 0o600, "admin.token 0600")
+    eq(stat.S_IMODE(os.stat(os.path.join(env.env["XDG_DATA_HOME"], "aor", "ca.key")).st_mode),
+       0o600, "ca.key 0600")
+    for junk in (b"HELLO\n", b"AOR/1 api.openai.com 1.2.3.4 99999\n", b"A" * 4000):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(env.socket_path)
+        s.settimeout(5)
+        s.sendall(junk)
+        try:
+            eq(s.recv(100), b"", "closed on a malformed preamble %r" % junk[:20])
+        except ConnectionResetError:
+            pass
+        s.close()
+    time.sleep(0.2)
+    check("malformed preamble" in d.stderr_text(), "logged")
+    eq(d.healthz(), 200, "still serving")
+
+
+def test_sidecar_refuses_other_uids(env):
+    mock, d = two_key_setup(env)
+    if os.getuid() != 0:
+        raise aortest.Skip("needs root to run a client as another uid")
+    code = ("import socket,sys\ns=socket.create_connection(('127.0.0.1',%d))\n"
+            "s.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+            "s.settimeout(5)\nprint(repr(s.recv(100)))\n" % d.port)
+    rc, out, err = env.run_client(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   "python3", "-c", code], preload=False)
+    check(out.strip() in ("b''",) or "Connection reset" in err, "refused: %r %r" % (out, err))
+    check("refused a connection of uid 65534" in d.stderr_text(), "logged")
+    eq(d.healthz(), 200, "own uid served")
+
+
+def test_admin_token_and_local_routes(env):
+    mock, d = two_key_setup(env)
+    status, _, _ = d.http("GET", "/admin/api/state")
+    eq(status, 401, "no token")
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + "0" * 64})
+    eq(status, 401, "wrong token")
+    status, _, body = d.http("GET", "/admin")
+    eq(status, 200, "admin page")
+    check(b"<title>aor</title>" in body, "page")
+    status, hdrs, _ = d.http("GET", "/admin?token=" + d.token())
+    check("aor_admin=" in hdrs.get("set-cookie", ""), "session cookie set")
+    status, _, body = d.http("GET", "/admin/api/state", headers={"cookie": "aor_admin=" + d.token()})
+    eq(status, 200, "cookie accepted")
+    st = json.loads(body)
+    for k in ("backoff", "breakers", "sticky", "keys"):
+        check(k in st, "state has %s" % k)
+    eq(sorted((k["key"], k["priority"]) for k in st["keys"]), [("A", 0), ("B", 1)], "keys")
+    check("key-a-secret" not in body.decode(), "no secret in the state")
+    m = d.metrics()
+    check("aor_requests_total" in m and "# TYPE" in m, "prometheus text")
+    status, _, _ = d.http("GET", "/nope")
+    eq(status, 404, "unknown path on the sidecar")
+
+
+def test_body_cap_and_websocket(env):
+    mock, d = two_key_setup(env, extra="")
+    big = "x" * (33 * 1024 * 1024)
+    path = env.path("big.json")
+    with open(path, "w") as f:
+        f.write('{"model":"gpt-4o-mini","pad":"%s"}' % big)
+    r = env.curl([d.url + "/v1/chat/completions", "-H", "Content-Type: application/json",
+                  "--data-binary", "@" + path], preload=False)
+    eq(r.status, 413, "body over body_max")
+    eq(len(mock.log()), 0, "nothing forwarded")
+    r = env.curl([d.url + "/v1/responses", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket",
+                  "-H", "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="],
+                 preload=False)
+    eq(r.status, 426, "WebSocket upgrade refused so clients fall back to HTTP")
+
+
+def test_check_config_and_version(env):
+    aord = os.path.join(env.build, "aord")
+    env.write_config("""
+        [routing]
+        auto_fallbak = true
+        [key "k"]
+        env = NOT_SET_ANYWHERE
+        [provider "p"]
+        dialect = openai
+        base_url = https://api.openai.com
+        keys = k, missing
+        models = gpt-4o
+        """)
+    rc, out, err = env.run_client([aord, "--check-config"], preload=False)
+    eq(rc, 2, "exit 2 on errors")
+    for needle in ("aor.ini:2", "did you mean", "NOT_SET_ANYWHERE", "missing"):
+        check(needle in err, "%r in errors: %s" % (needle, err))
+    rc, out, err = env.run_client([aord, "--version"], preload=False)
+    eq(rc, 0, "--version")
+    check(out.startswith("aord "), "version line")
+
+
+def test_sighup_reload_and_sigterm(env):
+    mock, d = two_key_setup(env)
+    mock.script("key-a-secret", [{"status": 429, "times": -1}])
+    r = env.curl([d.url + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d", CHAT],
+                 preload=False)
+    eq(r.headers.get("x-aor-key"), "B", "before reload")
+    text = open(env.config_path).read().replace("keys = A, B", "keys = B")
+    open(env.config_path, "w").write(text.replace('[key "A"]\nenv = KEY_A\npriority = 0\n', ""))
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: "config reloaded" in d.stderr_text(), what="reload logged")
+    eq([k["key"] for k in d.state()["keys"]], ["B"], "reloaded keys")
+    check(any(b["key"] == "A" for b in d.state()["backoff"]), "state kept across reload")
+    # A broken config keeps the running one.
+    open(env.config_path, "w").write("[nonsense\n")
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: "keeping the running one" in d.stderr_text(), what="bad reload logged")
+    eq(d.healthz(), 200, "still up")
+    eq(d.stop(), 0, "SIGTERM exits 0")
+    check(not os.path.exists(env.socket_path), "socket removed")
