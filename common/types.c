@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-static const char *const kind_names[] = {"ok",    "rate",  "transient", "quota",
+static const char *const kind_names[] = {"ok",   "rate",   "transient", "quota",
                                          "auth", "client", "config"};
 
 const char *aor_kind_name(aor_kind kind) {

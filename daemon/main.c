@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 static void usage(FILE *f) {
     fprintf(f, "usage: aord [--config FILE] [--check-config] [--version]\n"
                "  Runs the aor routing daemon in the foreground (see docs/config.md).\n");
