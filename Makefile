@@ -88,7 +88,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libaorcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka $(PKG_LIBS)
 
-$(BUILD)/tests/progs/%: tests/progs/%.c
+$(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -o $@ $< -lpthread $(if $(findstring static,$*),-static,)
 
