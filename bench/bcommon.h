@@ -51,7 +51,8 @@ SSL_CTX *bc_tls_ctx(void);
 
 /* Resolves host:port with getaddrinfo, connects (blocking), does the TLS handshake when
  * ctx is not NULL (SNI = host), sets TCP_NODELAY, then makes the socket non-blocking.
- * Returns 0, or -1 with a message in err. */
+ * The address is resolved on the first call and reused while host and port stay the same
+ * (not thread-safe). Returns 0, or -1 with a message in err. */
 int bc_dial(bc_conn *c, const char *host, const char *port, SSL_CTX *ctx, char *err, size_t errlen);
 
 /* Sends all len bytes (waits with poll when the socket is full). 0, or -1 on error. */

@@ -1,7 +1,12 @@
 /* loadgen — HTTP/1.1 keep-alive load for `make bench` (docs/performance.md).
  *
- *   loadgen --host H --port P [--tls] [--path /v1/chat/completions] [--body JSON]
- *           [--conns N] [--rate R] [--duration S] [--warmup S] [--cpu-pid PID]...
+ *   loadgen --host H --port P [--tls] [--path /v1/chat/completions] [--model M]
+ *           [--body-bytes N | --body JSON] [--conns N] [--rate R] [--duration S]
+ *           [--warmup S] [--cpu-pid PID]...
+ *
+ * The request is a POST of an OpenAI chat body for model M (default "bench") whose user
+ * message is padded so the body is about N bytes (default: a short "hi"), or --body as
+ * given.
  *
  * --rate 0 (default): closed loop, each connection sends its next request as soon as the
  * answer is complete; latency = answer complete - request sent.
@@ -43,8 +48,8 @@ typedef struct {
 } lconn;
 
 static const char *opt_host = "127.0.0.1", *opt_port = "80", *opt_path = "/v1/chat/completions";
-static const char *opt_body = "{\"model\":\"bench\",\"messages\":[{\"role\":\"user\",\"content\":"
-                              "\"hi\"}]}";
+static const char *opt_body, *opt_model = "bench";
+static long opt_body_bytes;
 static int opt_tls, opt_conns = 1;
 static double opt_rate, opt_duration = 2, opt_warmup = 0.5;
 static pid_t opt_pids[MAX_PIDS];
@@ -64,8 +69,9 @@ static double parse_num(const char *s, const char *what) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: loadgen --host H --port P [--tls] [--path P] [--body JSON] "
-                    "[--conns N] [--rate R] [--duration S] [--warmup S] [--cpu-pid PID]\n");
+    fprintf(stderr, "usage: loadgen --host H --port P [--tls] [--path P] [--model M] "
+                    "[--body-bytes N | --body JSON] [--conns N] [--rate R] [--duration S] "
+                    "[--warmup S] [--cpu-pid PID]\n");
     exit(2);
 }
 
@@ -88,6 +94,10 @@ static void parse_args(int argc, char **argv) {
             opt_path = v;
         else if (strcmp(a, "--body") == 0)
             opt_body = v;
+        else if (strcmp(a, "--model") == 0)
+            opt_model = v;
+        else if (strcmp(a, "--body-bytes") == 0)
+            opt_body_bytes = (long)parse_num(v, "--body-bytes");
         else if (strcmp(a, "--conns") == 0)
             opt_conns = (int)parse_num(v, "--conns");
         else if (strcmp(a, "--rate") == 0)
@@ -103,9 +113,39 @@ static void parse_args(int argc, char **argv) {
     }
     if (opt_conns < 1 || opt_conns > MAX_CONNS || opt_duration <= 0)
         bc_die("--conns must be 1..%d and --duration > 0", MAX_CONNS);
+    if (opt_body_bytes > 64L * 1024 * 1024 || strlen(opt_model) > 200)
+        bc_die("--body-bytes at most 64 MiB, --model at most 200 characters");
+}
+
+/* {"model":M,"messages":[{"role":"user","content":"hi xxxx..."}]} of about want bytes. */
+static char *make_body(long want) {
+    static const char head[] = "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi";
+    static const char tail[] = "\"}]}";
+    size_t cap = (size_t)(want > 0 ? want : 0) + strlen(opt_model) + sizeof head + sizeof tail;
+    char *b = malloc(cap);
+    if (!b)
+        bc_die("out of memory");
+    int n = snprintf(b, cap, head, opt_model);
+    if (n < 0 || (size_t)n >= cap)
+        bc_die("body too long");
+    size_t len = (size_t)n;
+    while ((long)(len + sizeof tail - 1) < want) {
+        /* words of a conversation, not one run of a single letter */
+        static const char words[] = " lorem ipsum dolor sit amet";
+        size_t w = sizeof words - 1;
+        if ((long)(len + w + sizeof tail - 1) > want)
+            w = (size_t)want - len - (sizeof tail - 1);
+        memcpy(b + len, words, w);
+        len += w;
+    }
+    memcpy(b + len, tail, sizeof tail);
+    return b;
 }
 
 static void build_request(void) {
+    char *made = NULL;
+    if (!opt_body)
+        opt_body = made = make_body(opt_body_bytes);
     size_t blen = strlen(opt_body);
     size_t cap = strlen(opt_path) + strlen(opt_host) + blen + 256;
     request = malloc(cap);
@@ -118,6 +158,8 @@ static void build_request(void) {
     if (n < 0 || (size_t)n >= cap)
         bc_die("request too long");
     request_len = (size_t)n;
+    free(made);
+    opt_body = NULL;
 }
 
 static void dial(lconn *l, int ep) {

@@ -2,6 +2,8 @@
  * Contract: dialect.h. */
 #include "dialect.h"
 
+#include "jsonscan.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +33,22 @@ static char *dup_or_enomem(const char *s) {
 }
 
 char *aor_dialect_body_model(const char *body, size_t len) {
+    /* Fast path: a scan that allocates nothing answers for plain valid bodies; a tree of
+     * a large body (a long conversation) cost more than everything else on the request
+     * path together (docs/performance.md). cJSON decides the rest. */
+    const char *v = NULL;
+    size_t vl = 0;
+    int found = aor_json_top_string(body, len, "model", &v, &vl);
+    if (found == 1) {
+        char *m = strndup(v, vl);
+        if (!m)
+            errno = ENOMEM;
+        return m;
+    }
+    if (found == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
     cJSON *root = parse_object(body, len);
     if (!root)
         return NULL;

@@ -29,9 +29,42 @@ static void hash_die(void) {
     abort();
 }
 
+/* One digest context per thread, reused: EVP_MD_CTX_new/free on every hash was a third of
+ * the cost of hashing a short string, and the daemon hashes on every request (client
+ * identity, tie-break per candidate; docs/performance.md). Freed at thread exit. */
+static pthread_key_t ctx_key;
+static int ctx_key_ok;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+
+static void free_ctx(void *ctx) {
+    EVP_MD_CTX_free(ctx);
+}
+
+static void make_ctx_key(void) {
+    ctx_key_ok = pthread_key_create(&ctx_key, free_ctx) == 0;
+}
+
+/* The calling thread's context, or NULL when none can be kept (then the caller makes a
+ * fresh one). */
+static EVP_MD_CTX *thread_ctx(void) {
+    pthread_once(&ctx_once, make_ctx_key);
+    if (!ctx_key_ok)
+        return NULL;
+    EVP_MD_CTX *ctx = pthread_getspecific(ctx_key);
+    if (ctx == NULL) {
+        ctx = EVP_MD_CTX_new();
+        if (ctx != NULL && pthread_setspecific(ctx_key, ctx) != 0) {
+            EVP_MD_CTX_free(ctx);
+            ctx = NULL;
+        }
+    }
+    return ctx;
+}
+
 static void sha256_parts(const void *const *parts, const size_t *lens, size_t nparts,
                          unsigned char digest[32]) {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_MD_CTX *kept = thread_ctx();
+    EVP_MD_CTX *ctx = kept != NULL ? kept : EVP_MD_CTX_new();
     unsigned int dlen = 0;
     if (ctx == NULL)
         hash_die();
@@ -43,10 +76,12 @@ static void sha256_parts(const void *const *parts, const size_t *lens, size_t np
     }
     if (EVP_DigestFinal_ex(ctx, digest, &dlen) != 1 || dlen != 32)
         goto fail_ctx;
-    EVP_MD_CTX_free(ctx);
+    if (kept == NULL)
+        EVP_MD_CTX_free(ctx);
     return;
 fail_ctx:
-    EVP_MD_CTX_free(ctx);
+    if (kept == NULL)
+        EVP_MD_CTX_free(ctx);
     hash_die();
 }
 

@@ -126,7 +126,18 @@ static int token_ok(aor_daemon *d, const aor_http_request *req) {
 
 static void reply(aor_conn *c, const aor_http_request *req, int status, const char *ctype,
                   const char *const *extra, const char *body, size_t len) {
-    aor_http_write_response(aor_conn_output(c), status, ctype, extra, body, len, req->keep_alive);
+    struct evbuffer *out = aor_conn_output(c);
+    if (req->method == HTTP_HEAD) {
+        /* HEAD: the same head (Content-Length of the GET body), no body (RFC 9110 §9.3.2). */
+        struct evbuffer *tmp = evbuffer_new();
+        if (tmp &&
+            aor_http_write_response(tmp, status, ctype, extra, body, len, req->keep_alive) == 0)
+            evbuffer_remove_buffer(tmp, out, evbuffer_get_length(tmp) - len);
+        if (tmp)
+            evbuffer_free(tmp);
+        return;
+    }
+    aor_http_write_response(out, status, ctype, extra, body, len, req->keep_alive);
 }
 
 static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {
@@ -368,6 +379,12 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
             cJSON_Delete(j);
         }
         free(sv);
+    } else if (strcmp(path, "/admin/api/state") == 0) {
+        reply_error(c, req, 405, "use GET");
+    } else if (strcmp(path, "/admin/api/backoff/reset") == 0 ||
+               strcmp(path, "/admin/api/backoff/clear") == 0 ||
+               strcmp(path, "/admin/api/clock/advance") == 0) {
+        reply_error(c, req, 405, "use POST");
     } else {
         reply_error(c, req, 404, "no such admin route");
     }

@@ -3,6 +3,7 @@
  * Never prints a secret: the config is reported by counts, files by path and mode. */
 #include "cli.h"
 #include "paths.h"
+#include "trust.h" /* the shim's AOR_TRUST_FILE_MAX (shim/trust.h): only the limit */
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -187,6 +188,46 @@ static const trust_var trust_vars[] = {
     {"CURL_CA_BUNDLE", "curl", "bundle.pem"},
 };
 
+/* NODE_EXTRA_CA_CERTS names a file without the aor CA: what the shim (shim/trust.c)
+ * and `aor run` do with it, and whether Node will then trust aor (spec §2 "Trust":
+ * merged with any the user set). */
+static void check_node_merge(tally *t, const char *data, const char *val) {
+    struct stat st;
+    const char *why = NULL;
+    if (stat(val, &st) < 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (access(val, R_OK) < 0)
+        why = strerror(errno);
+    if (why) { /* Node would ignore it too */
+        say(t, OK,
+            "NODE_EXTRA_CA_CERTS points to %s, which cannot be read (%s): the shim and `aor "
+            "run` point Node at aor's ca.pem instead",
+            val, why);
+        return;
+    }
+    if (st.st_size > AOR_TRUST_FILE_MAX) {
+        say(t, WARN,
+            "NODE_EXTRA_CA_CERTS points to %s (%lld bytes): over the shim's %d-byte limit, so "
+            "Node clients started with LD_PRELOAD alone will not trust aor; `aor run` merges "
+            "it, or append %s/ca.pem to that file",
+            val, (long long)st.st_size, AOR_TRUST_FILE_MAX, data);
+        return;
+    }
+    if (access(data, W_OK) < 0) {
+        say(t, WARN,
+            "NODE_EXTRA_CA_CERTS points to %s, which lacks the aor CA, and %s is not writable "
+            "(%s): the merged file cannot be made, Node clients will not trust aor",
+            val, data, strerror(errno));
+        return;
+    }
+    say(t, OK,
+        "NODE_EXTRA_CA_CERTS points to %s, which lacks the aor CA: the shim and `aor run` "
+        "merge it with ca.pem into a file in %s and point Node at that",
+        val, data);
+}
+
 static void check_trust(tally *t, const char *data, int have_ca) {
     const char *nt = getenv("AOR_NO_TRUST");
     if (nt && *nt && strcmp(nt, "0") != 0)
@@ -218,10 +259,7 @@ static void check_trust(tally *t, const char *data, int have_ca) {
         if (has == 1) {
             say(t, OK, "%s points to %s, which contains the aor CA", v->var, val);
         } else if (node) {
-            say(t, WARN,
-                "NODE_EXTRA_CA_CERTS points to %s: Node clients will not trust aor (use `aor "
-                "run`, which merges it)",
-                val);
+            check_node_merge(t, data, val);
         } else {
             say(t, WARN,
                 "%s points to %s: %s will not trust aor (unset it so aor points it at %s, or "

@@ -1,6 +1,7 @@
 #include "conn.h"
 
 #include "admin.h"
+#include "guard.h"
 #include "log.h"
 #include "passthru.h"
 #include "publish.h"
@@ -17,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -99,8 +101,9 @@ static void process_input(aor_conn *c) {
             continue;
         }
         if (res == AOR_HTTP_ERROR) {
+        refuse:
             aor_warn("bad request from client: %s (answered %d)", why, status);
-            char body[256];
+            char body[640];
             int len = snprintf(body, sizeof body,
                                "{\"error\":{\"message\":\"aor: %s\","
                                "\"type\":\"invalid_request_error\"}}",
@@ -114,6 +117,11 @@ static void process_input(aor_conn *c) {
         aor_http_request *req = aor_http_reader_take(c->reader);
         if (!req)
             break;
+        status = aor_guard_check(req, !c->via_shim, &why);
+        if (status) {
+            aor_http_request_free(req);
+            goto refuse;
+        }
         c->busy = 1;
         c->http10 = req->http_major == 1 && req->http_minor == 0;
         c->d->m.requests++;
@@ -164,6 +172,14 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
             ERR_error_string_n(e, buf, sizeof buf);
             aor_debug("client TLS: %s", buf);
         }
+    }
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c->busy && !c->closing) {
+        /* Half-close after a complete request (`nc -N`, shutdown(SHUT_WR)): the client
+         * still reads; answer, then close. A client that is really gone shows up as a
+         * write error. */
+        c->closing = 1;
+        bufferevent_disable(bev, EV_READ);
+        return;
     }
     /* EOF, error or timeout: the client is gone. */
     conn_release(c);
@@ -252,11 +268,19 @@ static void pending_free(pending_unix *p, int close_fd) {
     free(p);
 }
 
+/* 1 when the peer shut down its sending side (no more bytes will come). */
+static int fd_peer_closed(int fd) {
+    struct pollfd pfd = {.fd = fd, .events = POLLRDHUP};
+    return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     pending_unix *p = arg;
     aor_daemon *d = p->d;
     if (what & EV_TIMEOUT) {
-        aor_warn("shim connection: no preamble within %d s, closed", PREAMBLE_TIMEOUT_S);
+        aor_warn("shim connection: no complete preamble and first client bytes within %d s, "
+                 "closed",
+                 PREAMBLE_TIMEOUT_S);
         d->m.bad_preambles++;
         pending_free(p, 1);
         return;
@@ -275,7 +299,7 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     size_t plen = (size_t)n < AOR_PREAMBLE_MAX + 1 ? (size_t)n : AOR_PREAMBLE_MAX + 1;
     int used = aor_preamble_parse(buf, plen, &pre, &err);
     if (used == 0 && plen < AOR_PREAMBLE_MAX + 1)
-        return; /* need more */
+        goto need_more;
     if (used <= 0) {
         aor_warn("shim connection: malformed preamble (%s), closed",
                  err ? err : "no newline within the size limit");
@@ -284,14 +308,14 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
         return;
     }
     if (n == used)
-        return; /* wait for the first client byte to tell TLS from plain HTTP */
+        goto need_more; /* the first client byte tells TLS from plain HTTP */
     int tls = (unsigned char)buf[used] == 0x16;
     char sni[AOR_HOST_MAX + 1] = "";
     if (tls) {
         int r = aor_sni_parse((const unsigned char *)buf + used, (size_t)n - (size_t)used, sni,
                               sizeof sni);
         if (r == -2)
-            return; /* the rest of the ClientHello is on its way */
+            goto need_more; /* the rest of the ClientHello is on its way */
         if (r != 1)
             sni[0] = '\0';
     }
@@ -316,6 +340,15 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     aor_debug("shim connection: host=%s ip=%s port=%d %s", pre.host[0] ? pre.host : "-", pre.ip,
               pre.port, tls ? "tls" : "plain");
     start_session(d, sfd, &pre, tls);
+    return;
+need_more:
+    /* Peeked bytes stay readable, so an EOF is only visible as RDHUP. */
+    if (fd_peer_closed(fd)) {
+        aor_warn("shim connection: closed by the client before the preamble and its first "
+                 "bytes were complete");
+        d->m.bad_preambles++;
+        pending_free(p, 1);
+    }
 }
 
 void aor_conn_accept_unix(aor_daemon *d, int fd) {
@@ -366,5 +399,13 @@ void aor_conn_response_done(aor_conn *c, int keep_alive) {
 void aor_conn_abort(aor_conn *c) {
     c->proxy = NULL;
     c->drain_cb = NULL;
+    c->busy = 0;
+    /* Bytes already queued (headers, events) still reach the client; then the connection
+     * closes with the response unfinished, which the client sees as an error. */
+    if (c->depth == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+        c->closing = 1;
+        bufferevent_disable(c->bev, EV_READ);
+        return;
+    }
     conn_release(c);
 }

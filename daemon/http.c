@@ -326,21 +326,30 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
 }
 
 int aor_http_is_hop_header(const char *name) {
-    static const char *const hop[] = {"connection",
-                                      "keep-alive",
-                                      "proxy-connection",
-                                      "proxy-authenticate",
-                                      "proxy-authorization",
-                                      "te",
-                                      "trailer",
-                                      "trailers",
-                                      "transfer-encoding",
-                                      "upgrade",
-                                      "host",
-                                      "content-length",
-                                      "expect"};
-    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++) {
-        if (strcasecmp(name, hop[i]) == 0)
+    /* Grouped by first letter: every forwarded header line passes here, so most names
+     * ("x-...", "content-type", "date") are turned away by one switch, not 13 compares
+     * (docs/performance.md). */
+    static const char *const c[] = {"connection", "content-length", NULL};
+    static const char *const e[] = {"expect", NULL};
+    static const char *const h[] = {"host", NULL};
+    static const char *const k[] = {"keep-alive", NULL};
+    static const char *const p[] = {"proxy-connection", "proxy-authenticate", "proxy-authorization",
+                                    NULL};
+    static const char *const t[] = {"te", "trailer", "trailers", "transfer-encoding", NULL};
+    static const char *const u[] = {"upgrade", NULL};
+    const char *const *hop;
+    switch (name[0] | 0x20) {
+    case 'c': hop = c; break;
+    case 'e': hop = e; break;
+    case 'h': hop = h; break;
+    case 'k': hop = k; break;
+    case 'p': hop = p; break;
+    case 't': hop = t; break;
+    case 'u': hop = u; break;
+    default: return 0;
+    }
+    for (; *hop; hop++) {
+        if (strcasecmp(name, *hop) == 0)
             return 1;
     }
     return 0;

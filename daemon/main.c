@@ -82,10 +82,25 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
         return;
     }
     retired = n;
+    if ((cfg->listen == NULL) != (d->cfg->listen == NULL) ||
+        (cfg->listen && strcmp(cfg->listen, d->cfg->listen) != 0) ||
+        strcmp(cfg->socket_path, d->cfg->socket_path) != 0 ||
+        strcmp(cfg->state_path, d->cfg->state_path) != 0)
+        aor_warn("SIGHUP: [daemon] listen/socket/state changes take effect at the next start; "
+                 "still on %s and %s",
+                 d->cfg->listen ? d->cfg->listen : "listen off", d->socket_path);
+    if (cfg->embedded && !d->cfg->embedded)
+        aor_warn("SIGHUP: the config file has no providers now; using the embedded default "
+                 "(keys from the environment)");
     retired[nretired++] = d->cfg;
     d->cfg = cfg;
     aor_rstate_set_config(d->rs, cfg);
     aor_publish_update(cfg);
+    char err[512];
+    if (aor_tls_reload_config(d->tls, cfg, err, sizeof err) < 0)
+        aor_warn("TLS: %s (the running CA stays in use)", err);
+    else if (aor_tls_warning(d->tls))
+        aor_warn("TLS: %s", aor_tls_warning(d->tls));
     aor_info("SIGHUP: config reloaded from %s", cfg->source ? cfg->source : "the environment");
 }
 
@@ -95,6 +110,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config_arg = argv[++i];
+        } else if (strcmp(argv[i], "--config") == 0) {
+            fprintf(stderr, "aord: --config needs a FILE\n");
+            usage(stderr);
+            return 2;
         } else if (strncmp(argv[i], "--config=", 9) == 0) {
             config_arg = argv[i] + 9;
         } else if (strcmp(argv[i], "--check-config") == 0) {
@@ -180,7 +199,7 @@ int main(int argc, char **argv) {
         goto out_curl;
     }
     d.started = aor_clock_now();
-    d.tls = aor_tls_new(d.data_dir, err, sizeof err);
+    d.tls = aor_tls_new_for_config(d.data_dir, cfg, err, sizeof err);
     if (!d.tls) {
         aor_error("TLS: %s", err);
         goto out_base;

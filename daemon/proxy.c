@@ -18,6 +18,7 @@
 #define SSE_PEEK_MAX (256 * 1024)    /* bytes held while looking for the first event */
 #define OUT_HIGH_WATERMARK (1024 * 1024)
 #define MAX_RESP_HEADERS 200
+#define AOR_MODEL_MAX 256 /* bytes; a longer model name is refused (state rows are per model) */
 
 typedef enum {
     MODE_HEADERS = 0, /* waiting for the header block */
@@ -44,6 +45,8 @@ struct aor_proxy {
     int attempts;
     size_t skipped; /* candidates skipped during the walk (backed off meanwhile) */
     double skipped_until;
+    double attempt_started; /* clock when the current attempt was sent */
+    char *cred;             /* the client's credential (redaction only; wiped on free) */
 
     /* current attempt */
     aor_xfer *x;
@@ -86,6 +89,10 @@ static void proxy_free(aor_proxy *p) {
     free(p->query);
     free(p->host);
     free(p->model);
+    if (p->cred) {
+        explicit_bzero(p->cred, strlen(p->cred));
+        free(p->cred);
+    }
     free(p->upstream_body);
     aor_sequence_free(&p->seq);
     free_lines(p->hdr_lines, p->nhdr);
@@ -177,15 +184,34 @@ static const char *header_value(char **lines, size_t n, const char *name) {
     return NULL;
 }
 
+/* Appends a string literal without formatting. */
+#define ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
+
+/* Appends "<len in hex>\r\n", a chunk header (RFC 9112 §7.1), without printf. */
+static void add_chunk_size(struct evbuffer *out, size_t len) {
+    char buf[2 * sizeof len + 2];
+    size_t i = sizeof buf;
+    buf[--i] = '\n';
+    buf[--i] = '\r';
+    do {
+        buf[--i] = "0123456789abcdef"[len & 0xf];
+        len >>= 4;
+    } while (len);
+    evbuffer_add(out, buf + i, sizeof buf - i);
+}
+
 /* Writes status line + headers of an upstream answer. content_length < 0: framing by
  * chunked encoding (or close for HTTP/1.0 clients). */
 static void write_head(aor_proxy *p, long status, char **lines, size_t n, const aor_candidate *cand,
                        long long content_length) {
     struct evbuffer *out = aor_conn_output(p->c);
     evbuffer_add_printf(out, "HTTP/1.1 %ld %s\r\n", status, aor_http_reason((int)status));
+    /* Forwarded lines are copied as they are: no printf per line (docs/performance.md). */
     for (size_t i = 0; i < n; i++) {
-        if (forward_header(lines[i]))
-            evbuffer_add_printf(out, "%s\r\n", lines[i]);
+        if (forward_header(lines[i])) {
+            evbuffer_add(out, lines[i], strlen(lines[i]));
+            ADD_LIT(out, "\r\n");
+        }
     }
     add_aor_headers(out, cand_provider(p, cand), cand->key_name, p->attempts);
     if (content_length >= 0) {
@@ -195,11 +221,11 @@ static void write_head(aor_proxy *p, long status, char **lines, size_t n, const 
         p->chunked_out = 0;
         p->req->keep_alive = 0;
     } else {
-        evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+        ADD_LIT(out, "Transfer-Encoding: chunked\r\n");
         p->chunked_out = 1;
     }
     if (!p->req->keep_alive)
-        evbuffer_add_printf(out, "Connection: close\r\n");
+        ADD_LIT(out, "Connection: close\r\n");
     evbuffer_add(out, "\r\n", 2);
     p->committed = 1;
 }
@@ -209,7 +235,7 @@ static void write_body(aor_proxy *p, const char *data, size_t len) {
         return;
     struct evbuffer *out = aor_conn_output(p->c);
     if (p->chunked_out) {
-        evbuffer_add_printf(out, "%zx\r\n", len);
+        add_chunk_size(out, len);
         evbuffer_add(out, data, len);
         evbuffer_add(out, "\r\n", 2);
     } else {
@@ -223,7 +249,7 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
         return;
     struct evbuffer *out = aor_conn_output(p->c);
     if (p->chunked_out)
-        evbuffer_add_printf(out, "%zx\r\n", len);
+        add_chunk_size(out, len);
     evbuffer_add_buffer(out, b);
     if (p->chunked_out)
         evbuffer_add(out, "\r\n", 2);
@@ -242,7 +268,7 @@ static void send_buffered(aor_proxy *p, long status, char **lines, size_t n, str
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
     const aor_provider_cfg *pc = &p->d->cfg->providers[cand->provider];
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
-                      hint_s, aor_clock_now());
+                      hint_s, p->attempt_started, aor_clock_now());
 }
 
 /* ---- upstream callbacks ------------------------------------------------------- */
@@ -473,6 +499,33 @@ static void classify_held(aor_proxy *p, aor_verdict *v) {
     free(h);
 }
 
+/* 1 for curl errors that are aor's fault, not the upstream's. */
+static int local_curl_error(CURLcode rc) {
+    return rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL ||
+           rc == CURLE_OUT_OF_MEMORY || rc == CURLE_BAD_FUNCTION_ARGUMENT ||
+           rc == CURLE_NOT_BUILT_IN;
+}
+
+/* Replaces every configured secret and the client's own credential that appears in
+ * text (NUL-terminated, cap bytes) by "[redacted]": upstream error codes and headers are
+ * upstream input and may echo a key (§3.2: never log a secret). */
+static void redact(const aor_proxy *p, char *text, size_t cap) {
+    const aor_config *cfg = p->d->cfg;
+    for (size_t k = 0; k <= cfg->nkeys; k++) {
+        const char *secret = k < cfg->nkeys ? cfg->keys[k].secret : p->cred;
+        size_t sl = secret ? strlen(secret) : 0;
+        if (sl < 4)
+            continue;
+        char *hit;
+        while ((hit = strstr(text, secret)) != NULL) {
+            char rest[512];
+            snprintf(rest, sizeof rest, "%s", hit + sl);
+            size_t head = (size_t)(hit - text);
+            snprintf(text + head, cap - head, "[redacted]%s", rest);
+        }
+    }
+}
+
 static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext) {
     aor_proxy *p = arg;
     p->x = NULL;
@@ -501,6 +554,14 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         v.hint_s = -1;
         snprintf(v.reason, sizeof v.reason, "network: %s", errtext);
         p->status = 0;
+        if (local_curl_error(rc)) {
+            /* aor's own fault (bad URL, out of memory): the key is not to blame. */
+            aor_error("%s/%s: could not send the request: %s", prov, cand->key_name, errtext);
+            p->last_cand = cand;
+            answer_local_error(p, 502, "aor_internal", "aor: could not send the request upstream",
+                               NULL);
+            return;
+        }
     } else if (p->mode == MODE_SSE_PEEK) {
         if (evbuffer_get_length(p->held) == 0) {
             v.kind = AOR_KIND_TRANSIENT;
@@ -519,6 +580,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     } else {
         classify_held(p, &v);
     }
+    redact(p, v.reason, sizeof v.reason);
     (void)status;
     p->d->m.attempts++;
     aor_info("%s/%s: %ld -> %s (%s)%s", prov, cand->key_name, p->status, aor_kind_name(v.kind),
@@ -531,8 +593,8 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     if (v.kind == AOR_KIND_CONFIG) {
         char msg[512];
         snprintf(msg, sizeof msg,
-                 "aor: provider '%s' answered with something that is not a %s API answer "
-                 "(status %ld); check its base_url",
+                 "aor: provider '%s' answered with something that is not an answer of the "
+                 "%s API (status %ld); check its base_url",
                  prov, aor_dialect_name(p->d->cfg->providers[cand->provider].dialect), p->status);
         aor_error("%s", msg);
         p->last_cand = cand;
@@ -752,6 +814,7 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
     reset_attempt(p);
     p->cand = cand;
     p->attempts++;
+    p->attempt_started = aor_clock_now();
     aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method, p->path);
     p->x = aor_xfer_start(p->d->up, &xr, &cb, p);
     free(url);
@@ -866,12 +929,13 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
         p->model = aor_dialect_path_model(p->path);
     if (!p->model && p->body_len)
         p->model = aor_dialect_body_model(p->body, p->body_len);
-    char *cred = client_credential(req, p->query);
-    aor_hash_sha256_hex(cred ? cred : "", cred ? strlen(cred) : 0, p->client);
-    if (cred) {
-        explicit_bzero(cred, strlen(cred));
-        free(cred);
+    if (p->model && strlen(p->model) > AOR_MODEL_MAX) {
+        answer_local_error(p, 400, "invalid_model", "aor: the model name is longer than 256 bytes",
+                           NULL);
+        return NULL;
     }
+    p->cred = client_credential(req, p->query);
+    aor_hash_sha256_hex(p->cred ? p->cred : "", p->cred ? strlen(p->cred) : 0, p->client);
     long retries = aor_config_retries_for(d->cfg, p->model ? p->model : "");
     p->allowed = retries == AOR_RETRIES_UNLIMITED ? -1 : retries + 1;
     if (!d->cfg->auto_fallback)

@@ -93,7 +93,8 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
 }
 
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
-                      const char *client, aor_kind kind, double hint_s, double now) {
+                      const char *client, aor_kind kind, double hint_s, double started,
+                      double now) {
     if (!model)
         model = "";
     if (!client)
@@ -102,7 +103,20 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
         return record_success(rs, provider, key, model, client, now);
     if (!aor_kind_retryable(kind))
         return 0;
-    aor_backoff_row row;
+    aor_backoff_row row, cur;
+    if (aor_backoff_get(rs->backoff, provider, key, &cur) && started <= cur.last_failure) {
+        /* In flight when the current window was set: same episode (see rstate.h). */
+        if (!(hint_s > 0) || kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH)
+            return 0;
+        double until = now + (hint_s < rs->cfg->backoff_max_s ? hint_s : rs->cfg->backoff_max_s);
+        if (until <= cur.until)
+            return 0;
+        row = cur;
+        row.until = until;
+        if (aor_store_log_backoff(rs->store, &row) < 0)
+            return store_failed(rs, "backoff");
+        return aor_backoff_restore(rs->backoff, &row) < 0 ? -1 : 0;
+    }
     if (aor_backoff_preview(rs->backoff, provider, key, kind, hint_s, now, &row) < 0)
         return -1;
     if (aor_store_log_backoff(rs->store, &row) < 0)

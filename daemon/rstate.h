@@ -26,10 +26,15 @@ void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg);
 /* Records the outcome of one upstream attempt on (provider, key) for (client, model).
  * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds:
  * backoff and (for rate/transient) breaker failure; client/config kinds: nothing.
- * hint_s: the verdict's retry hint or -1. Returns 0, or -1 when the store could not
- * write (memory is then left unchanged and the error is logged). */
+ * hint_s: the verdict's retry hint or -1. started: when the attempt was sent (Unix s).
+ * A failure of an attempt sent no later than the row's latest failure was in flight
+ * when that failure set the window: it is the same episode, not new evidence, so it
+ * does not escalate the curve (it may only lengthen the window with a longer hint) —
+ * otherwise N parallel requests failing in one outage would double the window N times.
+ * Returns 0, or -1 when the store could not write (memory is then left unchanged and
+ * the error is logged). */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
-                      const char *client, aor_kind kind, double hint_s, double now);
+                      const char *client, aor_kind kind, double hint_s, double started, double now);
 
 /* Clears backoff rows and circuits of provider (NULL: all) — admin reset/clear.
  * Returns the number of rows removed, or -1 on store error. */

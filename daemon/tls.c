@@ -1,6 +1,7 @@
 /* Server-side TLS of aord: the SSL_CTX, ALPN, the SNI callback and the leaf cache.
  * Contract: tls.h. CA files: tls_ca.c. Decisions: docs/tls.md. */
 #include "tls.h"
+#include "log.h"
 #include "tls_ca.h"
 
 #include <arpa/inet.h>
@@ -34,6 +35,7 @@ struct leaf {
 
 struct aor_tls {
     aor_tls_ca ca;
+    char *data_dir; /* for aor_tls_reload */
     SSL_CTX *ctx;
     EVP_PKEY *leaf_key;             /* one key for every leaf of this process */
     X509_EXTENSION *ext[EXT_COUNT]; /* the extensions every leaf shares */
@@ -144,42 +146,14 @@ bad:
 
 /* --- leaves ---------------------------------------------------------------------- */
 
-static int add_san(X509 *x, const char *host, int kind, int critical) {
-    GENERAL_NAMES *gens = GENERAL_NAMES_new();
-    GENERAL_NAME *gn = GENERAL_NAME_new();
-    int rc = -1;
-
-    if (gens == NULL || gn == NULL)
-        goto out_free;
-    if (kind == AOR_TLS_NAME_IP) {
-        ASN1_OCTET_STRING *ip = a2i_IPADDRESS(host);
-        if (ip == NULL)
-            goto out_free;
-        GENERAL_NAME_set0_value(gn, GEN_IPADD, ip);
-    } else {
-        ASN1_IA5STRING *dns = ASN1_IA5STRING_new();
-        if (dns == NULL)
-            goto out_free;
-        if (ASN1_STRING_set(dns, host, (int)strlen(host)) != 1) {
-            ASN1_IA5STRING_free(dns);
-            goto out_free;
-        }
-        GENERAL_NAME_set0_value(gn, GEN_DNS, dns);
-    }
-    if (sk_GENERAL_NAME_push(gens, gn) <= 0)
-        goto out_free;
-    gn = NULL; /* owned by gens now */
-    if (X509_add1_ext_i2d(x, NID_subject_alt_name, gens, critical, X509V3_ADD_DEFAULT) == 1)
-        rc = 0;
-out_free:
-    GENERAL_NAME_free(gn);
-    GENERAL_NAMES_free(gens);
-    return rc;
-}
-
 /* A new leaf for host (already normalised), signed by the CA. NULL on failure. */
 static X509 *make_leaf(aor_tls *t, const char *host, int kind, time_t now) {
     size_t hlen = strlen(host);
+    /* CN is at most 64 characters (RFC 5280); a longer name has an empty subject and
+     * a critical SAN, which clients match anyway: they use the SAN, never the CN. An IP
+     * leaf has no CN either: OpenSSL checks a CN like "127.0.0.1" against the CA's DNS
+     * name constraints when the leaf has no DNS SAN, and fails it. */
+    int cn = kind == AOR_TLS_NAME_DNS && hlen <= CN_MAX;
     time_t not_before = now - DAY_S;
     time_t not_after = not_before + (time_t)AOR_TLS_LEAF_DAYS * DAY_S;
     X509 *x = X509_new();
@@ -189,10 +163,8 @@ static X509 *make_leaf(aor_tls *t, const char *host, int kind, time_t now) {
         not_after = t->ca_not_after; /* a leaf never outlives its CA */
     if (x == NULL || subject == NULL || not_after <= now)
         goto fail_free;
-    /* CN is at most 64 characters (RFC 5280); a longer name has an empty subject and
-     * a critical SAN, which clients match anyway: they use the SAN, never the CN. */
-    if (hlen <= CN_MAX && X509_NAME_add_entry_by_NID(subject, NID_commonName, MBSTRING_ASC,
-                                                     (const unsigned char *)host, -1, -1, 0) != 1)
+    if (cn && X509_NAME_add_entry_by_NID(subject, NID_commonName, MBSTRING_ASC,
+                                         (const unsigned char *)host, -1, -1, 0) != 1)
         goto fail_free;
     if (X509_set_version(x, X509_VERSION_3) != 1 || aor_tls_rand_serial(x) < 0 ||
         X509_set_issuer_name(x, X509_get_subject_name(t->ca.cert)) != 1 ||
@@ -205,7 +177,7 @@ static X509 *make_leaf(aor_tls *t, const char *host, int kind, time_t now) {
         if (X509_add_ext(x, t->ext[i], -1) != 1)
             goto fail_free;
     }
-    if (add_san(x, host, kind, hlen > CN_MAX) < 0 || aor_tls_sign(x, t->ca.key) < 0)
+    if (aor_tls_add_san(x, host, kind, !cn) < 0 || aor_tls_sign(x, t->ca.key) < 0)
         goto fail_free;
     X509_NAME_free(subject);
     return x;
@@ -261,6 +233,17 @@ static void cache_remove(aor_tls *t, struct leaf *e) {
     t->nleaves--;
 }
 
+/* 1 when the CA's name constraints (if any) permit the leaf x (as a client checks). */
+static int leaf_permitted(aor_tls *t, X509 *x) {
+    int ok;
+
+    if (t->ca.nc == NULL)
+        return 1;
+    ok = X509_check_purpose(x, -1, 0) == 1 && NAME_CONSTRAINTS_check(x, t->ca.nc) == X509_V_OK;
+    ERR_clear_error();
+    return ok;
+}
+
 /* The leaf for host (normalised): from the cache when fresh, else made and cached.
  * The cert is owned by the cache; it stays valid until the next leaf_get (which may
  * evict it), so callers take their own reference at once. NULL on failure. */
@@ -281,6 +264,11 @@ static X509 *leaf_get(aor_tls *t, const char *host, int kind) {
     x = make_leaf(t, host, kind, now);
     if (x == NULL)
         return NULL;
+    if (!leaf_permitted(t, x))
+        aor_warn("TLS: %s is outside the name constraints of %s: clients will reject its "
+                 "certificate (a host added to the config after aord started? reload or "
+                 "restart aord to re-issue the CA; docs/tls.md)",
+                 host, t->ca.ca_path);
     if (e != NULL) { /* stale (or the clock went back): replace in place */
         X509_free(e->cert);
         e->cert = x;
@@ -529,48 +517,63 @@ out_free:
     return rc;
 }
 
-aor_tls *aor_tls_new(const char *data_dir, char *err, size_t errlen) {
+/* Everything that depends on t->ca (t->leaf_key must be set): the CA's notAfter, the
+ * leaf extensions (AKI = the CA's SKI), and the start-up check: a leaf for a host the
+ * CA permits (else "localhost") must verify strictly. 0, or -1 with err set. */
+static int prepare_ca(aor_tls *t, char *err, size_t errlen) {
     char why[256];
     struct tm tm;
-    aor_tls *t = calloc(1, sizeof *t);
+    const char *check = t->ca.check_host[0] != '\0' ? t->ca.check_host : "localhost";
     X509 *leaf;
 
-    if (t == NULL) {
-        set_err(err, errlen, "out of memory");
-        return NULL;
-    }
-    if (aor_tls_ca_open(&t->ca, data_dir, err, errlen) < 0)
-        goto fail_free;
     if (ASN1_TIME_to_tm(X509_get0_notAfter(t->ca.cert), &tm) != 1) {
         set_err(err, errlen, "%s: unreadable notAfter", t->ca.ca_path);
-        goto fail_free;
+        return -1;
     }
     t->ca_not_after = timegm(&tm);
+    if (build_leaf_exts(t) < 0) {
+        set_err(err, errlen, "%s: cannot build leaf extensions with this CA (%s)", t->ca.ca_path,
+                ossl_why(why, sizeof why));
+        return -1;
+    }
+    leaf = leaf_get(t, check, AOR_TLS_NAME_DNS);
+    if (leaf == NULL) {
+        set_err(err, errlen, "%s: cannot sign a leaf certificate with this CA (%s)", t->ca.ca_path,
+                ossl_why(why, sizeof why));
+        return -1;
+    }
+    if (verify_strict(t, leaf, why, sizeof why) < 0) {
+        set_err(err, errlen, "%s: leaves signed by this CA do not verify: %s (leaf for %s)",
+                t->ca.ca_path, why, check);
+        return -1;
+    }
+    return 0;
+}
+
+aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, size_t errlen) {
+    char why[256];
+    aor_tls *t = calloc(1, sizeof *t);
+
+    if (t == NULL || data_dir == NULL || (t->data_dir = strdup(data_dir)) == NULL) {
+        set_err(err, errlen,
+                data_dir == NULL ? "no data directory given for the aor CA" : "out of memory");
+        free(t);
+        return NULL;
+    }
+    if (aor_tls_ca_open(&t->ca, data_dir, hosts, err, errlen) < 0)
+        goto fail_free;
     t->leaf_key = make_leaf_key();
     if (t->leaf_key == NULL) {
         set_err(err, errlen, "cannot generate the leaf key: %s", ossl_why(why, sizeof why));
         goto fail_free;
     }
-    if (build_leaf_exts(t) < 0) {
-        set_err(err, errlen, "%s: cannot build leaf extensions with this CA (%s)", t->ca.ca_path,
-                ossl_why(why, sizeof why));
+    memcpy(t->default_host, "localhost", sizeof "localhost");
+    t->default_kind = AOR_TLS_NAME_DNS;
+    if (prepare_ca(t, err, errlen) < 0)
         goto fail_free;
-    }
     t->ctx = build_ctx(t);
     if (t->ctx == NULL) {
         set_err(err, errlen, "cannot create the TLS server context: %s", ossl_why(why, sizeof why));
-        goto fail_free;
-    }
-    memcpy(t->default_host, "localhost", sizeof "localhost");
-    t->default_kind = AOR_TLS_NAME_DNS;
-    leaf = leaf_get(t, t->default_host, t->default_kind);
-    if (leaf == NULL) {
-        set_err(err, errlen, "%s: cannot sign a leaf certificate with this CA (%s)", t->ca.ca_path,
-                ossl_why(why, sizeof why));
-        goto fail_free;
-    }
-    if (verify_strict(t, leaf, why, sizeof why) < 0) {
-        set_err(err, errlen, "%s: leaves signed by this CA do not verify: %s", t->ca.ca_path, why);
         goto fail_free;
     }
     return t;
@@ -578,6 +581,46 @@ aor_tls *aor_tls_new(const char *data_dir, char *err, size_t errlen) {
 fail_free:
     aor_tls_free(t);
     return NULL;
+}
+
+int aor_tls_reload(aor_tls *t, const char *const *hosts, char *err, size_t errlen) {
+    aor_tls *fresh = calloc(1, sizeof *fresh);
+    aor_tls_ca ca;
+    X509_EXTENSION *ext;
+    time_t not_after;
+
+    if (fresh == NULL) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    /* fresh borrows the leaf key (its own reference) and gets the CA as it is now */
+    if (EVP_PKEY_up_ref(t->leaf_key) != 1) {
+        free(fresh);
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    fresh->leaf_key = t->leaf_key;
+    if (aor_tls_ca_open(&fresh->ca, t->data_dir, hosts, err, errlen) < 0 ||
+        prepare_ca(fresh, err, errlen) < 0) {
+        aor_tls_free(fresh);
+        return -1;
+    }
+    /* swap the CA-dependent parts; fresh takes the old ones and frees them */
+    ca = t->ca;
+    t->ca = fresh->ca;
+    fresh->ca = ca;
+    for (int i = 0; i < EXT_COUNT; i++) {
+        ext = t->ext[i];
+        t->ext[i] = fresh->ext[i];
+        fresh->ext[i] = ext;
+    }
+    not_after = t->ca_not_after;
+    t->ca_not_after = fresh->ca_not_after;
+    fresh->ca_not_after = not_after;
+    while (t->oldest != NULL) /* leaves of the old CA (or of an old constraint check) */
+        cache_remove(t, t->oldest);
+    aor_tls_free(fresh);
+    return 0;
 }
 
 void aor_tls_free(aor_tls *t) {
@@ -590,6 +633,7 @@ void aor_tls_free(aor_tls *t) {
         X509_EXTENSION_free(t->ext[i]);
     EVP_PKEY_free(t->leaf_key);
     aor_tls_ca_close(&t->ca);
+    free(t->data_dir);
     free(t);
 }
 

@@ -22,6 +22,8 @@
 
 #include <openssl/ssl.h>
 
+#include "config.h"
+
 #define AOR_TLS_HOST_MAX 253              /* longest DNS name (bytes, without trailing dot) */
 #define AOR_TLS_CACHE_MAX 1024            /* leaves kept in memory; the least recently used go */
 #define AOR_TLS_LEAF_DAYS 199             /* notAfter - notBefore of a leaf, in days */
@@ -39,6 +41,17 @@ typedef struct aor_tls aor_tls;
  * data_dir: "$XDG_DATA_HOME/aor", resolved by the caller. Missing directories on the
  *   way are created with mode 0700. It must be owned by the caller's uid and not
  *   writable by group/others.
+ * hosts: NULL-terminated list of the names aord makes leaves for (DNS names or IP
+ *   literals; aor_tls_hosts_for_config builds it), or NULL for no name constraints.
+ *   With hosts (issue 4 item 7; docs/tls.md "Name constraints"):
+ *     - a new CA gets a critical nameConstraints extension whose permitted subtrees
+ *       are those names (each also permits its subdomains), 127.0.0.0/8 and ::1;
+ *     - an existing CA made by aor whose constraints leave a host out is re-issued:
+ *       ca.pem / ca.key are renamed to ca.pem.old / ca.key.old and a new CA permits
+ *       the old names plus the new ones; aor_tls_warning says so (log it);
+ *     - an existing CA not made by aor that leaves a host out is kept, with a warning
+ *       naming the host; an existing CA without name constraints is kept as it is.
+ *   Without hosts a new CA is unconstrained and nothing is checked.
  * Files (written atomically: "<name>.tmp" + rename; ca.key is mode 0600 before its
  * first byte is written; the directory is flock()ed while they are read/written so two
  * starts at once cannot make two CAs):
@@ -50,15 +63,42 @@ typedef struct aor_tls aor_tls;
  *   bundle.pem 0644: system bundle (/etc/ssl/certs/ca-certificates.crt, else OpenSSL's
  *     X509_get_default_cert_file()) + ca.pem; rewritten only when its content differs.
  *     Without a readable system bundle it holds ca.pem alone (see aor_tls_warning).
- * At the end a leaf for "localhost" is made and verified against the CA with
- * X509_V_FLAG_X509_STRICT, so a CA that cannot sign good leaves fails here, not in the
- * first client's handshake.
+ * At the end a leaf for the first DNS name of hosts the CA permits (else "localhost")
+ * is made and verified against the CA with X509_V_FLAG_X509_STRICT, so a CA that cannot
+ * sign good leaves fails here, not in the first client's handshake.
  * err/errlen: on failure receives one line naming the file or step and the reason
  *   (never key material). May be NULL/0.
  * Returns the object (free with aor_tls_free), or NULL on failure. A failure never
- * replaces or removes an existing ca.pem / ca.key; a first start that fails half-way
- * removes the ca.key it wrote. Directories created stay. */
-aor_tls *aor_tls_new(const char *data_dir, char *err, size_t errlen);
+ * removes an existing ca.pem / ca.key (a failed re-issue puts the old pair back); a
+ * first start that fails half-way removes the ca.key it wrote. Directories created
+ * stay. */
+aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, size_t errlen);
+
+/* The names aord terminates TLS for under cfg (spec §2 "Hosts to intercept"): the
+ * built-in provider hosts (aor_builtin_hosts), then each provider's base_url host and
+ * intercept names, normalised (aor_tls_host_check), without repeats; names that fail
+ * the check are left out. Returns a malloc'd NULL-terminated array (free with
+ * aor_tls_hosts_free), or NULL with errno ENOMEM. cfg NULL: the built-in hosts. */
+char **aor_tls_hosts_for_config(const aor_config *cfg);
+
+/* Frees what aor_tls_hosts_for_config returned. NULL is a no-op. */
+void aor_tls_hosts_free(char **hosts);
+
+/* aor_tls_new(data_dir, aor_tls_hosts_for_config(cfg), err, errlen): what aord calls at
+ * start. */
+aor_tls *aor_tls_new_for_config(const char *data_dir, const aor_config *cfg, char *err,
+                                size_t errlen);
+
+/* Re-reads the CA files with a new host list (config reload, SIGHUP), with the rules of
+ * aor_tls_new (an aor-made CA that does not permit a new host is re-issued). On success
+ * the new CA signs every later leaf, the leaf cache is emptied (connections already
+ * made keep their certificates), aor_tls_warning reports what this reload found, and 0
+ * is returned. On failure t is unchanged (the old CA stays in use), err gets one line,
+ * and -1 is returned. */
+int aor_tls_reload(aor_tls *t, const char *const *hosts, char *err, size_t errlen);
+
+/* aor_tls_reload(t, aor_tls_hosts_for_config(cfg), err, errlen). */
+int aor_tls_reload_config(aor_tls *t, const aor_config *cfg, char *err, size_t errlen);
 
 /* Frees everything, including the server SSL_CTX (SSL objects made from it keep their
  * own reference and stay usable). NULL is a no-op. */
@@ -118,9 +158,10 @@ int aor_tls_host_check(const char *host, char out[AOR_TLS_HOST_MAX + 1]);
 const char *aor_tls_ca_path(const aor_tls *t);
 const char *aor_tls_bundle_path(const aor_tls *t);
 
-/* A non-fatal problem found by aor_tls_new that the daemon should log once (e.g. "no
- * system CA bundle found: bundle.pem holds only the aor CA", "ca.key had mode 0644,
- * now 0600"), or NULL. Owned by t. */
+/* Non-fatal problems found by aor_tls_new (or the last aor_tls_reload) that the daemon
+ * should log once, "; " between two (e.g. "no system CA bundle found: bundle.pem holds
+ * only the aor CA", "ca.key had mode 0644, now 0600", the CA was re-issued for a new
+ * host), or NULL. Owned by t. */
 const char *aor_tls_warning(const aor_tls *t);
 
 /* Test and diagnostics helper: the leaf certificate for host (checked as in

@@ -3,6 +3,7 @@
 #include "tls_ca.h"
 #include "tls.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -24,6 +25,9 @@
 
 #define CA_NAME "ca.pem"
 #define KEY_NAME "ca.key"
+#define CA_OLD_NAME "ca.pem.old"
+#define KEY_OLD_NAME "ca.key.old"
+#define CA_CN_PREFIX "aor local CA ("
 #define BUNDLE_NAME "bundle.pem"
 #define SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define PEM_FILE_MAX ((size_t)1 << 20)     /* bytes; a bigger ca.pem / ca.key is not ours */
@@ -41,6 +45,24 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
         return;
     va_start(ap, fmt);
     (void)vsnprintf(err, errlen, fmt, ap); /* a cut message is still a message */
+    va_end(ap);
+}
+
+/* Appends one non-fatal problem to ca->warning ("; " between two). */
+static void add_warning(aor_tls_ca *ca, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add_warning(aor_tls_ca *ca, const char *fmt, ...) {
+    size_t used = strlen(ca->warning);
+    va_list ap;
+
+    if (used > 0 && used + 2 < sizeof ca->warning) {
+        memcpy(ca->warning + used, "; ", 3);
+        used += 2;
+    }
+    if (used + 1 >= sizeof ca->warning)
+        return;
+    va_start(ap, fmt);
+    (void)vsnprintf(ca->warning + used, sizeof ca->warning - used, fmt, ap);
     va_end(ap);
 }
 
@@ -304,8 +326,223 @@ static int add_ext(X509 *x, X509V3_CTX *v3, int nid, const char *value) {
     return ok == 1 ? 0 : -1;
 }
 
-/* A new self-signed CA certificate for key (spec: design.md "TLS, certificates"). */
-static X509 *make_ca_cert(EVP_PKEY *key) {
+/* --- name constraints ------------------------------------------------------------ */
+
+int aor_tls_add_san(X509 *x, const char *host, int kind, int critical) {
+    GENERAL_NAMES *gens = GENERAL_NAMES_new();
+    GENERAL_NAME *gn = GENERAL_NAME_new();
+    int rc = -1;
+
+    if (gens == NULL || gn == NULL)
+        goto out_free;
+    if (kind == AOR_TLS_NAME_IP) {
+        ASN1_OCTET_STRING *ip = a2i_IPADDRESS(host);
+        if (ip == NULL)
+            goto out_free;
+        GENERAL_NAME_set0_value(gn, GEN_IPADD, ip);
+    } else {
+        ASN1_IA5STRING *dns = ASN1_IA5STRING_new();
+        if (dns == NULL)
+            goto out_free;
+        if (ASN1_STRING_set(dns, host, (int)strlen(host)) != 1) {
+            ASN1_IA5STRING_free(dns);
+            goto out_free;
+        }
+        GENERAL_NAME_set0_value(gn, GEN_DNS, dns);
+    }
+    if (sk_GENERAL_NAME_push(gens, gn) <= 0)
+        goto out_free;
+    gn = NULL; /* owned by gens now */
+    if (X509_add1_ext_i2d(x, NID_subject_alt_name, gens, critical, X509V3_ADD_DEFAULT) == 1)
+        rc = 0;
+out_free:
+    GENERAL_NAME_free(gn);
+    GENERAL_NAMES_free(gens);
+    return rc;
+}
+
+/* A nameConstraints subtree base for host: dNSName, or iPAddress with the full mask
+ * (one address). ip_prefix >= 0 makes the IP a network of that many bits instead.
+ * NULL on failure. */
+static GENERAL_NAME *subtree_name(const char *host, int kind, int ip_prefix) {
+    unsigned char buf[32];
+    GENERAL_NAME *gn = GENERAL_NAME_new();
+    ASN1_STRING *v = NULL;
+    size_t alen;
+
+    if (gn == NULL)
+        return NULL;
+    if (kind == AOR_TLS_NAME_IP) {
+        if (inet_pton(AF_INET, host, buf) == 1)
+            alen = 4;
+        else if (inet_pton(AF_INET6, host, buf) == 1)
+            alen = 16;
+        else
+            goto fail_free;
+        if (ip_prefix < 0 || (size_t)ip_prefix > alen * 8)
+            ip_prefix = (int)alen * 8;
+        for (size_t i = 0; i < alen; i++) {
+            int bits = ip_prefix - (int)i * 8;
+            unsigned char m = bits >= 8   ? 0xff
+                              : bits <= 0 ? 0
+                                          : (unsigned char)(0xff << (8 - bits));
+            buf[alen + i] = m;
+            buf[i] &= m;
+        }
+        v = ASN1_OCTET_STRING_new();
+        if (v == NULL || ASN1_OCTET_STRING_set(v, buf, (int)(alen * 2)) != 1)
+            goto fail_free;
+        GENERAL_NAME_set0_value(gn, GEN_IPADD, v);
+    } else {
+        v = ASN1_IA5STRING_new();
+        if (v == NULL || ASN1_STRING_set(v, host, (int)strlen(host)) != 1)
+            goto fail_free;
+        GENERAL_NAME_set0_value(gn, GEN_DNS, v);
+    }
+    return gn;
+
+fail_free:
+    ASN1_STRING_free(v);
+    GENERAL_NAME_free(gn);
+    return NULL;
+}
+
+/* Pushes gn onto names unless an equal name is there; takes gn either way.
+ * Returns 0, or -1 (allocation). */
+static int push_unique(GENERAL_NAMES *names, GENERAL_NAME *gn) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); i++) {
+        if (GENERAL_NAME_cmp(sk_GENERAL_NAME_value(names, i), gn) == 0) {
+            GENERAL_NAME_free(gn);
+            return 0;
+        }
+    }
+    if (sk_GENERAL_NAME_push(names, gn) <= 0) {
+        GENERAL_NAME_free(gn);
+        return -1;
+    }
+    return 0;
+}
+
+/* The permitted subtrees of a new CA: 127.0.0.0/8 and ::1 (loopback leaves), each
+ * valid name of hosts, then (keep != NULL) the DNS and IP permitted subtrees of keep, so
+ * a re-issued CA still covers what the old one did (up to AOR_TLS_CA_NC_MAX).
+ * NULL on allocation failure. */
+static GENERAL_NAMES *nc_names(const char *const *hosts, const NAME_CONSTRAINTS *keep) {
+    GENERAL_NAMES *names = sk_GENERAL_NAME_new_null();
+    char host[AOR_TLS_HOST_MAX + 1];
+    GENERAL_NAME *gn;
+
+    if (names == NULL)
+        return NULL;
+    if ((gn = subtree_name("127.0.0.0", AOR_TLS_NAME_IP, 8)) == NULL ||
+        push_unique(names, gn) < 0 || (gn = subtree_name("::1", AOR_TLS_NAME_IP, -1)) == NULL ||
+        push_unique(names, gn) < 0)
+        goto fail_free;
+    for (size_t i = 0; hosts != NULL && hosts[i] != NULL; i++) {
+        int kind = aor_tls_host_check(hosts[i], host);
+
+        if (kind < 0)
+            continue; /* not a name a leaf can be made for */
+        if ((gn = subtree_name(host, kind, -1)) == NULL || push_unique(names, gn) < 0)
+            goto fail_free;
+    }
+    for (int i = 0; keep != NULL && i < sk_GENERAL_SUBTREE_num(keep->permittedSubtrees); i++) {
+        const GENERAL_SUBTREE *st = sk_GENERAL_SUBTREE_value(keep->permittedSubtrees, i);
+
+        if (sk_GENERAL_NAME_num(names) >= AOR_TLS_CA_NC_MAX)
+            break;
+        if (st->base == NULL || (st->base->type != GEN_DNS && st->base->type != GEN_IPADD))
+            continue;
+        if ((gn = GENERAL_NAME_dup(st->base)) == NULL || push_unique(names, gn) < 0)
+            goto fail_free;
+    }
+    return names;
+
+fail_free:
+    GENERAL_NAMES_free(names);
+    return NULL;
+}
+
+/* Adds a critical nameConstraints extension permitting names to x. 0 or -1. */
+static int add_name_constraints(X509 *x, const GENERAL_NAMES *names) {
+    NAME_CONSTRAINTS *nc = NAME_CONSTRAINTS_new();
+    int rc = -1;
+
+    if (nc == NULL || (nc->permittedSubtrees = sk_GENERAL_SUBTREE_new_null()) == NULL)
+        goto out_free;
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); i++) {
+        GENERAL_SUBTREE *st = GENERAL_SUBTREE_new();
+        GENERAL_NAME *gn = GENERAL_NAME_dup(sk_GENERAL_NAME_value(names, i));
+
+        if (st == NULL || gn == NULL) {
+            GENERAL_SUBTREE_free(st);
+            GENERAL_NAME_free(gn);
+            goto out_free;
+        }
+        GENERAL_NAME_free(st->base);
+        st->base = gn;
+        if (sk_GENERAL_SUBTREE_push(nc->permittedSubtrees, st) <= 0) {
+            GENERAL_SUBTREE_free(st);
+            goto out_free;
+        }
+    }
+    if (X509_add1_ext_i2d(x, NID_name_constraints, nc, 1, X509V3_ADD_DEFAULT) == 1)
+        rc = 0;
+out_free:
+    NAME_CONSTRAINTS_free(nc);
+    return rc;
+}
+
+int aor_tls_ca_permits(const aor_tls_ca *ca, const char *host, int kind) {
+    X509 *x;
+    int ok = 0;
+
+    if (ca->nc == NULL)
+        return 1;
+    /* A throw-away certificate with host as its only name. NAME_CONSTRAINTS_check reads
+     * the SAN from OpenSSL's extension cache, which is only filled for a complete
+     * (encodable, hence signed) certificate: one ECDSA signature, at start and per new
+     * leaf only. */
+    x = X509_new();
+    if (x != NULL && X509_set_version(x, X509_VERSION_3) == 1 &&
+        X509_set_issuer_name(x, X509_get_subject_name(ca->cert)) == 1 &&
+        X509_set_pubkey(x, ca->key) == 1 && aor_tls_add_san(x, host, kind, 1) == 0 &&
+        aor_tls_sign(x, ca->key) == 0 && X509_check_purpose(x, -1, 0) == 1)
+        ok = NAME_CONSTRAINTS_check(x, ca->nc) == X509_V_OK;
+    X509_free(x);
+    ERR_clear_error();
+    return ok;
+}
+
+/* Reads the nameConstraints of ca->cert into ca->nc (NULL when it has none). */
+static int read_nc(aor_tls_ca *ca, char *err, size_t errlen) {
+    int crit = -1;
+
+    NAME_CONSTRAINTS_free(ca->nc);
+    ca->nc = X509_get_ext_d2i(ca->cert, NID_name_constraints, &crit, NULL);
+    if (ca->nc == NULL && crit != -1) {
+        ERR_clear_error();
+        set_err(err, errlen, "%s: unreadable or repeated nameConstraints extension", ca->ca_path);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 when cert is a CA this code made: self-issued, CN "aor local CA (...)". */
+static int made_by_aor(X509 *cert) {
+    char cn[CA_CN_MAX + 1];
+    X509_NAME *subject = X509_get_subject_name(cert);
+
+    if (X509_NAME_cmp(subject, X509_get_issuer_name(cert)) != 0)
+        return 0;
+    if (X509_NAME_get_text_by_NID(subject, NID_commonName, cn, (int)sizeof cn) < 0)
+        return 0;
+    return strncmp(cn, CA_CN_PREFIX, strlen(CA_CN_PREFIX)) == 0;
+}
+
+/* A new self-signed CA certificate for key (spec: design.md "TLS, certificates"),
+ * permitting names (nameConstraints) unless names is NULL. */
+static X509 *make_ca_cert(EVP_PKEY *key, const GENERAL_NAMES *names) {
     char cn[CA_CN_MAX + 1];
     time_t now = time(NULL);
     X509 *x = X509_new();
@@ -327,7 +564,8 @@ static X509 *make_ca_cert(EVP_PKEY *key) {
     X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
     if (add_ext(x, &v3, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") < 0 ||
         add_ext(x, &v3, NID_key_usage, "critical,keyCertSign,cRLSign") < 0 ||
-        add_ext(x, &v3, NID_subject_key_identifier, "hash") < 0 || aor_tls_sign(x, key) < 0)
+        add_ext(x, &v3, NID_subject_key_identifier, "hash") < 0 ||
+        (names != NULL && add_name_constraints(x, names) < 0) || aor_tls_sign(x, key) < 0)
         goto fail_free;
     X509_NAME_free(name);
     return x;
@@ -338,8 +576,10 @@ fail_free:
     return NULL;
 }
 
-/* Creates ca.key (0600) then ca.pem (0644); on failure neither is left behind. */
-static int create_ca(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
+/* Creates ca.key (0600) then ca.pem (0644), the CA permitting names (NULL:
+ * unconstrained); on failure neither is left behind. */
+static int create_ca(aor_tls_ca *ca, int dirfd, const GENERAL_NAMES *names, char *err,
+                     size_t errlen) {
     char why[256], *pem = NULL, *kdata;
     size_t pemlen = 0;
     long klen;
@@ -350,7 +590,7 @@ static int create_ca(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
         set_err(err, errlen, "cannot generate the CA key: %s", ossl_why(why, sizeof why));
         return -1;
     }
-    ca->cert = make_ca_cert(ca->key);
+    ca->cert = make_ca_cert(ca->key, names);
     if (ca->cert == NULL || (pem = cert_pem(ca->cert, &pemlen)) == NULL) {
         set_err(err, errlen, "cannot build the CA certificate: %s", ossl_why(why, sizeof why));
         goto fail_free;
@@ -512,6 +752,116 @@ out_free:
     return rc;
 }
 
+/* " and N more host(s)" for n > 1 names, "" for one. */
+static void more_text(size_t n, char *out, size_t outlen) {
+    out[0] = '\0';
+    if (n > 1)
+        (void)snprintf(out, outlen, " and %zu more host(s)", n - 1);
+}
+
+/* Renames from1 to to1, then from2 to to2, in dirfd; when the second fails the first is
+ * put back. Returns 0 or -1 with errno. */
+static int rename_pair(int dirfd, const char *from1, const char *to1, const char *from2,
+                       const char *to2) {
+    int saved;
+
+    if (renameat(dirfd, from1, dirfd, to1) < 0)
+        return -1;
+    if (renameat(dirfd, from2, dirfd, to2) < 0) {
+        saved = errno;
+        (void)renameat(dirfd, to1, dirfd, from1);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+/* Re-issues an aor-made CA whose constraints leave out a needed host: the old pair
+ * becomes ca.pem.old / ca.key.old, a new CA permits the old names plus hosts. On
+ * failure the old pair is put back and -1 returned (err set). */
+static int reissue_ca(aor_tls_ca *ca, int dirfd, const char *const *hosts, const char *missing,
+                      size_t nmissing, char *err, size_t errlen) {
+    GENERAL_NAMES *names = nc_names(hosts, ca->nc);
+    char why[256], more[48];
+
+    if (names == NULL) {
+        set_err(err, errlen, "%s: cannot build name constraints: %s", ca->ca_path,
+                ossl_why(why, sizeof why));
+        return -1;
+    }
+    if (rename_pair(dirfd, CA_NAME, CA_OLD_NAME, KEY_NAME, KEY_OLD_NAME) < 0) {
+        set_err(err, errlen, "%s: cannot rename the old CA to %s: %s", ca->ca_path, CA_OLD_NAME,
+                strerror(errno));
+        GENERAL_NAMES_free(names);
+        return -1;
+    }
+    X509_free(ca->cert);
+    EVP_PKEY_free(ca->key);
+    NAME_CONSTRAINTS_free(ca->nc);
+    ca->cert = NULL;
+    ca->key = NULL;
+    ca->nc = NULL;
+    if (create_ca(ca, dirfd, names, err, errlen) < 0) {
+        (void)rename_pair(dirfd, CA_OLD_NAME, CA_NAME, KEY_OLD_NAME, KEY_NAME);
+        GENERAL_NAMES_free(names);
+        return -1;
+    }
+    GENERAL_NAMES_free(names);
+    more_text(nmissing, more, sizeof more);
+    add_warning(ca,
+                "%s did not permit %s%s in its name constraints: made a new CA that does (the "
+                "old one is now %s.old); restart running clients, and trust the new %s again "
+                "wherever you installed it system-wide (docs/tls.md)",
+                ca->ca_path, missing, more, ca->ca_path, ca->ca_path);
+    return 0;
+}
+
+/* With hosts: checks that ca's name constraints permit every one of them; re-issues an
+ * aor-made CA that does not (reissue_ca), warns about a foreign one. */
+static int check_cover(aor_tls_ca *ca, int dirfd, const char *const *hosts, char *err,
+                       size_t errlen) {
+    char host[AOR_TLS_HOST_MAX + 1], first[AOR_TLS_HOST_MAX + 1] = "", more[48];
+    size_t missing = 0;
+
+    if (hosts == NULL || ca->nc == NULL)
+        return 0; /* nothing asked, or an unconstrained CA: covers every name */
+    for (size_t i = 0; hosts[i] != NULL; i++) {
+        int kind = aor_tls_host_check(hosts[i], host);
+
+        if (kind < 0 || aor_tls_ca_permits(ca, host, kind))
+            continue;
+        if (missing++ == 0)
+            memcpy(first, host, strlen(host) + 1);
+    }
+    if (missing == 0)
+        return 0;
+    if (made_by_aor(ca->cert))
+        return reissue_ca(ca, dirfd, hosts, first, missing, err, errlen);
+    more_text(missing, more, sizeof more);
+    add_warning(ca,
+                "%s (not made by aor, so kept) does not permit %s%s in its name constraints: "
+                "clients will reject aor's certificates for them",
+                ca->ca_path, first, more);
+    return 0;
+}
+
+/* The start-up self-check host: the first of hosts the CA permits ("" when none or no
+ * hosts: aor_tls_new then uses its default). */
+static void pick_check_host(aor_tls_ca *ca, const char *const *hosts) {
+    char host[AOR_TLS_HOST_MAX + 1];
+
+    ca->check_host[0] = '\0';
+    for (size_t i = 0; hosts != NULL && hosts[i] != NULL; i++) {
+        int kind = aor_tls_host_check(hosts[i], host);
+
+        if (kind == AOR_TLS_NAME_DNS && aor_tls_ca_permits(ca, host, kind) &&
+            strlen(host) < sizeof ca->check_host) {
+            memcpy(ca->check_host, host, strlen(host) + 1);
+            return;
+        }
+    }
+}
+
 static const char *read_errstr(int e) {
     if (e == EFBIG)
         return "larger than 1 MiB, not a PEM file";
@@ -520,7 +870,9 @@ static const char *read_errstr(int e) {
     return strerror(e);
 }
 
-int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, char *err, size_t errlen) {
+int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, const char *const *hosts, char *err,
+                    size_t errlen) {
+    GENERAL_NAMES *names = NULL;
     char *pem = NULL, *key = NULL;
     size_t pemlen = 0, keylen = 0;
     struct stat st, key_st;
@@ -589,16 +941,27 @@ int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, char *err, size_t errl
                 ca->ca_path, ca->key_path, ca->key_path);
         goto fail_close;
     }
-    if (have_pem ? load_ca(ca, dirfd, pem, pemlen, key, keylen, &key_st, err, errlen) < 0
-                 : create_ca(ca, dirfd, err, errlen) < 0)
+    if (have_pem) {
+        if (load_ca(ca, dirfd, pem, pemlen, key, keylen, &key_st, err, errlen) < 0 ||
+            read_nc(ca, err, errlen) < 0 || check_cover(ca, dirfd, hosts, err, errlen) < 0)
+            goto fail_close;
+    } else {
+        if (hosts != NULL && (names = nc_names(hosts, NULL)) == NULL) {
+            set_err(err, errlen, "out of memory");
+            goto fail_close;
+        }
+        if (create_ca(ca, dirfd, names, err, errlen) < 0)
+            goto fail_close;
+    }
+    if (read_nc(ca, err, errlen) < 0 || update_bundle(ca, dirfd, err, errlen) < 0)
         goto fail_close;
-    if (update_bundle(ca, dirfd, err, errlen) < 0)
-        goto fail_close;
+    pick_check_host(ca, hosts);
 
     if (key != NULL)
         OPENSSL_cleanse(key, keylen);
     free(key);
     free(pem);
+    GENERAL_NAMES_free(names);
     (void)close(dirfd); /* releases the lock */
     return 0;
 
@@ -607,6 +970,7 @@ fail_close:
         OPENSSL_cleanse(key, keylen);
     free(key);
     free(pem);
+    GENERAL_NAMES_free(names);
     if (dirfd >= 0)
         (void)close(dirfd);
     aor_tls_ca_close(ca);
@@ -616,6 +980,7 @@ fail_close:
 void aor_tls_ca_close(aor_tls_ca *ca) {
     X509_free(ca->cert);
     EVP_PKEY_free(ca->key);
+    NAME_CONSTRAINTS_free(ca->nc);
     free(ca->ca_path);
     free(ca->key_path);
     free(ca->bundle_path);

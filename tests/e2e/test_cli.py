@@ -451,11 +451,21 @@ def test_doctor(env):
     rc, out, err = aor(env, "doctor", extra_env={"NODE_EXTRA_CA_CERTS": foreign,
                                                  "SSL_CERT_FILE": foreign})
     eq(rc, 0, "warnings do not fail doctor")
-    want = ("warn: NODE_EXTRA_CA_CERTS points to %s: Node clients will not trust aor "
-            "(use `aor run`, which merges it)" % foreign)
+    # the shim and `aor run` merge Node's file with ca.pem: no warning (spec §2 "Trust")
+    data = os.path.join(env.env["XDG_DATA_HOME"], "aor")
+    want = ("ok: NODE_EXTRA_CA_CERTS points to %s, which lacks the aor CA: the shim and "
+            "`aor run` merge it with ca.pem into a file in %s and point Node at that"
+            % (foreign, data))
     check(want in out.splitlines(), "doctor lacks %r:\n%s" % (want, out))
+    check("warn: NODE_EXTRA_CA_CERTS" not in out, "no Node warning:\n" + out)
     check(re.search(r"^warn: SSL_CERT_FILE points to %s: .* will not trust aor" % re.escape(foreign),
                     out, re.M), "SSL_CERT_FILE warning:\n" + out)
+    big = env.path("big.pem")
+    with open(big, "w") as f:
+        f.write(other_cert_pem() * (1024 * 1024 // len(other_cert_pem()) + 1))
+    rc, out, err = aor(env, "doctor", extra_env={"NODE_EXTRA_CA_CERTS": big})
+    check(re.search(r"^warn: NODE_EXTRA_CA_CERTS points to %s \(\d+ bytes\): over the shim's"
+                    % re.escape(big), out, re.M), "over-size Node file warning:\n" + out)
 
     # A file that contains the CA is fine.
     rc, out, err = aor(env, "doctor", extra_env={"NODE_EXTRA_CA_CERTS": env.bundle_path})

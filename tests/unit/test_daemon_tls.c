@@ -135,7 +135,7 @@ static void fingerprint(const char *path, unsigned char md[32]) {
 }
 
 static aor_tls *start(fx *f) {
-    aor_tls *t = aor_tls_new(f->dir, f->err, sizeof f->err);
+    aor_tls *t = aor_tls_new(f->dir, NULL, f->err, sizeof f->err);
 
     if (t == NULL)
         fail_msg("aor_tls_new: %s", f->err);
@@ -344,7 +344,7 @@ static void test_corrupt_key_is_error(void **state) {
     pem1 = slurp(ca, NULL);
     spit(key, "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n");
     assert_int_equal(chmod(key, 0600), 0);
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, key));
     assert_non_null(strstr(f->err, "private key"));
     pem2 = slurp(ca, NULL);
@@ -364,7 +364,7 @@ static void test_corrupt_cert_is_error(void **state) {
     aor_tls_free(start(f));
     path_in(f, "ca.pem", ca, sizeof ca);
     spit(ca, "garbage\n");
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, ca));
     assert_non_null(strstr(f->err, "not a PEM certificate"));
     pem = slurp(ca, NULL);
@@ -381,7 +381,7 @@ static void test_half_missing_is_error(void **state) {
     path_in(f, "ca.pem", ca, sizeof ca);
     path_in(f, "ca.key", key, sizeof key);
     assert_int_equal(unlink(key), 0);
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, key));
     assert_non_null(strstr(f->err, "missing"));
     assert_int_equal(access(ca, F_OK), 0);
@@ -397,7 +397,7 @@ static void test_mismatched_key_is_error(void **state) {
 
     aor_tls_free(start(f));
     assert_true(snprintf(other_dir, sizeof other_dir, "%s/other", f->root) < (int)sizeof other_dir);
-    t = aor_tls_new(other_dir, f->err, sizeof f->err);
+    t = aor_tls_new(other_dir, NULL, f->err, sizeof f->err);
     assert_non_null(t);
     aor_tls_free(t);
     assert_true(snprintf(other_key, sizeof other_key, "%s/ca.key", other_dir) <
@@ -406,7 +406,7 @@ static void test_mismatched_key_is_error(void **state) {
     k = slurp(other_key, NULL);
     spit(key, k);
     free(k);
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, key));
     assert_non_null(strstr(f->err, "is not the key of"));
 }
@@ -433,14 +433,15 @@ static void test_group_writable_dir_refused(void **state) {
 
     aor_tls_free(start(f));
     assert_int_equal(chmod(f->dir, 0777), 0);
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, f->dir));
     assert_non_null(strstr(f->err, "writable by group or others"));
-    assert_null(aor_tls_new("", f->err, sizeof f->err));
+    assert_null(aor_tls_new("", NULL, f->err, sizeof f->err));
 }
 
 /* Writes a CA of our own making into f->dir (as a user bringing their own CA would). */
-static void write_own_ca(fx *f, int rsa, long not_after_s, const char *bc, const char *ku) {
+static void write_own_ca(fx *f, int rsa, long not_after_s, const char *bc, const char *ku,
+                         const char *nc) {
     char path[256], parent[160];
     EVP_PKEY *k = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
     X509 *x = X509_new();
@@ -449,8 +450,10 @@ static void write_own_ca(fx *f, int rsa, long not_after_s, const char *bc, const
     const struct {
         int nid;
         const char *v;
-    } exts[] = {
-        {NID_basic_constraints, bc}, {NID_key_usage, ku}, {NID_subject_key_identifier, "hash"}};
+    } exts[] = {{NID_basic_constraints, bc},
+                {NID_key_usage, ku},
+                {NID_subject_key_identifier, "hash"},
+                {NID_name_constraints, nc}};
     FILE *fp;
 
     assert_non_null(k);
@@ -466,6 +469,8 @@ static void write_own_ca(fx *f, int rsa, long not_after_s, const char *bc, const
     assert_int_equal(X509_set_pubkey(x, k), 1);
     X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+        if (exts[i].v == NULL)
+            continue;
         ext = X509V3_EXT_nconf_nid(NULL, &v3, exts[i].nid, exts[i].v);
         assert_non_null(ext);
         assert_int_equal(X509_add_ext(x, ext, -1), 1);
@@ -496,9 +501,9 @@ static void test_expired_ca_refused(void **state) {
     fx *f = *state;
     char ca[256];
 
-    write_own_ca(f, 0, -86400, "critical,CA:TRUE", "critical,keyCertSign,cRLSign");
+    write_own_ca(f, 0, -86400, "critical,CA:TRUE", "critical,keyCertSign,cRLSign", NULL);
     path_in(f, "ca.pem", ca, sizeof ca);
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, ca));
     assert_non_null(strstr(f->err, "has expired"));
 }
@@ -507,8 +512,8 @@ static void test_expired_ca_refused(void **state) {
 static void test_non_ca_cert_refused(void **state) {
     fx *f = *state;
 
-    write_own_ca(f, 0, 86400L * 30, "critical,CA:FALSE", "critical,digitalSignature");
-    assert_null(aor_tls_new(f->dir, f->err, sizeof f->err));
+    write_own_ca(f, 0, 86400L * 30, "critical,CA:FALSE", "critical,digitalSignature", NULL);
+    assert_null(aor_tls_new(f->dir, NULL, f->err, sizeof f->err));
     assert_non_null(strstr(f->err, "not a CA certificate"));
 }
 
@@ -519,7 +524,7 @@ static void test_own_rsa_ca_used(void **state) {
     X509 *ca, *leaf;
     char *pem = NULL;
 
-    write_own_ca(f, 1, 86400L * 365, "critical,CA:TRUE", "critical,keyCertSign,cRLSign");
+    write_own_ca(f, 1, 86400L * 365, "critical,CA:TRUE", "critical,keyCertSign,cRLSign", NULL);
     t = start(f);
     ca = load_cert(aor_tls_ca_path(t));
     assert_int_equal(aor_tls_leaf_pem(t, "api.openai.com", &pem), 0);
@@ -673,7 +678,7 @@ static void test_leaf_openssl_cli(void **state) {
         skip();
     t = start(f);
     assert_true(snprintf(other_dir, sizeof other_dir, "%s/other", f->root) < (int)sizeof other_dir);
-    other = aor_tls_new(other_dir, f->err, sizeof f->err);
+    other = aor_tls_new(other_dir, NULL, f->err, sizeof f->err);
     assert_non_null(other);
     assert_int_equal(aor_tls_leaf_pem(t, "api.openai.com", &pem), 0);
     assert_true(snprintf(leaf_path, sizeof leaf_path, "%s/leaf.pem", f->root) <
@@ -729,8 +734,10 @@ static void test_leaf_long_and_ip_names(void **state) {
     leaf = pem_to_x509(pem);
     assert_int_equal(verify_strict(ca, leaf), X509_V_OK);
     assert_int_equal(X509_check_ip_asc(leaf, "127.0.0.1", 0), 1);
+    assert_null(cn_of(leaf, cn, sizeof cn)); /* no CN: see test_nc_ip_leaves */
     san = X509_get_ext_d2i(leaf, NID_subject_alt_name, &crit, NULL);
     assert_non_null(san);
+    assert_int_equal(crit, 1);
     assert_int_equal(sk_GENERAL_NAME_num(san), 1);
     assert_int_equal(sk_GENERAL_NAME_value(san, 0)->type, GEN_IPADD);
     GENERAL_NAMES_free(san);
@@ -1043,6 +1050,314 @@ static void test_handshake_tls11_refused(void **state) {
     aor_tls_free(t);
 }
 
+/* --- name constraints (issue 4 item 7) ------------------------------------------- */
+
+static const char *const nc_hosts[] = {"api.openai.com", "API.Anthropic.com.", "llm.corp.example",
+                                       "10.1.2.3",       "bad_name",           NULL};
+
+static aor_tls *start_hosts(fx *f, const char *const *hosts) {
+    aor_tls *t = aor_tls_new(f->dir, hosts, f->err, sizeof f->err);
+
+    if (t == NULL)
+        fail_msg("aor_tls_new: %s", f->err);
+    return t;
+}
+
+/* verify_strict of the leaf t makes for host. */
+static int verify_host_leaf(aor_tls *t, X509 *ca, const char *host) {
+    char *pem = NULL;
+    X509 *leaf;
+    int rc;
+
+    assert_int_equal(aor_tls_leaf_pem(t, host, &pem), 0);
+    leaf = pem_to_x509(pem);
+    rc = verify_strict(ca, leaf);
+    X509_free(leaf);
+    free(pem);
+    return rc;
+}
+
+/* The permitted subtrees of ca as text ("DNS:x", "IP:a/m"), one per line. */
+static void nc_text(X509 *ca, char *out, size_t outlen) {
+    int crit = -1;
+    NAME_CONSTRAINTS *nc = X509_get_ext_d2i(ca, NID_name_constraints, &crit, NULL);
+    size_t used = 0;
+
+    out[0] = '\0';
+    assert_non_null(nc);
+    assert_int_equal(crit, 1);
+    assert_null(nc->excludedSubtrees);
+    for (int i = 0; i < sk_GENERAL_SUBTREE_num(nc->permittedSubtrees); i++) {
+        GENERAL_NAME *gn = sk_GENERAL_SUBTREE_value(nc->permittedSubtrees, i)->base;
+        char line[300];
+
+        if (gn->type == GEN_DNS) {
+            snprintf(line, sizeof line, "DNS:%.*s\n", ASN1_STRING_length(gn->d.dNSName),
+                     (const char *)ASN1_STRING_get0_data(gn->d.dNSName));
+        } else {
+            const unsigned char *b = ASN1_STRING_get0_data(gn->d.iPAddress);
+            int n = ASN1_STRING_length(gn->d.iPAddress);
+            assert_int_equal(gn->type, GEN_IPADD);
+            if (n == 8)
+                snprintf(line, sizeof line, "IP:%d.%d.%d.%d/%d.%d.%d.%d\n", b[0], b[1], b[2], b[3],
+                         b[4], b[5], b[6], b[7]);
+            else
+                snprintf(line, sizeof line, "IP:v6/%d\n", n);
+        }
+        assert_true(used + strlen(line) < outlen);
+        memcpy(out + used, line, strlen(line) + 1);
+        used += strlen(line);
+    }
+    NAME_CONSTRAINTS_free(nc);
+}
+
+/* A new CA with a host list carries a critical nameConstraints extension: leaves for
+ * the listed hosts (and loopback IPs) verify strictly, a leaf for any other host fails
+ * with X509_V_ERR_PERMITTED_VIOLATION. */
+static void test_nc_new_ca_constrained(void **state) {
+    fx *f = *state;
+    aor_tls *t = start_hosts(f, nc_hosts);
+    X509 *ca = load_cert(aor_tls_ca_path(t));
+    char text[1024];
+
+    nc_text(ca, text, sizeof text);
+    assert_string_equal(text, "IP:127.0.0.0/255.0.0.0\n"
+                              "IP:v6/32\n"
+                              "DNS:api.openai.com\n"
+                              "DNS:api.anthropic.com\n"
+                              "DNS:llm.corp.example\n"
+                              "IP:10.1.2.3/255.255.255.255\n");
+    assert_true(aor_tls_warning(t) == NULL || strstr(aor_tls_warning(t), "name constr") == NULL);
+    /* the start-up check used the first permitted name, not localhost */
+    assert_int_equal(aor_tls_cache_size(t), 1);
+
+    assert_int_equal(verify_host_leaf(t, ca, "api.openai.com"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "api.anthropic.com"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "llm.corp.example"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "eu.api.openai.com"), X509_V_OK); /* subdomain */
+    assert_int_equal(verify_host_leaf(t, ca, "127.0.0.1"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "127.8.9.10"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "::1"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "10.1.2.3"), X509_V_OK);
+
+    assert_int_equal(verify_host_leaf(t, ca, "www.example.com"), X509_V_ERR_PERMITTED_VIOLATION);
+    assert_int_equal(verify_host_leaf(t, ca, "localhost"), X509_V_ERR_PERMITTED_VIOLATION);
+    assert_int_equal(verify_host_leaf(t, ca, "xapi.openai.com"), X509_V_ERR_PERMITTED_VIOLATION);
+    assert_int_equal(verify_host_leaf(t, ca, "openai.com"), X509_V_ERR_PERMITTED_VIOLATION);
+    assert_int_equal(verify_host_leaf(t, ca, "10.1.2.4"), X509_V_ERR_PERMITTED_VIOLATION);
+    assert_int_equal(verify_host_leaf(t, ca, "192.0.2.1"), X509_V_ERR_PERMITTED_VIOLATION);
+    assert_int_equal(verify_host_leaf(t, ca, "2001:db8::1"), X509_V_ERR_PERMITTED_VIOLATION);
+    X509_free(ca);
+    aor_tls_free(t);
+}
+
+/* A client that enforces name constraints (OpenSSL's, as in curl, Python and Node) fails
+ * the handshake for a host outside them and completes it for a listed one. */
+static void test_nc_handshake(void **state) {
+    fx *f = *state;
+    aor_tls *t = start_hosts(f, nc_hosts);
+    hs h;
+
+    hs_init(&h, t, client_ctx(aor_tls_ca_path(t)), "api.openai.com", "api.openai.com", NULL, 0);
+    hs_run(&h);
+    assert_int_equal(h.cstate, HS_OK);
+    assert_int_equal(SSL_get_verify_result(h.c), X509_V_OK);
+    hs_free(&h);
+
+    hs_init(&h, t, client_ctx(aor_tls_ca_path(t)), "www.example.com", "www.example.com", NULL, 0);
+    hs_run(&h);
+    assert_int_equal(h.cstate, HS_FAILED);
+    assert_int_equal(SSL_get_verify_result(h.c), X509_V_ERR_PERMITTED_VIOLATION);
+    hs_free(&h);
+    aor_tls_free(t);
+}
+
+/* The openssl command line agrees (a negative control included). */
+static void test_nc_openssl_cli(void **state) {
+    fx *f = *state;
+    char path[160], cmd[1024];
+    char *pem = NULL;
+    aor_tls *t;
+    int rc;
+
+    if (access("/usr/bin/openssl", X_OK) != 0)
+        skip();
+    t = start_hosts(f, nc_hosts);
+    assert_true(snprintf(path, sizeof path, "%s/leaf.pem", f->root) < (int)sizeof path);
+    for (int bad = 0; bad < 2; bad++) {
+        assert_int_equal(aor_tls_leaf_pem(t, bad ? "www.example.com" : "api.openai.com", &pem), 0);
+        spit(path, pem);
+        free(pem);
+        assert_true(snprintf(cmd, sizeof cmd,
+                             "/usr/bin/openssl verify -x509_strict -purpose sslserver -CAfile %s "
+                             "%s 2>&1 | grep -q '%s'",
+                             aor_tls_ca_path(t), path,
+                             bad ? "permitted subtree violation" : ": OK") < (int)sizeof cmd);
+        rc = system(cmd);
+        assert_true(WIFEXITED(rc));
+        assert_int_equal(WEXITSTATUS(rc), 0);
+    }
+    aor_tls_free(t);
+}
+
+/* A config that gains a host the aor-made CA does not permit re-issues the CA: the old
+ * pair is kept as ca.pem.old / ca.key.old, the new CA permits the old and new names, the
+ * warning says what happened. A later start with fewer hosts keeps the CA. */
+static void test_nc_reissue_for_new_host(void **state) {
+    fx *f = *state;
+    static const char *const more[] = {"api.openai.com", "new.example.net", NULL};
+    static const char *const fewer[] = {"api.openai.com", NULL};
+    unsigned char fp1[32], fp2[32], fp_old[32], fp3[32];
+    char ca_path[256], old_path[256], key_old[256], text[1024];
+    aor_tls *t = start_hosts(f, nc_hosts);
+    X509 *ca;
+
+    path_in(f, "ca.pem", ca_path, sizeof ca_path);
+    path_in(f, "ca.pem.old", old_path, sizeof old_path);
+    path_in(f, "ca.key.old", key_old, sizeof key_old);
+    fingerprint(ca_path, fp1);
+    aor_tls_free(t);
+
+    t = start_hosts(f, more);
+    fingerprint(ca_path, fp2);
+    assert_memory_not_equal(fp1, fp2, 32);
+    fingerprint(old_path, fp_old);
+    assert_memory_equal(fp1, fp_old, 32);
+    assert_int_equal(mode_of(key_old), 0600);
+    assert_non_null(aor_tls_warning(t));
+    assert_non_null(strstr(aor_tls_warning(t), "new.example.net"));
+    assert_non_null(strstr(aor_tls_warning(t), "ca.pem.old"));
+    ca = load_cert(ca_path);
+    nc_text(ca, text, sizeof text);
+    assert_non_null(strstr(text, "DNS:new.example.net\n"));
+    assert_non_null(strstr(text, "DNS:llm.corp.example\n")); /* kept from the old CA */
+    assert_non_null(strstr(text, "IP:10.1.2.3/"));
+    assert_int_equal(verify_host_leaf(t, ca, "new.example.net"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "llm.corp.example"), X509_V_OK);
+    X509_free(ca);
+    aor_tls_free(t);
+
+    t = start_hosts(f, fewer);
+    fingerprint(ca_path, fp3);
+    assert_memory_equal(fp2, fp3, 32);
+    assert_true(aor_tls_warning(t) == NULL || strstr(aor_tls_warning(t), "name") == NULL);
+    aor_tls_free(t);
+}
+
+/* A CA without name constraints (made without a host list, or an older aor) is kept,
+ * whatever the hosts; so is a user's own constrained CA, with a warning naming the host
+ * it leaves out. */
+static void test_nc_existing_cas_kept(void **state) {
+    fx *f = *state;
+    unsigned char fp1[32], fp2[32];
+    char ca_path[256];
+    aor_tls *t = start(f);
+
+    path_in(f, "ca.pem", ca_path, sizeof ca_path);
+    fingerprint(ca_path, fp1);
+    aor_tls_free(t);
+    t = start_hosts(f, nc_hosts);
+    fingerprint(ca_path, fp2);
+    assert_memory_equal(fp1, fp2, 32);
+    assert_true(aor_tls_warning(t) == NULL || strstr(aor_tls_warning(t), "name") == NULL);
+    aor_tls_free(t);
+}
+
+static void test_nc_foreign_ca_warns(void **state) {
+    fx *f = *state;
+    unsigned char fp1[32], fp2[32];
+    char ca_path[256], old_path[256];
+    X509 *ca;
+    aor_tls *t;
+
+    write_own_ca(f, 0, 86400L * 365, "critical,CA:TRUE", "critical,keyCertSign,cRLSign",
+                 "critical,permitted;DNS:api.openai.com");
+    path_in(f, "ca.pem", ca_path, sizeof ca_path);
+    path_in(f, "ca.pem.old", old_path, sizeof old_path);
+    fingerprint(ca_path, fp1);
+    t = start_hosts(f, nc_hosts);
+    fingerprint(ca_path, fp2);
+    assert_memory_equal(fp1, fp2, 32);
+    assert_int_not_equal(access(old_path, F_OK), 0);
+    assert_non_null(aor_tls_warning(t));
+    assert_non_null(strstr(aor_tls_warning(t), "not made by aor"));
+    /* its DNS-only constraints leave IP names free: 10.1.2.3 is fine */
+    assert_non_null(strstr(aor_tls_warning(t), "api.anthropic.com and 1 more host(s)"));
+    ca = load_cert(ca_path);
+    assert_int_equal(verify_host_leaf(t, ca, "api.openai.com"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "api.anthropic.com"), X509_V_ERR_PERMITTED_VIOLATION);
+    X509_free(ca);
+    aor_tls_free(t);
+}
+
+/* aor_tls_reload with a new host re-issues the CA in the running object: later leaves
+ * come from the new CA and verify; a failed reload leaves everything as it was. */
+static void test_nc_reload(void **state) {
+    fx *f = *state;
+    static const char *const more[] = {"api.openai.com", "added.example.org", NULL};
+    aor_tls *t = start_hosts(f, nc_hosts);
+    X509 *ca;
+    char ca_path[256], *pem = NULL;
+
+    path_in(f, "ca.pem", ca_path, sizeof ca_path);
+    assert_int_equal(aor_tls_leaf_pem(t, "llm.corp.example", &pem), 0);
+    free(pem);
+    assert_int_equal(aor_tls_cache_size(t), 2);
+    assert_int_equal(aor_tls_reload(t, more, f->err, sizeof f->err), 0);
+    assert_non_null(aor_tls_warning(t));
+    assert_non_null(strstr(aor_tls_warning(t), "added.example.org"));
+    assert_int_equal(aor_tls_cache_size(t), 0); /* leaves of the old CA are gone */
+    ca = load_cert(ca_path);
+    assert_int_equal(verify_host_leaf(t, ca, "added.example.org"), X509_V_OK);
+    assert_int_equal(verify_host_leaf(t, ca, "api.openai.com"), X509_V_OK);
+    X509_free(ca);
+
+    /* the files vanish: the reload fails, the running CA goes on signing */
+    path_in(f, "ca.key", ca_path, sizeof ca_path);
+    assert_int_equal(unlink(ca_path), 0);
+    assert_int_equal(aor_tls_reload(t, more, f->err, sizeof f->err), -1);
+    assert_non_null(strstr(f->err, "ca.key is missing"));
+    path_in(f, "ca.pem", ca_path, sizeof ca_path);
+    ca = load_cert(ca_path);
+    assert_int_equal(verify_host_leaf(t, ca, "added.example.org"), X509_V_OK);
+    X509_free(ca);
+    aor_tls_free(t);
+}
+
+/* The host list aord passes: built-in hosts, then each provider's base_url host and
+ * intercept names, normalised, no repeats. */
+static void test_nc_hosts_for_config(void **state) {
+    char *intercept[] = {"API.OpenAI.com", "alias.example.com"};
+    aor_provider_cfg p[2];
+    aor_config cfg;
+    char **hosts;
+    size_t n = 0;
+
+    memset(p, 0, sizeof p);
+    memset(&cfg, 0, sizeof cfg);
+    p[0].host = "127.0.0.1";
+    p[1].host = "llm.corp.example";
+    p[1].intercept = intercept;
+    p[1].nintercept = 2;
+    cfg.providers = p;
+    cfg.nproviders = 2;
+    hosts = aor_tls_hosts_for_config(&cfg);
+    assert_non_null(hosts);
+    while (hosts[n] != NULL)
+        n++;
+    assert_int_equal(n, 13); /* 10 built-in + 127.0.0.1, llm.corp.example, alias */
+    assert_string_equal(hosts[0], "api.openai.com");
+    assert_string_equal(hosts[10], "127.0.0.1");
+    assert_string_equal(hosts[11], "llm.corp.example");
+    assert_string_equal(hosts[12], "alias.example.com");
+    aor_tls_hosts_free(hosts);
+    hosts = aor_tls_hosts_for_config(NULL);
+    assert_non_null(hosts);
+    assert_string_equal(hosts[9], "api.fireworks.ai");
+    assert_null(hosts[10]);
+    aor_tls_hosts_free(hosts);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_first_start_creates_files, setup, teardown),
@@ -1068,6 +1383,14 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_handshake_without_sni, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_bad_sni_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_tls11_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_new_ca_constrained, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_handshake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_openssl_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_reissue_for_new_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_existing_cas_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_foreign_ca_warns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nc_reload, setup, teardown),
+        cmocka_unit_test(test_nc_hosts_for_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,90 @@
+#include "guard.h"
+
+#include <string.h>
+#include <strings.h>
+
+int aor_guard_loopback_host(const char *host, size_t len) {
+    /* Strip an optional :port (digits only). */
+    size_t n = len;
+    for (size_t i = len; i > 0; i--) {
+        char ch = host[i - 1];
+        if (ch == ':') {
+            n = i - 1;
+            break;
+        }
+        if (ch < '0' || ch > '9' || ch == ']')
+            break;
+    }
+    if (n == 9 && strncasecmp(host, "localhost", 9) == 0)
+        return 1;
+    if (n == 5 && strncmp(host, "[::1]", 5) == 0)
+        return 1;
+    if (n >= 7 && n <= 15 && strncmp(host, "127.", 4) == 0) {
+        int dots = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (host[i] == '.')
+                dots++;
+            else if (host[i] < '0' || host[i] > '9')
+                return 0;
+        }
+        return dots == 3;
+    }
+    return 0;
+}
+
+static int loopback_origin(const char *origin) {
+    static const char *const schemes[] = {"http://", "https://"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t sl = strlen(schemes[i]);
+        if (strncasecmp(origin, schemes[i], sl) == 0) {
+            const char *h = origin + sl;
+            size_t hl = strcspn(h, "/");
+            return aor_guard_loopback_host(h, hl);
+        }
+    }
+    return 0;
+}
+
+int aor_guard_check(const aor_http_request *req, int sidecar, const char **why) {
+    switch (req->method) {
+    case HTTP_GET:
+    case HTTP_HEAD:
+    case HTTP_POST:
+    case HTTP_PUT:
+    case HTTP_PATCH:
+    case HTTP_DELETE:
+        break;
+    case HTTP_CONNECT:
+        *why = "CONNECT: aor is not an HTTP proxy; point the client's base URL at it "
+               "(e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1) or use the shim";
+        return 405;
+    default:
+        *why = "this method is not supported (GET, HEAD, POST, PUT, PATCH, DELETE are)";
+        return 405;
+    }
+    if (!req->url || req->url[0] != '/') {
+        *why = "absolute-form request target: aor is not an HTTP proxy; point the client's "
+               "base URL at it (e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1)";
+        return 400;
+    }
+    if (!sidecar)
+        return 0;
+    const char *host = aor_http_request_field(req, "host");
+    if (host && !aor_guard_loopback_host(host, strlen(host))) {
+        *why = "the Host header is not a loopback name (127.0.0.1, localhost, [::1]); "
+               "refused to protect against DNS rebinding";
+        return 403;
+    }
+    const char *origin = aor_http_request_field(req, "origin");
+    if (origin && !loopback_origin(origin)) {
+        *why = "cross-origin request from a web page refused: a page must not spend your "
+               "keys through the sidecar";
+        return 403;
+    }
+    const char *site = aor_http_request_field(req, "sec-fetch-site");
+    if (site && strcasecmp(site, "cross-site") == 0) {
+        *why = "cross-site request from a web page refused (Sec-Fetch-Site: cross-site)";
+        return 403;
+    }
+    return 0;
+}

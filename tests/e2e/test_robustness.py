@@ -1,0 +1,133 @@
+"""Bad input loses no state and leaks no secret (found by a hostile review): requests
+aor cannot serve are refused locally, browsers cannot use the sidecar, parallel
+failures of one outage escalate once, cut streams deliver what arrived, HEAD has no
+body, half-closed clients get their answer, upstream echoes of a key are redacted."""
+import json
+import socket
+import subprocess
+import threading
+import time
+
+import aortest
+from aortest import check, eq
+from test_routing import T0, setup
+
+BODY = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+
+
+def raw(port, data, timeout=10, shut=False):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    if shut:
+        s.shutdown(socket.SHUT_WR)
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def test_requests_aor_cannot_serve_change_no_state(env):
+    mock, d = setup(env)
+    cases = [
+        b"CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n",
+        b"POST http://evil.example/v1/chat/completions HTTP/1.1\r\nHost: evil.example\r\n"
+        b"Content-Length: 2\r\n\r\n{}",
+        b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        b"TRACE / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    ]
+    for c in cases:
+        out = raw(d.port, c)
+        status = int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/1.1 ") else 0
+        check(status in (400, 405), "refused locally: %r -> %r" % (c[:30], out[:80]))
+    r = env.curl(["-x", d.url, "https://api.openai.com/v1/models"], preload=False)
+    check(r.rc != 0 or r.status in (400, 405), "HTTPS_PROXY pointed at the sidecar is refused")
+    eq(len(mock.log()), 0, "nothing went upstream")
+    st = d.state()
+    eq((st["backoff"], st["breakers"]), ([], []), "no state changed")
+
+
+def test_browsers_cannot_use_the_sidecar(env):
+    mock, d = setup(env)
+    base = ["-H", "Content-Type: text/plain", "-d", BODY, d.url + "/v1/chat/completions"]
+    for hdrs in (["-H", "Host: rebind.evil.example:%d" % d.port],
+                 ["-H", "Origin: https://evil.example"],
+                 ["-H", "Origin: null"],
+                 ["-H", "Sec-Fetch-Site: cross-site"]):
+        r = env.curl(hdrs + base, preload=False)
+        eq(r.status, 403, "refused: %s" % hdrs)
+    eq(len(mock.log()), 0, "no key spent")
+    r = env.curl(["-H", "Origin: http://127.0.0.1:%d" % d.port] + base, preload=False)
+    eq(r.status, 200, "a same-origin loopback page (the admin page) is fine")
+
+
+def test_parallel_failures_of_one_outage_escalate_once(env):
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"status": 503, "times": -1, "delay_ms": 300}])
+    procs = [env.spawn(["curl", "-sS", "-o", "/dev/null", d.url + "/v1/chat/completions",
+                        "-H", "Content-Type: application/json", "-d", BODY], preload=False)
+             for _ in range(8)]
+    for p in procs:
+        p.wait(timeout=30)
+    rows = d.state()["backoff"]
+    eq(len(rows), 1, "one row")
+    eq((rows[0]["window_s"], rows[0]["failure_count"]), (5, 1),
+       "requests in flight during the first failure do not escalate")
+
+
+def test_cut_stream_delivers_what_arrived_then_errors(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "cut_after", "events": 3}])
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True, "messages": []})
+    r = env.curl([d.url + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d", body],
+                 preload=False)
+    check(r.rc != 0, "the client sees an error (rc %d)" % r.rc)
+    check(r.body.count("data: ") >= 2, "the events that arrived were delivered: %r" % r.body[:300])
+    check("[DONE]" not in r.body, "no terminator")
+
+
+def test_head_has_no_body_and_keepalive_stays_in_sync(env):
+    mock, d = setup(env)
+    out = raw(d.port, b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    parts = out.split(b"HTTP/1.1 ")
+    eq(len(parts), 3, "two answers: %r" % out)
+    check(parts[1].endswith(b"\r\n\r\n"), "HEAD answer has no body: %r" % parts[1])
+    check(parts[2].endswith(b"ok\n"), "GET answer has its body")
+
+
+def test_half_closed_client_gets_its_answer(env):
+    mock, d = setup(env)
+    req = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           "Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY)).encode()
+    out = raw(d.port, req, shut=True)
+    check(out.startswith(b"HTTP/1.1 200"), "answered after SHUT_WR: %r" % out[:100])
+
+
+def test_upstream_echo_of_a_key_is_redacted(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 401, "body": {"error": {"code": "secret-A", "type": "secret-A",
+                                                                 "message": "bad key secret-A"}}}])
+    r = env.curl([d.url + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d", BODY],
+                 preload=False)
+    eq(r.headers.get("x-aor-key"), "B", "walked on after auth")
+    time.sleep(0.2)
+    log = d.stderr_text()
+    check("secret-A" not in log, "no secret in stderr: %s" % log[-500:])
+    with open(env.path("state", "aor", "aord.log")) as f:
+        check("secret-A" not in f.read(), "no secret in the log file")
+
+
+def test_long_model_name_refused(env):
+    mock, d = setup(env)
+    body = json.dumps({"model": "m" * 5000, "messages": []})
+    r = env.curl([d.url + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d", body],
+                 preload=False)
+    eq(r.status, 400, "refused")
+    eq(d.state()["sticky"], [], "nothing stored")

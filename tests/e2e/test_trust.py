@@ -1,0 +1,194 @@
+"""Trust end to end (spec §2 "Trust", issue 4 items 2 and 7).
+
+* NODE_EXTRA_CA_CERTS set by the user is merged with aor's CA by the shim: Node then
+  trusts both the user's own CA (a second mock provider with its own test CA, reached
+  directly) and aor's CA (api.openai.com through the shim and aord).
+* The local CA carries critical name constraints: real OpenSSL clients (curl, Python,
+  Node) accept it for the intercepted hosts and reject a leaf aord makes for any other
+  name (a connection without SNI for a host only the shim's AOR_HOSTS knows)."""
+import glob
+import os
+import subprocess
+
+import aortest
+from aortest import check, eq
+
+CHAT = '{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
+
+# Prints "extra <NODE_EXTRA_CA_CERTS>", then "user <result>" for a GET of argv[1]
+# (the user's own server) and "aor <result>" for a chat request to api.openai.com;
+# <result> is "status N [x-aor-provider]" or "error CODE".
+NODE_CLIENT = r"""
+const https = require('https');
+function req(url, body) {
+  return new Promise((resolve) => {
+    const r = https.request(url, { method: body ? 'POST' : 'GET', timeout: 20000,
+        headers: body ? { 'content-type': 'application/json',
+                          'authorization': 'Bearer client-token' } : {} }, (res) => {
+      res.resume();
+      res.on('end', () => resolve('status ' + res.statusCode + ' ' +
+                                  (res.headers['x-aor-provider'] || '-')));
+    });
+    r.on('error', (e) => resolve('error ' + (e.code || e.message)));
+    r.on('timeout', () => r.destroy(new Error('timeout')));
+    if (body) r.write(body);
+    r.end();
+  });
+}
+(async () => {
+  console.log('extra ' + process.env.NODE_EXTRA_CA_CERTS);
+  console.log('user ' + await req(process.argv[1] + '/v1/models'));
+  console.log('aor ' + await req('https://api.openai.com/v1/chat/completions', process.argv[2]));
+})();
+"""
+
+
+def setup(env):
+    """Mock provider behind aord (api.openai.com) + a started aord."""
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    env.set_keys(KEY_A="key-a-secret")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = {mock.url}
+        intercept = api.openai.com
+        ca_file = {mock.ca_path}
+        keys = A
+        models = gpt-4o-mini
+        """)
+    d = env.start_daemon()
+    return mock, d
+
+
+def node_run(env, user_url, extra_env):
+    rc, out, err = env.run_client(["node", "-e", NODE_CLIENT, user_url, CHAT],
+                                  extra_env=extra_env)
+    eq(rc, 0, "node exit (stderr: %s)" % err[-2000:])
+    res = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(" ")
+        res[k] = v
+    return res
+
+
+def test_node_extra_ca_certs_merged(env):
+    if subprocess.run(["sh", "-c", "command -v node"], stdout=subprocess.DEVNULL).returncode:
+        raise aortest.Skip("needs node")
+    mock, d = setup(env)
+    # the user's own server, with its own CA (not configured in aor: reached directly)
+    own = env.start_mock(tls=True)
+    with open(own.ca_path) as f:
+        user_ca = f.read()
+    with open(env.ca_path) as f:
+        aor_ca = f.read()
+    data_dir = os.path.dirname(env.ca_path)
+
+    res = node_run(env, own.tls_url, {"NODE_EXTRA_CA_CERTS": own.ca_path})
+    merged = res.get("extra", "")
+    check(merged.startswith(os.path.join(data_dir, "node-extra-ca-")) and merged.endswith(".pem"),
+          "NODE_EXTRA_CA_CERTS points to a merged file in the data dir: %r" % merged)
+    with open(merged) as f:
+        text = f.read()
+    eq(text, user_ca + ("" if user_ca.endswith("\n") else "\n") + aor_ca,
+       "merged file = the user's CA file, then ca.pem")
+    eq(oct(os.stat(merged).st_mode & 0o777), "0o644", "merged file mode")
+    check(res.get("user", "").startswith("status "),
+          "Node still trusts the user's CA: %r" % res.get("user"))
+    eq(res.get("aor"), "status 200 openai", "Node trusts aor's CA through the shim")
+
+    # a child of a merged process inherits the merged file; nothing new is written
+    before = sorted(glob.glob(os.path.join(data_dir, "node-extra-ca-*")))
+    res = node_run(env, own.tls_url, {"NODE_EXTRA_CA_CERTS": merged})
+    eq(res.get("extra"), merged, "the merged file is kept as it is")
+    eq(res.get("aor"), "status 200 openai", "aor through the shim with the merged file")
+    eq(sorted(glob.glob(os.path.join(data_dir, "node-extra-ca-*"))), before, "merged files")
+
+    # control: with AOR_NO_TRUST=1 the shim leaves the variable alone and Node does not
+    # trust aor, so the checks above can fail
+    res = node_run(env, own.tls_url, {"NODE_EXTRA_CA_CERTS": own.ca_path, "AOR_NO_TRUST": "1"})
+    eq(res.get("extra"), own.ca_path, "AOR_NO_TRUST=1 leaves NODE_EXTRA_CA_CERTS alone")
+    check(res.get("user", "").startswith("status "), "user CA still trusted: %r" % res.get("user"))
+    check(res.get("aor", "").startswith("error "),
+          "without the merge Node rejects aor's certificate: %r" % res.get("aor"))
+
+
+test_node_extra_ca_certs_merged.timeout = 90
+
+# Python: TLS to api.openai.com with SNI (hostname checked), then to AOR_HOSTS'
+# "localhost" without SNI: aord makes a leaf for "localhost", outside the CA's name
+# constraints. Prints "sni ok" / "nosni <verify message>".
+PY_CLIENT = r"""
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+with socket.create_connection(("api.openai.com", 443), timeout=10) as s:
+    with ctx.wrap_socket(s, server_hostname="api.openai.com") as t:
+        print("sni ok", t.version())
+ctx.check_hostname = False
+with socket.create_connection(("localhost", 443), timeout=10) as s:
+    try:
+        with ctx.wrap_socket(s, server_hostname=None) as t:
+            print("nosni accepted")
+    except ssl.SSLCertVerificationError as e:
+        print("nosni", e.verify_message)
+"""
+
+NODE_NOSNI = r"""
+const tls = require('tls'), fs = require('fs');
+const ca = fs.readFileSync(process.argv[1]);
+function go(opts) {
+  return new Promise((resolve) => {
+    const s = tls.connect(Object.assign({ port: 443, ca }, opts), () => {
+      resolve('ok ' + s.authorized); s.end(); });
+    s.on('error', (e) => resolve('error ' + e.message));
+  });
+}
+(async () => {
+  console.log('sni ' + await go({ host: 'api.openai.com', servername: 'api.openai.com' }));
+  console.log('nosni ' + await go({ host: 'localhost', servername: '',
+                                    checkServerIdentity: () => undefined }));
+})();
+"""
+
+
+def test_ca_name_constraints_in_real_clients(env):
+    mock, d = setup(env)
+    txt = subprocess.run(["openssl", "x509", "-in", env.ca_path, "-noout", "-text"],
+                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    check("X509v3 Name Constraints: critical" in txt, "ca.pem has critical name constraints")
+    for name in ("DNS:api.openai.com", "DNS:api.anthropic.com", "DNS:api.x.ai",
+                 "IP:127.0.0.0/255.0.0.0", "IP:127.0.0.1/255.255.255.255"):
+        check(name in txt, "ca.pem permits %s:\n%s" % (name, txt))
+    check("Excluded" not in txt, "no excluded subtrees")
+
+    # curl (OpenSSL): the constrained CA is accepted for the intercepted host
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H",
+                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+                  "-d", CHAT])
+    eq(r.status, 200, "curl through the shim (stderr %s)" % r.stderr)
+
+    # Python (OpenSSL): accepted with SNI; a leaf for a name outside the constraints is
+    # rejected by the client itself
+    rc, out, err = env.run_client(["python3", "-c", PY_CLIENT, env.ca_path],
+                                  extra_env={"AOR_HOSTS": "api.openai.com,localhost"})
+    eq(rc, 0, "python exit (stderr %s)" % err[-2000:])
+    lines = out.splitlines()
+    check(lines and lines[0].startswith("sni ok"), "python with SNI: %r" % out)
+    eq(lines[1:], ["nosni permitted subtree violation"], "python without SNI")
+
+    if subprocess.run(["sh", "-c", "command -v node"], stdout=subprocess.DEVNULL).returncode:
+        return
+    rc, out, err = env.run_client(["node", "-e", NODE_NOSNI, env.ca_path],
+                                  extra_env={"AOR_HOSTS": "api.openai.com,localhost"})
+    eq(rc, 0, "node exit (stderr %s)" % err[-2000:])
+    lines = out.splitlines()
+    eq(lines[0], "sni ok true", "node with SNI")
+    # Node's error code for this X509 error is "UNSPECIFIED"; the message is OpenSSL's
+    eq(lines[1], "nosni error permitted subtree violation", "node without SNI")
+
+
+test_ca_name_constraints_in_real_clients.timeout = 90
