@@ -191,13 +191,16 @@ static int text_says_quota(const char *text, size_t len) {
 
 /* Decides the kind of an error status (>= 400) from the error info and the text
  * (message, or the body when it is not a dialect answer). */
-static aor_kind decide_error(long status, const errinfo *e, int dialect_like, const char *text,
-                             size_t tlen) {
+static aor_kind decide_error(long status, const errinfo *e, int dialect_like, int html,
+                             const char *text, size_t tlen) {
     int is4xx = status >= 400 && status < 500;
     if (status == 401)
         return AOR_KIND_AUTH;
+    /* A wrong base_url shows as a page (HTML) or as "no such path" without the dialect's
+     * error shape. Other non-dialect 4xx (a proxy's plain-text 400) stay client errors and
+     * reach the client with their real status. */
     if (is4xx && !dialect_like && status != 402 && status != 403 && status != 408 &&
-        status != 413 && status != 429)
+        status != 413 && status != 429 && (html || status == 404 || status == 405))
         return AOR_KIND_CONFIG;
     if (in_flight(e))
         return AOR_KIND_TRANSIENT;
@@ -357,7 +360,7 @@ void aor_classify(aor_dialect d, long status, const aor_header *hdrs, size_t nhd
         e.shaped || (!root && start < len && (body[start] == '{' || body[start] == '['));
     const char *text = e.shaped ? e.message : body;
     size_t tlen = e.shaped ? (e.message ? strlen(e.message) : 0) : len;
-    out->kind = decide_error(status, &e, dialect_like, text, tlen);
+    out->kind = decide_error(status, &e, dialect_like, answer_is_html(ct, body, len), text, tlen);
     if (out->kind == AOR_KIND_CONFIG && !dialect_like) {
         snprintf(out->reason, sizeof out->reason,
                  "%ld answer is not the %s API's (%s): wrong base_url?", status,
@@ -419,7 +422,7 @@ int aor_classify_sse_error(aor_dialect d, const char *data, size_t len, aor_verd
     }
     long status = sse_status(&e);
     out->hint_s = -1;
-    out->kind = decide_error(status, &e, 1, e.message, e.message ? strlen(e.message) : 0);
+    out->kind = decide_error(status, &e, 1, 0, e.message, e.message ? strlen(e.message) : 0);
     set_reason(out, "stream error ", status, &e);
     if (out->kind == AOR_KIND_RATE || out->kind == AOR_KIND_TRANSIENT)
         out->hint_s = aor_hint_pick(NULL, 0, data, len, 0, AOR_HINT_BODY);

@@ -1,6 +1,7 @@
 /* Strict RFC 8259 walk of a JSON text without building a tree. Contract: jsonscan.h. */
 #include "jsonscan.h"
 
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -39,10 +40,27 @@ static int hexval(unsigned char c) {
 
 /* At the opening quote: moves past the closing one. *escaped = 1 when the string has an
  * escape. 0, or -1 (invalid, or an escaped surrogate: left to the full parser). */
+/* 1 when one of the 8 bytes in w is '"', '\\' or below 0x20 (exact for "any"; the
+ * classic bit tricks of "Bit Twiddling Hacks": haszero(w ^ c), hasless(w, 0x20)). */
+static int word_has_stop(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w);
+    return (hit & highs) != 0;
+}
+
 static int scan_string(scan *sc, int *escaped) {
     size_t i = sc->i + 1;
     *escaped = 0;
     for (;;) {
+        /* 8 bytes at a time through the plain text of long strings (prompts) */
+        while (sc->n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, sc->s + i, 8);
+            if (word_has_stop(w))
+                break;
+            i += 8;
+        }
         while (i < sc->n && !string_stop[sc->s[i]])
             i++;
         if (i >= sc->n)
