@@ -4,6 +4,7 @@
 #   make check      format check + banned functions + make test + ThreadSanitizer stress
 #   make demo       mock provider + aord + curl through the shim, with a trace
 #   make bench      benchmarks (optimised build), see docs/performance.md
+#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each, see docs/fuzzing.md
 #   make install PREFIX=~/.local
 #   make clean
 
@@ -41,7 +42,7 @@ DAEMON_LIB_OBJS := $(filter-out $(BUILD)/obj/daemon/main.o,$(AORD_OBJS))
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BINS   := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
 
-PHONY_EXTRA := deps-demo deps-test
+PHONY_EXTRA := deps-demo deps-test fuzz
 .PHONY: all deps $(PHONY_EXTRA) test unit e2e check format format-check banned demo bench install clean tsan
 .DEFAULT_GOAL := all
 
@@ -145,6 +146,10 @@ bench: deps-demo
 	@scripts/install-deps --bench
 	@$(MAKE) --no-print-directory BUILD=build/bench all
 	@scripts/bench
+
+fuzz: deps
+	@scripts/install-deps --fuzz
+	@scripts/fuzz
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib

@@ -119,7 +119,8 @@ static void parse_args(int argc, char **argv) {
 
 /* {"model":M,"messages":[{"role":"user","content":"hi xxxx..."}]} of about want bytes. */
 static char *make_body(long want) {
-    static const char head[] = "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi";
+    static const char head[] =
+        "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi";
     static const char tail[] = "\"}]}";
     size_t cap = (size_t)(want > 0 ? want : 0) + strlen(opt_model) + sizeof head + sizeof tail;
     char *b = malloc(cap);

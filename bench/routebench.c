@@ -3,7 +3,7 @@
  *   routebench [--quick]
  *
  * Builds two configurations through aor_config_load (an INI file in a temp dir, secrets
- * in environment variables BENCH_RK_<n>):
+ * in environment variables BENCH_RK_<name>):
  *   small: 1 provider, 2 keys (a typical user);
  *   large: 10 providers x 100 keys = 1,000 keys, all serving the model, 100 keys in a
  *          running backoff window;
@@ -55,8 +55,10 @@ static uint64_t next_rand(void) {
     return rng;
 }
 
-/* Writes an INI with nprov providers of kpp keys each to dir/name; sets the variables. */
-static aor_config *make_config(const char *dir, const char *name, int nprov, int kpp) {
+/* Writes an INI with nprov providers ("<pfx>p0"...) of kpp keys ("<pfx>k0"...) each to
+ * dir/name; sets the variables. */
+static aor_config *make_config(const char *dir, const char *name, const char *pfx, int nprov,
+                               int kpp) {
     char path[512];
     int n = snprintf(path, sizeof path, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sizeof path)
@@ -68,16 +70,17 @@ static aor_config *make_config(const char *dir, const char *name, int nprov, int
     for (int p = 0; p < nprov; p++) {
         for (int k = 0; k < kpp; k++) {
             int id = p * kpp + k;
-            fprintf(f, "[key \"k%d\"]\nenv = BENCH_RK_%d\n", id, id);
-            char var[32], val[64];
-            snprintf(var, sizeof var, "BENCH_RK_%d", id);
-            snprintf(val, sizeof val, "bench-route-secret-%d", id);
+            fprintf(f, "[key \"%sk%d\"]\nenv = BENCH_RK_%s%d\n", pfx, id, pfx, id);
+            char var[64], val[64];
+            snprintf(var, sizeof var, "BENCH_RK_%s%d", pfx, id);
+            snprintf(val, sizeof val, "bench-route-secret-%s%d", pfx, id);
             setenv(var, val, 1);
         }
-        fprintf(f, "[provider \"p%d\"]\ndialect = openai\nbase_url = https://p%d.example\n", p, p);
+        fprintf(f, "[provider \"%sp%d\"]\ndialect = openai\nbase_url = https://p%d.example\n", pfx,
+                p, p);
         fprintf(f, "priority = %d\nmodels = *\nkeys = ", p);
         for (int k = 0; k < kpp; k++)
-            fprintf(f, "%sk%d", k ? ", " : "", p * kpp + k);
+            fprintf(f, "%s%sk%d", k ? ", " : "", pfx, p * kpp + k);
         fprintf(f, "\n");
     }
     fclose(f);
@@ -108,8 +111,8 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/aor-routebench-XXXXXX";
     if (!mkdtemp(dir))
         die("mkdtemp failed");
-    aor_config *small = make_config(dir, "small.ini", 1, 2);
-    aor_config *large = make_config(dir, "large.ini", NPROV, KEYS_PER_PROV);
+    aor_config *small = make_config(dir, "small.ini", "s", 1, 2);
+    aor_config *large = make_config(dir, "large.ini", "", NPROV, KEYS_PER_PROV);
 
     aor_backoff_params bp = {5, 86400, 120, 120};
     aor_breaker_params kp = {3, 60, 30};
@@ -147,8 +150,8 @@ int main(int argc, char **argv) {
     }
     double sticky_insert_ns = (now_ns() - t0) / NCLIENTS;
 
-    aor_route_ctx cs = {small, bo, br, st};
-    aor_route_ctx cl = {large, bo, br, st};
+    aor_route_ctx cs = {small, bo, br, st, NULL};
+    aor_route_ctx cl = {large, bo, br, st, NULL};
     aor_sequence seq;
     size_t sink = 0;
     double sel_small = TIME_LOOP(iters_small, {

@@ -57,7 +57,8 @@ void aor_cfg_errs_free(aor_cfg_errs *errs);
 /* 1 when s looks like an API key or other credential (§3.1 rule 6): a known key
  * prefix (sk-, sk-ant-, AIza, gsk_, xai-, ...) followed by a long token, or a token of
  * 32+ characters without spaces, dots, slashes or colons that mixes letters and digits
- * in a long random-looking run. Also checks each item of a comma list. */
+ * in a long random-looking run. Also checks each item of a comma list. Words end at
+ * spaces, commas, '=', ';', quotes and any byte that is not printable ASCII. */
 int aor_cfg_looks_secret(const char *s);
 
 /* 1 when an option name is one that people use for inline secrets (api_key, key,

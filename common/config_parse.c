@@ -98,6 +98,10 @@ static void env_form(const char *name, char *buf, size_t cap) {
 static void err_inline_secret(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
                               const char *what) {
     char var[80] = "OPENAI_API_KEY", key[80] = "openai-main", prov[80] = "";
+    /* A skipped section (a duplicate, or one whose name looks like a secret) has no entry
+     * in cfg->keys / cfg->providers and its name may be a secret: use the example. */
+    if (s && s->skip)
+        s = NULL;
     if (s && s->type == SEC_PROVIDER && s->name && aor_cfg_valid_name(s->name)) {
         char up[64];
         env_form(s->name, up, sizeof up);
@@ -114,6 +118,12 @@ static void err_inline_secret(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_s
             snprintf(var, sizeof var, "%s%s", up, strstr(up, "KEY") ? "" : "_API_KEY");
         }
         snprintf(key, sizeof key, "%s", s->name);
+    }
+    /* Never suggest a name that itself looks like a secret ("sk_x-main" from a provider
+     * "sk_x"): it would be refused in turn. */
+    if (aor_cfg_looks_secret(var) || aor_cfg_looks_secret(key)) {
+        snprintf(var, sizeof var, "OPENAI_API_KEY");
+        snprintf(key, sizeof key, "openai-main");
     }
     aor_cfg_err(c->errs, line,
                 "%s looks like a secret written into the file; aor reads secrets only from the "

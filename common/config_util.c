@@ -151,16 +151,22 @@ static int secret_token(const char *s, size_t len, int allow_prefix_only) {
     return letter && digit && best_run >= 20;
 }
 
-/* Walks s in tokens split at any byte of seps; 1 when one looks secret. */
+/* Walks s in tokens split at any byte of seps and at any byte that is not printable ASCII
+ * (a pasted no-break space or ellipsis after a key must not hide it); 1 when one looks
+ * secret. */
 static int scan_tokens(const char *s, const char *seps, int prefix_only) {
     const char *p = s;
     while (*p) {
-        size_t skip = strspn(p, seps);
-        p += skip;
-        size_t len = strcspn(p, seps);
+        p += strspn(p, seps);
+        size_t len = 0;
+        while (p[len] && !strchr(seps, p[len]) && (unsigned char)p[len] > 0x20 &&
+               (unsigned char)p[len] < 0x7f)
+            len++;
         if (len && secret_token(p, len, prefix_only))
             return 1;
         p += len;
+        if (!len && *p)
+            p++; /* a byte that is not printable ASCII */
     }
     return 0;
 }

@@ -32,6 +32,26 @@ static char *dup_or_enomem(const char *s) {
     return r;
 }
 
+/* 1 when the body holds a NUL byte or a \u0000 escape. cJSON keeps strings as C strings:
+ * it would read the key "model\u0000" as "model" and cut a string at the NUL when
+ * printing, so such a body (rare: the allocation-free scan answers for plain ones) is not
+ * read or rewritten through cJSON. */
+static int has_nul(const char *body, size_t len) {
+    if (!body)
+        return 0;
+    if (memchr(body, '\0', len))
+        return 1;
+    for (const char *p = body, *end = body + len;
+         (p = memmem(p, (size_t)(end - p), "\\u0000", 6)) != NULL; p++) {
+        size_t bs = 0; /* backslashes before: odd means "\\u0000" is text, not an escape */
+        while (p - bs > body && p[-(ptrdiff_t)bs - 1] == '\\')
+            bs++;
+        if (bs % 2 == 0)
+            return 1;
+    }
+    return 0;
+}
+
 char *aor_dialect_body_model(const char *body, size_t len) {
     /* Fast path: a scan that allocates nothing answers for plain valid bodies; a tree of
      * a large body (a long conversation) cost more than everything else on the request
@@ -45,7 +65,7 @@ char *aor_dialect_body_model(const char *body, size_t len) {
             errno = ENOMEM;
         return m;
     }
-    if (found == 0) {
+    if (found == 0 || has_nul(body, len)) {
         errno = EINVAL;
         return NULL;
     }
@@ -73,8 +93,14 @@ typedef struct {
     size_t off, len;
 } span;
 
+/* cJSON (which validated the body) skips every byte <= 0x20 between tokens, not only JSON
+ * whitespace; the walk must split the text where cJSON does. */
+static int is_ws(char c) {
+    return (unsigned char)c <= 0x20;
+}
+
 static size_t skip_ws(const char *s, size_t n, size_t i) {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+    while (i < n && is_ws(s[i]))
         i++;
     return i;
 }
@@ -115,8 +141,7 @@ static int skip_value(const char *s, size_t n, size_t *i) {
         }
         return -1;
     }
-    while (j < n && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ' && s[j] != '\t' &&
-           s[j] != '\r' && s[j] != '\n')
+    while (j < n && s[j] != ',' && s[j] != '}' && s[j] != ']' && !is_ws(s[j]))
         j++;
     *i = j;
     return 0;
@@ -139,6 +164,11 @@ static int find_model_spans(const char *s, size_t n, span *out) {
         size_t k = i;
         if (s[i] != '"' || skip_string(s, n, &i))
             return -1;
+        /* A key with an escape or a control byte may mean "model" to cJSON ("mod\u0065l",
+         * "model\u0000"): only cJSON can tell, so the walk gives up. */
+        for (size_t c = k + 1; c + 1 < i; c++)
+            if (s[c] == '\\' || (unsigned char)s[c] < 0x20)
+                return -1;
         int is_model = i - k == 7 && memcmp(s + k, "\"model\"", 7) == 0;
         i = skip_ws(s, n, i);
         if (i >= n || s[i] != ':')
@@ -163,13 +193,15 @@ static int find_model_spans(const char *s, size_t n, span *out) {
     return -1;
 }
 
-/* Re-serialises the whole body with the new model (fallback). */
+/* Re-serialises the whole body with the new model (fallback); every top-level string
+ * "model" member gets it, as in the splice. */
 static char *reprint_with_model(cJSON *root, const char *model, size_t *out_len) {
-    cJSON *item = cJSON_CreateString(model);
-    if (!item || !cJSON_ReplaceItemInObjectCaseSensitive(root, "model", item)) {
-        cJSON_Delete(item);
-        errno = ENOMEM;
-        return NULL;
+    for (cJSON *c = root->child; c; c = c->next) {
+        if (c->string && strcmp(c->string, "model") == 0 && cJSON_IsString(c) &&
+            !cJSON_SetValuestring(c, model)) {
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     char *printed = cJSON_PrintUnformatted(root);
     char *r = printed ? strdup(printed) : NULL; /* the caller frees with free() */
@@ -190,16 +222,20 @@ char *aor_dialect_body_set_model(const char *body, size_t len, const char *model
         errno = EINVAL;
         return NULL;
     }
+    /* Rewrite exactly the bodies in which aor_dialect_body_model finds a model. */
+    char *cur = aor_dialect_body_model(body, len);
+    if (!cur)
+        return NULL; /* errno set */
+    free(cur);
     cJSON *root = parse_object(body, len);
     if (!root)
         return NULL;
-    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "model"))) {
-        errno = EINVAL;
-        goto out_root;
-    }
     int n = find_model_spans(body, len, spans);
     if (n <= 0) { /* e.g. an escaped key "mod\u0065l": let cJSON do it */
-        res = reprint_with_model(root, model, out_len);
+        if (has_nul(body, len))
+            errno = EINVAL; /* printing would cut strings at the NUL */
+        else
+            res = reprint_with_model(root, model, out_len);
         goto out_root;
     }
     str = cJSON_CreateString(model);

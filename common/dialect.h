@@ -14,7 +14,9 @@
 
 /* Model named by a JSON request body (`"model"` field, OpenAI/Anthropic).
  * Returns a malloc'd string (caller frees), or NULL when the body is not a JSON object
- * or has no string "model" (EINVAL), or on ENOMEM. */
+ * or has no string "model" (EINVAL), or on ENOMEM. Also EINVAL for a body that only a full
+ * parser can read (an escaped top-level key, ...) and that holds a NUL byte or a \u0000
+ * escape: cJSON would take the key "model\u0000" for "model". */
 char *aor_dialect_body_model(const char *body, size_t len);
 
 /* Model named by a Gemini path: "/v1beta/models/gemini-2.0-flash:generateContent?alt=sse"
@@ -23,12 +25,13 @@ char *aor_dialect_body_model(const char *body, size_t len);
 char *aor_dialect_path_model(const char *path);
 
 /* Replaces the body's top-level "model" value by `model`. Returns a malloc'd new body
- * (NUL-terminated) and sets *out_len (bytes, without the NUL), or NULL: EINVAL when the
- * body is not a JSON object with a string "model", ENOMEM. Only called when the upstream
- * id differs. Every other byte of the body is kept as sent (the new value is spliced in;
- * a body is re-serialised by cJSON only when the raw text can't be walked, e.g. an escaped
- * key, which may change number formatting). Duplicate top-level "model" members are all
- * replaced. */
+ * (NUL-terminated) and sets *out_len (bytes, without the NUL), or NULL: EINVAL when
+ * aor_dialect_body_model finds no model in the body (so both agree), ENOMEM. Only called
+ * when the upstream id differs. Every other byte of the body is kept as sent (the new
+ * value is spliced in; a body is re-serialised by cJSON only when the raw text can't be
+ * walked, e.g. an escaped key, which may change number formatting; such a body holding a
+ * \u0000 escape is refused with EINVAL, as printing would cut its strings). Duplicate
+ * top-level string "model" members are all replaced. */
 char *aor_dialect_body_set_model(const char *body, size_t len, const char *model, size_t *out_len);
 
 /* Replaces the model segment of a Gemini path (as found by aor_dialect_path_model).

@@ -181,26 +181,28 @@ fail_cands:
     return -1;
 }
 
-/* Step 4: drops candidates in backoff or with an open circuit, in place. Returns the
- * number kept; fills seq->dropped, earliest_until, last_kind. brstate has one slot per
- * configured provider. */
+/* Step 4: drops candidates in backoff, with an exhausted usage window (§6) or with an
+ * open circuit, in place. Returns the number kept; fills seq->dropped, earliest_until,
+ * last_kind. brstate has one slot per configured provider. */
 static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, double now, cand *cs,
                                size_t n, unsigned char *brstate, aor_sequence *seq) {
     const aor_config *cfg = ctx->cfg;
     size_t w = 0;
     double latest_failure = 0;
-    int have_backoff_kind = 0, breaker_dropped = 0;
+    int have_backoff_kind = 0, other_dropped = 0;
 
     for (size_t r = 0; r < n; r++) {
         const char *pname = cfg->providers[cs[r].c.provider].name;
-        double bo_until = 0, br_until = 0;
+        double bo_until = 0, br_until = 0, us_until = 0;
         int bo_blocked = ctx->backoff != NULL &&
                          aor_backoff_blocked(ctx->backoff, pname, cs[r].c.key_name, now, &bo_until);
+        int us_blocked = ctx->usage != NULL &&
+                         aor_usage_exhausted(ctx->usage, pname, cs[r].c.key_name, now, &us_until);
         int br_blocked = 0;
         aor_breaker_row brow;
 
         if (ctx->breaker != NULL) {
-            if (bo_blocked) {
+            if (bo_blocked || us_blocked) {
                 /* Only look (allow() would spend the probe of an expired circuit on a
                  * provider we are not going to call for this key). */
                 if (aor_breaker_get(ctx->breaker, pname, model, now, &brow) &&
@@ -220,12 +222,14 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
                 }
             }
         }
-        if (!bo_blocked && !br_blocked) {
+        if (!bo_blocked && !us_blocked && !br_blocked) {
             cs[w++] = cs[r];
             continue;
         }
         /* Dropped: available again when every block on it has ended. */
         double avail = bo_until > br_until ? bo_until : br_until;
+        if (us_until > avail)
+            avail = us_until;
         if (seq->dropped == 0 || avail < seq->earliest_until)
             seq->earliest_until = avail;
         seq->dropped++;
@@ -238,11 +242,12 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
                 have_backoff_kind = 1;
             }
         } else {
-            breaker_dropped = 1;
+            other_dropped = 1;
         }
     }
-    if (!have_backoff_kind && breaker_dropped)
-        seq->last_kind = AOR_KIND_RATE; /* an open circuit means repeated failures */
+    /* An open circuit means repeated failures; an exhausted window is a rate limit. */
+    if (!have_backoff_kind && other_dropped)
+        seq->last_kind = AOR_KIND_RATE;
     return w;
 }
 

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "sticky.h"
 #include "types.h"
+#include "usage.h"
 
 #include <stddef.h>
 
@@ -23,13 +24,15 @@ typedef struct {
 typedef struct {
     aor_candidate *items; /* usable candidates in the order to try */
     size_t n;
-    size_t dropped;        /* candidates dropped for backoff / open circuit */
+    size_t dropped;        /* candidates dropped for backoff / open circuit / exhausted
+                              usage window */
     double earliest_until; /* earliest time (Unix s) a dropped candidate is usable again:
-                              the later of its backoff until and its circuit until (0 when
-                              none dropped); §5.6 Retry-After */
+                              the latest of its backoff until, its circuit until and its
+                              usage window reset (0 when none dropped); §5.6 Retry-After */
     aor_kind last_kind;    /* last_error_kind of the dropped backoff row that failed most
-                              recently; AOR_KIND_RATE when only open circuits dropped
-                              candidates; AOR_KIND_OK when nothing was dropped */
+                              recently; AOR_KIND_RATE when only open circuits or exhausted
+                              usage windows dropped candidates; AOR_KIND_OK when nothing
+                              was dropped */
     char *scratch;         /* storage for passthrough key names; internal */
 } aor_sequence;
 
@@ -38,6 +41,7 @@ typedef struct {
     const aor_backoff *backoff; /* NULL: nothing is backed off */
     aor_breaker *breaker;       /* allow() may move open -> half-open; NULL: all closed */
     const aor_sticky *sticky;   /* NULL: no sticky rows */
+    const aor_usage *usage;     /* NULL: no usage data (nothing exhausted), spec §6 */
 } aor_route_ctx;
 
 /* Builds the candidate sequence for a request.
@@ -57,9 +61,10 @@ typedef struct {
  *      passthrough provider gives one candidate with key = -1;
  *   3. order: provider priority, key priority, then aor_hash_pair64(client,
  *      "provider/key") so clients spread over equal keys (stable per client);
- *   4. drop those in backoff (aor_backoff_blocked) or whose circuit for (provider, model
- *      or "") is open (aor_breaker_allow, called at most once per provider and only when
- *      one of its keys is not backed off);
+ *   4. drop those in backoff (aor_backoff_blocked), whose usage window is exhausted
+ *      (aor_usage_exhausted, §6) or whose circuit for (provider, model or "") is open
+ *      (aor_breaker_allow, called at most once per provider and only when one of its
+ *      keys is neither backed off nor exhausted);
  *   5. priority strategy: the client's sticky for the model, when among the remaining
  *      candidates, goes first unless a candidate ahead of it beats it by more than the
  *      thresholds: another provider whose priority is better by more than

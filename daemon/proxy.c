@@ -296,6 +296,45 @@ static int is_content_type(char **lines, size_t n, const char *prefix) {
     return ct && strncasecmp(ct, prefix, strlen(prefix)) == 0;
 }
 
+/* Splits "Name: value" lines into headers; store[i] receives the copy each header points
+ * into (free both with free_lines(store, n) and free(result)). NULL on ENOMEM. */
+static aor_header *make_headers(char **lines, size_t n, char **store) {
+    aor_header *h = calloc(n ? n : 1, sizeof *h);
+    if (!h)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char *colon = strchr(lines[i], ':');
+        store[i] = strdup(lines[i]);
+        if (!store[i] || !colon) {
+            h[i].name = "";
+            h[i].value = "";
+            continue;
+        }
+        char *c2 = store[i] + (colon - lines[i]);
+        *c2 = '\0';
+        char *v = c2 + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        h[i].name = store[i];
+        h[i].value = v;
+    }
+    return h;
+}
+
+/* Feeds the rate-limit headers of the answer to the usage snapshots (spec §6); called
+ * once per attempt, when its header block is complete. In memory only: no disk I/O. */
+static void observe_usage(aor_proxy *p) {
+    const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
+    char **store = calloc(p->nhdr ? p->nhdr : 1, sizeof *store);
+    aor_header *h = store ? make_headers(p->hdr_lines, p->nhdr, store) : NULL;
+    if (h && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name, p->status,
+                               h, p->nhdr, aor_clock_now()) < 0)
+        aor_warn("usage: out of memory");
+    if (store)
+        free_lines(store, p->nhdr);
+    free(h);
+}
+
 static void on_up_header(void *arg, const char *line, size_t len) {
     aor_proxy *p = arg;
     if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
@@ -311,6 +350,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
     if (len == 0) {
         if (p->status >= 100 && p->status < 200)
             return;
+        observe_usage(p);
         int ok = p->status >= 200 && p->status < 300;
         if (!ok || is_content_type(p->hdr_lines, p->nhdr, "text/html")) {
             p->mode = MODE_BUFFER;
@@ -384,10 +424,11 @@ static int first_event_is_error(aor_proxy *p, size_t evlen) {
             memcpy(data + dl, v, vl);
             dl += vl;
         } else if (l2 >= 6 && strncmp(s, "event:", 6) == 0) {
-            const char *v = s + 6;
-            while (*v == ' ')
-                v++;
-            if ((size_t)(v - s) <= l2 && strncmp(v, "error", 5) == 0)
+            /* Bounded by the line: the buffer may end without a terminator. */
+            size_t k = 6;
+            while (k < l2 && s[k] == ' ')
+                k++;
+            if (l2 - k >= 5 && strncmp(s + k, "error", 5) == 0)
                 event_error = 1;
         }
         s = nl ? nl + 1 : end;
@@ -461,29 +502,6 @@ static void keep_last(aor_proxy *p, const aor_verdict *v) {
     }
     p->last_verdict = *v;
     p->last_cand = p->cand;
-}
-
-static aor_header *make_headers(char **lines, size_t n, char **store) {
-    aor_header *h = calloc(n ? n : 1, sizeof *h);
-    if (!h)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        char *colon = strchr(lines[i], ':');
-        store[i] = strdup(lines[i]);
-        if (!store[i] || !colon) {
-            h[i].name = "";
-            h[i].value = "";
-            continue;
-        }
-        char *c2 = store[i] + (colon - lines[i]);
-        *c2 = '\0';
-        char *v = c2 + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        h[i].name = store[i];
-        h[i].value = v;
-    }
-    return h;
 }
 
 static void classify_held(aor_proxy *p, aor_verdict *v) {
@@ -830,8 +848,9 @@ static void answer_all_backed_off(aor_proxy *p, double earliest) {
     snprintf(ra, sizeof ra, "%.0f", wait);
     char msg[512];
     snprintf(msg, sizeof msg,
-             "aor: every configured key for %s is backed off or its circuit is open; the "
-             "earliest is free again in %.0f s (last failure: %s)",
+             "aor: every configured key for %s is backed off, its circuit is open or its "
+             "usage window is exhausted; the earliest is free again in %.0f s (last failure: "
+             "%s)",
              p->model ? p->model : "this request", wait,
              p->last_cand ? p->last_verdict.reason : aor_kind_name(p->seq.last_kind));
     p->d->m.all_backed_off++;
@@ -850,6 +869,14 @@ static int start_next(aor_proxy *p) {
         if (aor_backoff_blocked(aor_rstate_backoff(p->d->rs), pc->name, cand->key_name, now,
                                 &until)) {
             /* Backed off meanwhile (another request failed on it): skip, no cost. */
+            if (!p->skipped || until < p->skipped_until)
+                p->skipped_until = until;
+            p->skipped++;
+            continue;
+        }
+        if (aor_usage_exhausted(aor_rstate_usage(p->d->rs), pc->name, cand->key_name, now,
+                                &until)) {
+            /* Its usage window ran out meanwhile (another request's answer, §6): skip. */
             if (!p->skipped || until < p->skipped_until)
                 p->skipped_until = until;
             p->skipped++;

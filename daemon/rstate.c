@@ -13,6 +13,7 @@ struct aor_rstate {
     aor_backoff *backoff;
     aor_breaker *breaker;
     aor_sticky *sticky;
+    aor_usage *usage; /* in memory only: never written to the store (usage.h) */
 };
 
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
@@ -29,7 +30,8 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     rs->backoff = aor_backoff_new(&bp);
     rs->breaker = aor_breaker_new(&kp);
     rs->sticky = aor_sticky_new();
-    if (!rs->backoff || !rs->breaker || !rs->sticky) {
+    rs->usage = aor_usage_new();
+    if (!rs->backoff || !rs->breaker || !rs->sticky || !rs->usage) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -53,6 +55,7 @@ void aor_rstate_close(aor_rstate *rs) {
     aor_backoff_free(rs->backoff);
     aor_breaker_free(rs->breaker);
     aor_sticky_free(rs->sticky);
+    aor_usage_free(rs->usage);
     free(rs);
 }
 
@@ -146,7 +149,7 @@ int aor_rstate_reset(aor_rstate *rs, const char *provider, double now) {
 }
 
 aor_route_ctx aor_rstate_route_ctx(aor_rstate *rs) {
-    aor_route_ctx ctx = {rs->cfg, rs->backoff, rs->breaker, rs->sticky};
+    aor_route_ctx ctx = {rs->cfg, rs->backoff, rs->breaker, rs->sticky, rs->usage};
     return ctx;
 }
 
@@ -158,6 +161,9 @@ aor_breaker *aor_rstate_breaker(aor_rstate *rs) {
 }
 aor_sticky *aor_rstate_sticky(aor_rstate *rs) {
     return rs->sticky;
+}
+aor_usage *aor_rstate_usage(aor_rstate *rs) {
+    return rs->usage;
 }
 
 unsigned long aor_rstate_writes(const aor_rstate *rs) {

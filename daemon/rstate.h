@@ -1,6 +1,7 @@
 /* The daemon's routing state: backoff, circuit breakers and sticky tables in memory,
  * written ahead to the SQLite store (spec §4.5: the event is committed before memory
- * changes; nothing is written when nothing changed). */
+ * changes; nothing is written when nothing changed), and the usage snapshots of §6,
+ * which live in memory only (short-lived, see common/usage.h). */
 #ifndef AOR_RSTATE_H
 #define AOR_RSTATE_H
 
@@ -11,6 +12,7 @@
 #include "route.h"
 #include "sticky.h"
 #include "store.h"
+#include "usage.h"
 
 typedef struct aor_rstate aor_rstate;
 
@@ -40,12 +42,17 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
  * Returns the number of rows removed, or -1 on store error. */
 int aor_rstate_reset(aor_rstate *rs, const char *provider, double now);
 
-/* Route context over the current tables (valid until the next state change). */
+/* Route context over the current tables, usage snapshots included (valid until the
+ * next state change). */
 aor_route_ctx aor_rstate_route_ctx(aor_rstate *rs);
 
 aor_backoff *aor_rstate_backoff(aor_rstate *rs);
 aor_breaker *aor_rstate_breaker(aor_rstate *rs);
 aor_sticky *aor_rstate_sticky(aor_rstate *rs);
+
+/* The usage snapshot table (spec §6; in memory only, not persisted: no store write).
+ * The proxy feeds it with aor_usage_observe; aor_rstate_route_ctx passes it to routing. */
+aor_usage *aor_rstate_usage(aor_rstate *rs);
 
 /* Number of event writes since start (tests and /metrics). */
 unsigned long aor_rstate_writes(const aor_rstate *rs);

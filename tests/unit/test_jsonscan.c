@@ -36,10 +36,9 @@ static int check(const char *s, char **model) {
     if (r < 0)
         return r;
     cJSON *root = cJSON_ParseWithLength(s, len);
-    const char *want =
-        cJSON_IsObject(root)
-            ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model"))
-            : NULL;
+    const char *want = cJSON_IsObject(root)
+                           ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model"))
+                           : NULL;
     if (!cJSON_IsObject(root))
         fail_msg("scan answered %d for %s, cJSON does not see an object", r, s);
     if (r == 1 && (!want || strcmp(want, *model) != 0))
@@ -84,8 +83,8 @@ static void test_undecided(void **state) {
     expect("[\"model\"]", -1, NULL);
     expect("{\"model\":\"gpt-4o\"", -1, NULL);
     expect("{\"model\":\"a\"} trailing", -1, NULL);
-    expect("{\"model\":\"claude-\\u0033\"}", -1, NULL);    /* escaped value */
-    expect("{\"mod\\u0065l\":\"x\",\"model\":\"y\"}", -1, NULL); /* escaped key */
+    expect("{\"model\":\"claude-\\u0033\"}", -1, NULL);             /* escaped value */
+    expect("{\"mod\\u0065l\":\"x\",\"model\":\"y\"}", -1, NULL);    /* escaped key */
     expect("{\"model\":\"a\",\"x\":\"\\ud83d\\ude00\"}", -1, NULL); /* surrogates */
     expect("{\"model\":\"a\",\"x\":\"raw\ttab\"}", -1, NULL);
     expect("{\"model\":\"a\",\"x\":01}", -1, NULL);
@@ -138,6 +137,42 @@ static void test_large_body(void **state) {
     free(s);
 }
 
+/* Every stop byte at every position of the 8-byte steps through long strings. */
+static void test_offsets(void **state) {
+    for (size_t len = 0; len < 40; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            char text[128], body[256];
+            memset(text, 'x', len);
+            text[len] = '\0';
+            int r;
+            /* a string of len plain bytes */
+            r = snprintf(body, sizeof body, "{\"x\":\"%s\",\"model\":\"m\"}", text);
+            assert_true(r > 0 && (size_t)r < sizeof body);
+            expect(body, 1, "m");
+            if (at == len)
+                continue;
+            /* an escape inside it: still valid */
+            char esc[128];
+            memcpy(esc, text, at);
+            memcpy(esc + at, "\\n", 2);
+            memcpy(esc + at + 2, text + at, len - at + 1);
+            r = snprintf(body, sizeof body, "{\"x\":\"%s\",\"model\":\"m\"}", esc);
+            assert_true(r > 0 && (size_t)r < sizeof body);
+            expect(body, 1, "m");
+            /* a raw control character inside it: undecided */
+            text[at] = '\x01';
+            r = snprintf(body, sizeof body, "{\"x\":\"%s\",\"model\":\"m\"}", text);
+            assert_true(r > 0 && (size_t)r < sizeof body);
+            expect(body, -1, NULL);
+            /* high bytes (UTF-8) are plain text */
+            text[at] = '\xc3';
+            r = snprintf(body, sizeof body, "{\"model\":\"%s\"}", text);
+            assert_true(r > 0 && (size_t)r < sizeof body);
+            expect(body, 1, text);
+        }
+    }
+}
+
 static void test_bad_arguments(void **state) {
     const char *v;
     size_t l;
@@ -149,9 +184,10 @@ static void test_bad_arguments(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_found),      cmocka_unit_test(test_not_found),
-        cmocka_unit_test(test_undecided),  cmocka_unit_test(test_depth),
-        cmocka_unit_test(test_large_body), cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_found),         cmocka_unit_test(test_not_found),
+        cmocka_unit_test(test_undecided),     cmocka_unit_test(test_depth),
+        cmocka_unit_test(test_large_body),    cmocka_unit_test(test_offsets),
+        cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

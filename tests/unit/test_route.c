@@ -18,6 +18,7 @@
 #include "hash.h"
 #include "route.h"
 #include "sticky.h"
+#include "usage.h"
 
 #define NOW 1700000000.0
 
@@ -136,6 +137,7 @@ typedef struct {
     aor_backoff *b;
     aor_breaker *br;
     aor_sticky *s;
+    aor_usage *u;
     aor_route_ctx ctx;
     aor_sequence seq;
 } world;
@@ -148,9 +150,10 @@ static int setup(void **state) {
     w->b = aor_backoff_new(&bo_params);
     w->br = aor_breaker_new(&br_params);
     w->s = aor_sticky_new();
-    if (!w->b || !w->br || !w->s)
+    w->u = aor_usage_new();
+    if (!w->b || !w->br || !w->s || !w->u)
         return -1;
-    w->ctx = (aor_route_ctx){w->cfg, w->b, w->br, w->s};
+    w->ctx = (aor_route_ctx){w->cfg, w->b, w->br, w->s, w->u};
     *state = w;
     return 0;
 }
@@ -161,6 +164,7 @@ static int teardown(void **state) {
     aor_backoff_free(w->b);
     aor_breaker_free(w->br);
     aor_sticky_free(w->s);
+    aor_usage_free(w->u);
     cfg_free(w->cfg);
     free(w);
     return 0;
@@ -300,6 +304,46 @@ static void test_drop_backoff_and_breaker(void **state) {
                         "A/a1 B/b1");
     assert_int_equal(w->seq.dropped, 1);
     assert_true(w->seq.earliest_until == NOW + 119);
+}
+
+/* A key whose usage window is exhausted (§6) is dropped like a backed-off one, until
+ * its window resets; a 429's "0 remaining" does not exhaust it. */
+static void test_drop_exhausted_usage(void **state) {
+    world *w = *state;
+    add_key(w->cfg, "k1", 0);
+    add_key(w->cfg, "k2", 1);
+    add_key(w->cfg, "k3", 2);
+    add_provider(w->cfg, "P", AOR_DIALECT_OPENAI, "p.example", 0, "m", "k1,k2,k3", NULL);
+    const aor_header h[] = {
+        {"x-ratelimit-remaining-requests", "0"},
+        {"x-ratelimit-reset-requests", "30s"},
+    };
+    assert_int_equal(aor_usage_observe(w->u, "P", "k1", 200, h, 2, NOW), 1);
+    assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 1), "P/k2 P/k3");
+    assert_int_equal(w->seq.dropped, 1);
+    assert_true(w->seq.earliest_until == NOW + 30);
+    assert_int_equal(w->seq.last_kind, AOR_KIND_RATE);
+
+    /* A 429 answer with remaining 0 on k2: throttled, not exhausted. */
+    assert_int_equal(aor_usage_observe(w->u, "P", "k2", 429, h, 2, NOW), 0);
+    assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 1), "P/k2 P/k3");
+
+    /* Backoff and exhaustion together: available when both ended; the backoff row's kind
+     * is reported. */
+    fail_key(w, "P", "k2", AOR_KIND_QUOTA, -1, NOW); /* until NOW + 120 */
+    assert_int_equal(aor_usage_observe(w->u, "P", "k3", 200, h, 2, NOW + 5), 1); /* NOW+35 */
+    select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 6);
+    assert_int_equal(w->seq.n, 0);
+    assert_int_equal(w->seq.dropped, 3);
+    assert_true(w->seq.earliest_until == NOW + 30);
+    assert_int_equal(w->seq.last_kind, AOR_KIND_QUOTA);
+
+    /* The window reset: k1 is back (its snapshot is stale now). */
+    assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 30), "P/k1");
+    assert_true(w->seq.earliest_until == NOW + 35);
+    /* Without usage data nothing is exhausted. */
+    w->ctx.usage = NULL;
+    assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 6), "P/k1 P/k3");
 }
 
 /* Only circuits: last_kind is rate; a key both backed off and behind an open circuit is
@@ -642,7 +686,7 @@ static void test_errors(void **state) {
     /* No state tables at all: plain priority order. */
     add_key(w->cfg, "k", 0);
     add_provider(w->cfg, "P", AOR_DIALECT_OPENAI, "p.example", 0, "m", "k", NULL);
-    aor_route_ctx bare = {w->cfg, NULL, NULL, NULL};
+    aor_route_ctx bare = {w->cfg, NULL, NULL, NULL, NULL};
     assert_int_equal(aor_route_select(&bare, "m", NULL, NULL, AOR_DIALECT_OPENAI, NOW, &seq), 0);
     assert_int_equal(seq.n, 1);
     aor_sequence_free(&seq);
@@ -656,6 +700,7 @@ int main(void) {
         T(test_tie_spreading),
         T(test_drop_backoff_and_breaker),
         T(test_breaker_only_and_combined),
+        T(test_drop_exhausted_usage),
         T(test_sticky_first),
         T(test_provider_threshold_boundary),
         T(test_key_threshold_boundary),

@@ -1,0 +1,260 @@
+/* Usage snapshots per (provider, key): spec §6. See usage.h for the rules. */
+#include "usage.h"
+
+#include "map.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct aor_usage {
+    aor_map *rows; /* (provider, key) -> usage_entry */
+};
+
+/* One row; the map's key pointers point into strs (provider NUL key NUL). */
+typedef struct {
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    const char *provider;
+    const char *key;
+    char strs[];
+} usage_entry;
+
+/* The headers of each window (indexed by aor_usage_window_id). */
+static const struct {
+    const char *remaining;
+    const char *reset;
+    int rfc3339; /* reset is an RFC 3339 timestamp (Anthropic), else a Go duration */
+} windows[AOR_USAGE_NWINDOWS] = {
+    [AOR_USAGE_REQUESTS] = {"x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", 0},
+    [AOR_USAGE_TOKENS] = {"x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", 0},
+    [AOR_USAGE_A_REQUESTS] = {"anthropic-ratelimit-requests-remaining",
+                              "anthropic-ratelimit-requests-reset", 1},
+    [AOR_USAGE_A_TOKENS] = {"anthropic-ratelimit-tokens-remaining",
+                            "anthropic-ratelimit-tokens-reset", 1},
+    [AOR_USAGE_A_INPUT_TOKENS] = {"anthropic-ratelimit-input-tokens-remaining",
+                                  "anthropic-ratelimit-input-tokens-reset", 1},
+    [AOR_USAGE_A_OUTPUT_TOKENS] = {"anthropic-ratelimit-output-tokens-remaining",
+                                   "anthropic-ratelimit-output-tokens-reset", 1},
+};
+
+aor_usage *aor_usage_new(void) {
+    aor_usage *u = calloc(1, sizeof *u);
+    if (!u)
+        goto fail;
+    u->rows = aor_map_new();
+    if (!u->rows)
+        goto fail_table;
+    return u;
+
+fail_table:
+    free(u);
+fail:
+    errno = ENOMEM;
+    return NULL;
+}
+
+void aor_usage_free(aor_usage *u) {
+    if (!u)
+        return;
+    aor_map_free(u->rows, free);
+    free(u);
+}
+
+size_t aor_usage_count(const aor_usage *u) {
+    return u ? aor_map_count(u->rows) : 0;
+}
+
+/* Copies value without leading/trailing spaces and tabs into buf (cap bytes). Returns
+ * 0, or -1 when it is empty or does not fit. */
+static int trimmed(const char *value, char *buf, size_t cap) {
+    const char *s = value, *e;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strnlen(s, cap);
+    if (*e != '\0')
+        return -1; /* too long */
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    size_t len = (size_t)(e - s);
+    if (len == 0 || len >= cap)
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return 0;
+}
+
+/* A remaining count: 1*DIGIT ["." 1*DIGIT]. Returns the value, or -1 when not one. */
+static double parse_remaining(const char *value) {
+    char buf[AOR_HINT_MAX_VALUE + 1];
+    if (trimmed(value, buf, sizeof buf))
+        return -1;
+    double v = 0, scale = 0;
+    const char *p = buf;
+    int digits = 0;
+    for (; *p; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (scale == 0) {
+                v = v * 10 + (*p - '0');
+            } else {
+                v += (*p - '0') * scale;
+                scale /= 10;
+            }
+            digits++;
+        } else if (*p == '.' && scale == 0 && digits > 0 && p[1] != '\0') {
+            scale = 0.1;
+        } else {
+            return -1;
+        }
+    }
+    return digits > 0 ? v : -1;
+}
+
+/* A reset header of window i: Unix seconds, or 0 when not valid. A past RFC 3339 time is
+ * kept as it is (the window is stale). */
+static double parse_reset(size_t i, const char *value, double now) {
+    char buf[AOR_HINT_MAX_VALUE + 1];
+    if (trimmed(value, buf, sizeof buf))
+        return 0;
+    if (windows[i].rfc3339) {
+        double t;
+        return aor_rfc3339_parse(buf, &t) == 0 && t > 0 ? t : 0;
+    }
+    double s = aor_hint_go_duration(buf);
+    return s > 0 ? now + s : 0;
+}
+
+/* Reads window i from the headers into *w. Returns 1 when the answer names it. */
+static int read_window(size_t i, const aor_header *hdrs, size_t n, double now,
+                       aor_usage_window *w) {
+    int named = 0;
+    w->known = 1;
+    w->remaining = -1;
+    w->reset_at = 0;
+    w->observed_at = now;
+    for (size_t h = 0; h < n; h++) {
+        if (!hdrs[h].name || !hdrs[h].value)
+            continue;
+        if (strcasecmp(hdrs[h].name, windows[i].remaining) == 0) {
+            double r = parse_remaining(hdrs[h].value);
+            named = 1;
+            if (r >= 0)
+                w->remaining = r; /* the last valid one wins */
+        } else if (strcasecmp(hdrs[h].name, windows[i].reset) == 0) {
+            double t = parse_reset(i, hdrs[h].value, now);
+            named = 1;
+            if (t > 0)
+                w->reset_at = t;
+        }
+    }
+    return named;
+}
+
+static int stale_pred(const char *a, const char *b, void *val, void *arg) {
+    const usage_entry *e = val;
+    double now = *(const double *)arg;
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++)
+        if (e->w[i].known && e->w[i].reset_at > now)
+            return 0;
+    return 1;
+}
+
+/* A new row for (provider, key) with no window known. NULL on ENOMEM. */
+static usage_entry *entry_new(const char *provider, const char *key) {
+    size_t lp = strlen(provider), lk = strlen(key);
+    usage_entry *e = calloc(1, sizeof *e + lp + lk + 2);
+    if (!e)
+        return NULL;
+    memcpy(e->strs, provider, lp + 1);
+    memcpy(e->strs + lp + 1, key, lk + 1);
+    e->provider = e->strs;
+    e->key = e->strs + lp + 1;
+    return e;
+}
+
+int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long status,
+                      const aor_header *hdrs, size_t n, double now) {
+    if (!u || !provider || !key) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* §6: a 429 (or 529) is a throttle, never exhaustion; no answer or an outage says
+     * nothing about usage. */
+    if (status < 200 || status == 429 || status >= 500 || !hdrs)
+        return 0;
+    aor_usage_window fresh[AOR_USAGE_NWINDOWS];
+    int named[AOR_USAGE_NWINDOWS], any = 0;
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
+        named[i] = read_window(i, hdrs, n, now, &fresh[i]);
+        any |= named[i];
+    }
+    if (!any)
+        return 0;
+    usage_entry *e = aor_map_get(u->rows, provider, key);
+    if (!e) {
+        if (aor_map_count(u->rows) >= AOR_USAGE_PRUNE_AT)
+            aor_map_remove_if(u->rows, stale_pred, &now, free);
+        e = entry_new(provider, key);
+        if (!e)
+            goto fail_oom;
+        if (aor_map_put(u->rows, e->provider, e->key, e, NULL) != 0) {
+            free(e);
+            goto fail_oom;
+        }
+    }
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++)
+        if (named[i])
+            e->w[i] = fresh[i];
+    return 1;
+
+fail_oom:
+    errno = ENOMEM;
+    return -1;
+}
+
+int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *key, double now,
+                        double *until) {
+    if (!u || !provider || !key)
+        return 0;
+    const usage_entry *e = aor_map_get(u->rows, provider, key);
+    if (!e)
+        return 0;
+    double latest = 0;
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
+        const aor_usage_window *w = &e->w[i];
+        /* Trusted only until its reset (unfiltered: a past reset makes it stale). */
+        if (w->known && w->remaining == 0 && w->reset_at > now && w->reset_at > latest)
+            latest = w->reset_at;
+    }
+    if (latest == 0)
+        return 0;
+    if (until)
+        *until = latest;
+    return 1;
+}
+
+double aor_usage_next_reset(const aor_usage *u, const char *provider, const char *key, double now) {
+    if (!u || !provider || !key)
+        return 0;
+    const usage_entry *e = aor_map_get(u->rows, provider, key);
+    if (!e)
+        return 0;
+    double best = 0;
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
+        double t = e->w[i].known ? e->w[i].reset_at : 0;
+        if (t > now && (best == 0 || t < best))
+            best = t;
+    }
+    return best;
+}
+
+int aor_usage_get(const aor_usage *u, const char *provider, const char *key,
+                  aor_usage_window out[AOR_USAGE_NWINDOWS]) {
+    if (!u || !provider || !key || !out)
+        return 0;
+    const usage_entry *e = aor_map_get(u->rows, provider, key);
+    if (!e)
+        return 0;
+    memcpy(out, e->w, sizeof e->w);
+    return 1;
+}

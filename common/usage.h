@@ -1,0 +1,111 @@
+/* Usage awareness (spec §6): a per-(provider, key) snapshot of the provider's rate-limit
+ * windows, read from the rate-limit headers of its answers, so that a key whose window
+ * is exhausted is skipped (§5.2 step 2) until that window resets.
+ *
+ * Sources: OpenAI "Rate limits" (x-ratelimit-remaining-requests/-tokens,
+ * x-ratelimit-reset-requests/-tokens as Go durations "6m0s", "1.5s", "20ms"; Groq and
+ * other OpenAI-compatible providers send the same), Anthropic "Rate limits"
+ * (anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{remaining,reset},
+ * reset as an RFC 3339 timestamp). Gemini sends no usage headers; its RetryInfo is a
+ * retry hint (§4.3, common/classify.h), not a usage window.
+ *
+ * Rules (§6):
+ *  - A 429 means throttled, never exhausted: a 429 answer (and a 529 overloaded answer,
+ *    a throttle as well) leaves the snapshot untouched — its remaining values are never
+ *    written, so a 429 saying "remaining: 0" does not mark the key exhausted beyond the
+ *    backoff window its retry hints already set (§4.3). Answers without a status
+ *    (status 0) or with another 5xx are ignored too (an outage says nothing about usage).
+ *  - Every other answer updates the windows it names: a window named by the answer (by
+ *    its remaining or its reset header) is replaced by the answer's values; windows it
+ *    does not name keep their earlier values. Of a header sent twice the last valid
+ *    value counts.
+ *  - A snapshot is trusted only until the earliest reset time of its limiting window,
+ *    unfiltered: a window whose reset time has passed (even a past time the provider
+ *    sent) is stale and never makes the key exhausted. A window with remaining 0 but
+ *    no (valid) reset time is not trusted either: without a reset time there is no way
+ *    to know when to look again.
+ *  - Scheduling the next check uses only future reset times (aor_usage_next_reset).
+ *
+ * In memory only: the table is not persisted (§4.5 covers backoff, breakers and sticky
+ * rows). Usage snapshots are short-lived — they are stale at the next window reset,
+ * seconds to minutes away — and the next answer of the provider refreshes them, so a
+ * restarted daemon at worst sends one request that the provider itself would throttle.
+ *
+ * Not thread-safe (aord is single-threaded). */
+#ifndef AOR_USAGE_H
+#define AOR_USAGE_H
+
+#include "classify.h"
+
+#include <stddef.h>
+
+/* Windows a snapshot tracks. OpenAI-style and Anthropic windows are kept apart (a
+ * provider sends one family; both families are read from every answer). */
+typedef enum {
+    AOR_USAGE_REQUESTS = 0,    /* x-ratelimit-*-requests */
+    AOR_USAGE_TOKENS,          /* x-ratelimit-*-tokens */
+    AOR_USAGE_A_REQUESTS,      /* anthropic-ratelimit-requests-* */
+    AOR_USAGE_A_TOKENS,        /* anthropic-ratelimit-tokens-* */
+    AOR_USAGE_A_INPUT_TOKENS,  /* anthropic-ratelimit-input-tokens-* */
+    AOR_USAGE_A_OUTPUT_TOKENS, /* anthropic-ratelimit-output-tokens-* */
+    AOR_USAGE_NWINDOWS
+} aor_usage_window_id;
+
+/* One window of a snapshot. */
+typedef struct {
+    int known;          /* 1 when an answer named this window */
+    double remaining;   /* requests / tokens left in the window, or -1 when unknown */
+    double reset_at;    /* Unix seconds when the window resets, or 0 when unknown; may lie
+                           in the past (stale) */
+    double observed_at; /* Unix seconds of the answer that set it */
+} aor_usage_window;
+
+typedef struct aor_usage aor_usage;
+
+/* New empty table. Returns NULL with errno=ENOMEM. Free with aor_usage_free. */
+aor_usage *aor_usage_new(void);
+
+/* Frees the table. NULL: no-op. */
+void aor_usage_free(aor_usage *u);
+
+/* Reads the rate-limit headers of one upstream answer of (provider, key) into its
+ * snapshot (rules at the top of this file).
+ * status: HTTP status of the answer (0 = no answer). hdrs/n: its headers (names
+ * case-insensitive, values without CRLF; NULL/0 allowed). now: Unix seconds of the
+ * answer (Go-duration resets are relative to it). provider and key are copied.
+ * An answer without any usage header creates no row. Remaining values must be plain
+ * non-negative decimal numbers and resets valid Go durations (OpenAI) or RFC 3339
+ * timestamps (Anthropic), each at most AOR_HINT_MAX_VALUE bytes; anything else counts
+ * as "unknown" for that field. When the table holds more than AOR_USAGE_PRUNE_AT rows,
+ * rows with no future reset time are dropped first.
+ * Returns 1 when the snapshot changed, 0 when the answer was ignored or named no
+ * window, -1 with errno=EINVAL (u, provider or key NULL) or errno=ENOMEM (table
+ * unchanged). */
+int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long status,
+                      const aor_header *hdrs, size_t n, double now);
+
+/* Rows kept before aor_usage_observe prunes stale ones. */
+#define AOR_USAGE_PRUNE_AT 4096
+
+/* 1 when (provider, key) has an exhausted window at now: remaining == 0 and reset_at >
+ * now. *until (when until is not NULL) receives the time (Unix s) the key is usable
+ * again: the latest reset_at among its exhausted windows (all of them must reset).
+ * 0 (until untouched) when no window is exhausted — no row, unknown remaining, or every
+ * window with 0 remaining is stale. NULL u: 0. */
+int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *key, double now,
+                        double *until);
+
+/* Earliest reset time (Unix s) of (provider, key)'s windows that lies after now — when
+ * to look at the key again; past reset times are ignored. 0 when there is none (no row,
+ * or no future reset). NULL u: 0. */
+double aor_usage_next_reset(const aor_usage *u, const char *provider, const char *key, double now);
+
+/* Copies the windows of (provider, key) into out[AOR_USAGE_NWINDOWS]. Returns 1, or 0
+ * when there is no row (out untouched). For tests and diagnostics. */
+int aor_usage_get(const aor_usage *u, const char *provider, const char *key,
+                  aor_usage_window out[AOR_USAGE_NWINDOWS]);
+
+/* Number of (provider, key) rows. NULL u: 0. */
+size_t aor_usage_count(const aor_usage *u);
+
+#endif

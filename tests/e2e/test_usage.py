@@ -1,0 +1,60 @@
+"""Usage awareness end-to-end (spec §6, §5.2 step 2): provider rate-limit headers make
+a key with an exhausted window skipped until the window resets; a 429 is a throttle,
+never exhaustion — through the real aord and the mock provider, on the fake clock."""
+import aortest
+from aortest import check, eq
+from test_routing import T0, chat, row, setup, tried
+
+EXHAUSTED_30S = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s",
+                 "x-ratelimit-remaining-tokens": "90000", "x-ratelimit-reset-tokens": "1s"}
+
+
+def test_exhausted_window_skips_key_until_reset(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 200, "headers": EXHAUSTED_30S}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A answered (its last request)")
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")), (200, "B", "1"),
+       "next request straight to B")
+    eq(tried(mock, "A"), 1, "A not touched while its window is exhausted")
+    eq(row(d, "A"), None, "exhaustion is not a backoff row")
+    d.advance(29)
+    eq(chat(env).headers.get("x-aor-key"), "B", "still exhausted 1 s before the reset")
+    eq(tried(mock, "A"), 1, "A still not touched")
+    d.advance(2)
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A used again after its reset")
+    eq(tried(mock, "A"), 2, "one more request to A")
+
+
+def test_all_exhausted_is_429_with_retry_after(env):
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"status": 200, "headers": EXHAUSTED_30S}])
+    eq(chat(env).status, 200, "first request served")
+    r = chat(env)
+    eq(r.status, 429, "every key exhausted")
+    eq(r.headers.get("retry-after"), "30", "Retry-After = until the window resets")
+    check("aor_all_backed_off" in r.body, "error code: %s" % r.body)
+    eq(tried(mock, "A"), 1, "no upstream call")
+    d.advance(30)
+    eq(chat(env).status, 200, "served again at the reset")
+    eq(tried(mock, "A"), 2, "A called again")
+
+
+def test_429_with_zero_remaining_is_not_exhaustion(env):
+    mock, d = setup(env)
+    # Retry-After (5 s) sets the backoff window; the reset header (60 s) with remaining 0
+    # must not keep A away beyond it (§6: a 429 never writes "0 remaining").
+    mock.script("secret-A", [{"status": 429, "headers": {
+        "retry-after": "5", "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "60s"}}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "walked to B")
+    b = row(d, "A")
+    eq((b["last_error_kind"], b["until"]), ("rate", T0 + 5), "A backed off by its hint")
+    d.advance(6)
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"),
+       "A tried again once its backoff expired")
+    eq(tried(mock, "A"), 2, "A called again")

@@ -1,0 +1,271 @@
+/* Unit tests for common/usage.c: usage snapshots per (provider, key), spec §6. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "usage.h"
+
+/* 2027-01-15T08:00:00Z */
+#define NOW 1800000000.0
+
+#define NH(a) (sizeof(a) / sizeof((a)[0]))
+
+static int setup(void **state) {
+    aor_usage *u = aor_usage_new();
+    if (!u)
+        return -1;
+    *state = u;
+    return 0;
+}
+
+static int teardown(void **state) {
+    aor_usage_free(*state);
+    return 0;
+}
+
+/* RFC 3339 text of Unix time t (whole seconds, UTC). */
+static void rfc3339(double t, char *buf, size_t cap) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    assert_non_null(gmtime_r(&tt, &tm));
+    assert_true(strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) > 0);
+}
+
+/* OpenAI headers: windows, Go durations, exhaustion and its end. */
+static void test_openai_headers(void **state) {
+    aor_usage *u = *state;
+    const aor_header h[] = {
+        {"x-ratelimit-limit-requests", "60"},   {"X-RateLimit-Remaining-Requests", "0"},
+        {"x-ratelimit-reset-requests", "6m0s"}, {"x-ratelimit-remaining-tokens", "149984"},
+        {"x-ratelimit-reset-tokens", "20ms"},   {"content-type", "application/json"},
+    };
+    assert_int_equal(aor_usage_observe(u, "openai", "A", 200, h, NH(h), NOW), 1);
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    assert_int_equal(aor_usage_get(u, "openai", "A", w), 1);
+    assert_true(w[AOR_USAGE_REQUESTS].known);
+    assert_true(w[AOR_USAGE_REQUESTS].remaining == 0);
+    assert_true(w[AOR_USAGE_REQUESTS].reset_at == NOW + 360);
+    assert_true(w[AOR_USAGE_TOKENS].remaining == 149984);
+    assert_true(w[AOR_USAGE_TOKENS].reset_at > NOW + 0.0199 &&
+                w[AOR_USAGE_TOKENS].reset_at < NOW + 0.0201);
+    assert_false(w[AOR_USAGE_A_REQUESTS].known);
+
+    double until = 0;
+    assert_int_equal(aor_usage_exhausted(u, "openai", "A", NOW + 1, &until), 1);
+    assert_true(until == NOW + 360);
+    /* Other keys / providers are not affected. */
+    assert_int_equal(aor_usage_exhausted(u, "openai", "B", NOW + 1, &until), 0);
+    assert_int_equal(aor_usage_exhausted(u, "other", "A", NOW + 1, &until), 0);
+    /* Stale once its reset time has passed: trusted only until then. */
+    until = -5;
+    assert_int_equal(aor_usage_exhausted(u, "openai", "A", NOW + 360, &until), 0);
+    assert_true(until == -5);
+    assert_int_equal(aor_usage_exhausted(u, "openai", "A", NOW + 400, NULL), 0);
+}
+
+/* Fractional Go durations and durations of several units. */
+static void test_openai_durations(void **state) {
+    aor_usage *u = *state;
+    const aor_header h[] = {
+        {"x-ratelimit-remaining-requests", " 0 "},
+        {"x-ratelimit-reset-requests", "1.5s"},
+        {"x-ratelimit-remaining-tokens", "0"},
+        {"x-ratelimit-reset-tokens", "1h2m3.5s"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 1);
+    double until = 0;
+    /* Both windows are exhausted: usable when the later one resets. */
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW, &until), 1);
+    assert_true(until == NOW + 3723.5);
+    /* The next check is the earliest future reset. */
+    assert_true(aor_usage_next_reset(u, "p", "k", NOW) == NOW + 1.5);
+    /* After the requests window reset, only the tokens window blocks. */
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, &until), 1);
+    assert_true(until == NOW + 3723.5);
+}
+
+/* Anthropic headers: RFC 3339 resets, all four windows. */
+static void test_anthropic_headers(void **state) {
+    aor_usage *u = *state;
+    char r1[64], r2[64], r3[64];
+    rfc3339(NOW + 12, r1, sizeof r1);
+    rfc3339(NOW + 60, r2, sizeof r2);
+    rfc3339(NOW - 30, r3, sizeof r3); /* already past */
+    const aor_header h[] = {
+        {"anthropic-ratelimit-requests-limit", "50"},
+        {"anthropic-ratelimit-requests-remaining", "49"},
+        {"anthropic-ratelimit-requests-reset", r1},
+        {"anthropic-ratelimit-tokens-remaining", "0"},
+        {"anthropic-ratelimit-tokens-reset", r2},
+        {"anthropic-ratelimit-input-tokens-remaining", "0"},
+        {"anthropic-ratelimit-input-tokens-reset", r3},
+        {"anthropic-ratelimit-output-tokens-remaining", "8000"},
+        {"anthropic-ratelimit-output-tokens-reset", "2027-01-15T08:00:12.5+01:00"},
+    };
+    assert_int_equal(aor_usage_observe(u, "anthropic", "K", 200, h, NH(h), NOW), 1);
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    assert_int_equal(aor_usage_get(u, "anthropic", "K", w), 1);
+    assert_true(w[AOR_USAGE_A_REQUESTS].remaining == 49);
+    assert_true(w[AOR_USAGE_A_REQUESTS].reset_at == NOW + 12);
+    assert_true(w[AOR_USAGE_A_TOKENS].remaining == 0);
+    assert_true(w[AOR_USAGE_A_TOKENS].reset_at == NOW + 60);
+    /* A past reset time is kept as it is: the window is stale. */
+    assert_true(w[AOR_USAGE_A_INPUT_TOKENS].reset_at == NOW - 30);
+    assert_true(w[AOR_USAGE_A_OUTPUT_TOKENS].reset_at == NOW + 12.5 - 3600);
+    assert_false(w[AOR_USAGE_REQUESTS].known);
+
+    double until = 0;
+    /* tokens: 0 remaining until NOW+60. input-tokens: 0 remaining but its reset passed:
+     * stale, ignored. */
+    assert_int_equal(aor_usage_exhausted(u, "anthropic", "K", NOW, &until), 1);
+    assert_true(until == NOW + 60);
+    /* Next check: only future resets (NOW-30 and NOW-3587.5 are past). */
+    assert_true(aor_usage_next_reset(u, "anthropic", "K", NOW) == NOW + 12);
+    assert_true(aor_usage_next_reset(u, "anthropic", "K", NOW + 12) == NOW + 60);
+    assert_true(aor_usage_next_reset(u, "anthropic", "K", NOW + 60) == 0);
+    assert_int_equal(aor_usage_exhausted(u, "anthropic", "K", NOW + 60, NULL), 0);
+}
+
+/* §6: a 429 means throttled, never exhausted: its remaining values are not written. */
+static void test_429_never_writes_zero(void **state) {
+    aor_usage *u = *state;
+    const aor_header h429[] = {
+        {"x-ratelimit-remaining-requests", "0"},
+        {"x-ratelimit-reset-requests", "30s"},
+        {"anthropic-ratelimit-requests-remaining", "0"},
+        {"anthropic-ratelimit-requests-reset", "2027-01-15T08:01:00Z"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 429, h429, NH(h429), NOW), 0);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, NULL), 0);
+    assert_int_equal(aor_usage_count(u), 0);
+
+    /* Nor does it overwrite a healthy snapshot with 0. */
+    const aor_header ok[] = {
+        {"x-ratelimit-remaining-requests", "12"},
+        {"x-ratelimit-reset-requests", "30s"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, ok, NH(ok), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 429, h429, NH(h429), NOW + 1), 0);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 0);
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
+    assert_true(w[AOR_USAGE_REQUESTS].remaining == 12);
+    /* 529 (overloaded) and 5xx / no answer are ignored as well. */
+    assert_int_equal(aor_usage_observe(u, "p", "k", 529, h429, NH(h429), NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 503, h429, NH(h429), NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 0, h429, NH(h429), NOW), 0);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 0);
+    /* Another error answer (e.g. 400) does carry usage. */
+    assert_int_equal(aor_usage_observe(u, "p", "k", 400, h429, NH(h429), NOW), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 1);
+}
+
+/* Newer answers replace the windows they name; others keep theirs. */
+static void test_update_and_junk(void **state) {
+    aor_usage *u = *state;
+    const aor_header first[] = {
+        {"x-ratelimit-remaining-requests", "0"},
+        {"x-ratelimit-reset-requests", "30s"},
+        {"x-ratelimit-remaining-tokens", "500"},
+        {"x-ratelimit-reset-tokens", "10s"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, first, NH(first), NOW), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW, NULL), 1);
+    /* The requests window refilled (an answer says so); tokens not named: kept. */
+    const aor_header second[] = {
+        {"x-ratelimit-remaining-requests", "0"}, /* last occurrence wins */
+        {"x-ratelimit-remaining-requests", "5"},
+        {"x-ratelimit-reset-requests", "1s"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, second, NH(second), NOW + 1), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, NULL), 0);
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
+    assert_true(w[AOR_USAGE_TOKENS].remaining == 500);
+    assert_true(w[AOR_USAGE_TOKENS].reset_at == NOW + 10);
+
+    /* Junk values count as unknown: 0 remaining without a valid reset is not trusted. */
+    const aor_header junk[] = {
+        {"x-ratelimit-remaining-requests", "0"},
+        {"x-ratelimit-reset-requests", "30"}, /* no unit */
+        {"x-ratelimit-remaining-tokens", "-1"},
+        {"x-ratelimit-reset-tokens", "30sjunk"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, junk, NH(junk), NOW + 2), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 0);
+    assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
+    assert_true(w[AOR_USAGE_REQUESTS].remaining == 0 && w[AOR_USAGE_REQUESTS].reset_at == 0);
+    assert_true(w[AOR_USAGE_TOKENS].remaining == -1 && w[AOR_USAGE_TOKENS].reset_at == 0);
+    assert_true(aor_usage_next_reset(u, "p", "k", NOW + 2) == 0);
+
+    /* An over-long value is junk too. */
+    char longv[AOR_HINT_MAX_VALUE + 8];
+    memset(longv, '0', sizeof longv - 1);
+    longv[sizeof longv - 1] = '\0';
+    const aor_header lng[] = {
+        {"x-ratelimit-remaining-requests", longv},
+        {"x-ratelimit-reset-requests", "30s"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, lng, NH(lng), NOW + 3), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 3, NULL), 0);
+}
+
+/* Answers without usage headers create no row; bad arguments. */
+static void test_no_headers_and_errors(void **state) {
+    aor_usage *u = *state;
+    const aor_header h[] = {{"content-type", "application/json"}, {"x-request-id", "r1"}};
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, NULL, 0, NOW), 0);
+    assert_int_equal(aor_usage_count(u), 0);
+    assert_true(aor_usage_next_reset(u, "p", "k", NOW) == 0);
+    errno = 0;
+    assert_int_equal(aor_usage_observe(NULL, "p", "k", 200, h, NH(h), NOW), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(aor_usage_observe(u, NULL, "k", 200, h, NH(h), NOW), -1);
+    assert_int_equal(aor_usage_exhausted(NULL, "p", "k", NOW, NULL), 0);
+    assert_true(aor_usage_next_reset(NULL, "p", "k", NOW) == 0);
+    assert_int_equal(aor_usage_count(NULL), 0);
+    aor_usage_free(NULL);
+}
+
+/* Past AOR_USAGE_PRUNE_AT rows, rows with no future reset are dropped. */
+static void test_prune(void **state) {
+    aor_usage *u = *state;
+    const aor_header h[] = {
+        {"x-ratelimit-remaining-requests", "0"},
+        {"x-ratelimit-reset-requests", "10s"},
+    };
+    char key[32];
+    for (int i = 0; i < AOR_USAGE_PRUNE_AT; i++) {
+        snprintf(key, sizeof key, "client-%06d", i);
+        assert_int_equal(aor_usage_observe(u, "p", key, 200, h, NH(h), NOW), 1);
+    }
+    assert_int_equal(aor_usage_count(u), AOR_USAGE_PRUNE_AT);
+    /* 20 s later every row is stale: the next new row prunes them. */
+    assert_int_equal(aor_usage_observe(u, "p", "fresh", 200, h, NH(h), NOW + 20), 1);
+    assert_int_equal(aor_usage_count(u), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "fresh", NOW + 21, NULL), 1);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_openai_headers),
+        T(test_openai_durations),
+        T(test_anthropic_headers),
+        T(test_429_never_writes_zero),
+        T(test_update_and_junk),
+        T(test_no_headers_and_errors),
+        T(test_prune),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
