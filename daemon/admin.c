@@ -3,6 +3,9 @@
 #include "clock.h"
 #include "log.h"
 
+#define AOR_CLOCK_ADVANCE_MAX_S (10.0 * 365 * 86400) /* one advance, seconds */
+#define AOR_CLOCK_MAX 253402300799.0                 /* 9999-12-31T23:59:59Z */
+
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -370,8 +373,12 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         char *end = NULL;
         errno = 0;
         double s = sv ? strtod(sv, &end) : NAN;
-        if (!sv || errno || !end || *end || !isfinite(s) || s < 0 || aor_clock_advance(s) < 0) {
-            reply_error(c, req, 400, "s=N (seconds >= 0) is required");
+        /* Bounded: the test clock must stay a plausible Unix time (state written at an
+         * absurd time would replay for ever). */
+        if (!sv || !*sv || errno || !end || *end || !isfinite(s) || s < 0 ||
+            s > AOR_CLOCK_ADVANCE_MAX_S || aor_clock_now() + s > AOR_CLOCK_MAX ||
+            aor_clock_advance(s) < 0) {
+            reply_error(c, req, 400, "s=N (seconds, 0 to 10 years) is required");
         } else {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddNumberToObject(j, "now", aor_clock_now());

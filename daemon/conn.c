@@ -108,8 +108,11 @@ static void process_input(aor_conn *c) {
                                "{\"error\":{\"message\":\"aor: %s\","
                                "\"type\":\"invalid_request_error\"}}",
                                why);
+            /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
+            static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -",
+                                                   "x-aor-attempts: 0", NULL};
             aor_http_write_response(bufferevent_get_output(c->bev), status, "application/json",
-                                    NULL, body, (size_t)len, 0);
+                                    aor_hdrs, body, (size_t)len, 0);
             c->closing = 1;
             break;
         }
@@ -327,6 +330,13 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     }
     int sfd = p->fd;
     pending_free(p, 0);
+    if (!tls && pre.host[0] && !aor_publish_host_intercepted(d->cfg, pre.host)) {
+        aor_debug("shim connection: plain HTTP to %s is not a provider host; passing through "
+                  "to %s:%d",
+                  pre.host, pre.ip, pre.port);
+        aor_passthru_start(d, sfd, pre.ip, pre.port);
+        return;
+    }
     if (sni[0] && !aor_publish_host_intercepted(d->cfg, sni)) {
         aor_debug("shim connection: SNI %s is not a provider host; passing through to %s:%d", sni,
                   pre.ip, pre.port);

@@ -275,6 +275,12 @@ out_signals:
         event_free(ev_hup);
 out_listen:
     aor_listen_close(&d);
+    if (d.runtime_dir) {
+        /* The address set is only meaningful while aord runs. */
+        char hosts[4200];
+        snprintf(hosts, sizeof hosts, "%s/hosts", d.runtime_dir);
+        unlink(hosts);
+    }
 out_up:
     aor_upstream_free(d.up);
 out_rs:

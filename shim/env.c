@@ -116,8 +116,10 @@ void aor_warn_failopen(int synthetic) {
     int saved = errno;
     char line[256];
     int n = snprintf(line, sizeof(line), "aor: daemon not reachable at %s, %s\n", g_env.sock_path,
-                     synthetic ? "offline fallback address refused (the host does not resolve)"
-                               : "connecting directly (fail-open)");
+                     synthetic == 2   ? "refusing the connection (AOR_STRICT=1)"
+                     : synthetic == 1 ? "offline fallback address refused (the host does not "
+                                        "resolve)"
+                                      : "connecting directly (fail-open)");
     if (n > 0) {
         size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
         if (line[len - 1] != '\n')

@@ -43,6 +43,8 @@ void aor_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * the first time it is called in this process; later calls do nothing. With synthetic
  * (the address was an offline fallback one, which cannot be reached directly) the line
  * says "..., offline fallback address refused" instead. Keeps errno. */
+/* synthetic: 0 connecting directly, 1 an offline fallback address was refused,
+ * 2 refused because of AOR_STRICT=1. One line per process whichever comes first. */
 void aor_warn_failopen(int synthetic);
 
 /* 1 when the daemon socket exists (stat: a socket at sock_path). Keeps errno. */

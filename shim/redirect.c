@@ -186,6 +186,7 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         aor_debug("%s fd %d to %s port %d (%s): daemon not reachable (%s), ECONNREFUSED "
                   "(AOR_STRICT)",
                   what, fd, ipbuf, port, shown, strerror(err));
+        aor_warn_failopen(2);
         errno = ECONNREFUSED;
         return AOR_REDIRECT_FAIL;
     }

@@ -62,6 +62,8 @@ def test_browsers_cannot_use_the_sidecar(env):
                  ["-H", "Sec-Fetch-Site: cross-site"]):
         r = env.curl(hdrs + base, preload=False)
         eq(r.status, 403, "refused: %s" % hdrs)
+        eq((r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")), ("-", "0"),
+           "x-aor-* on a local refusal too")
     eq(len(mock.log()), 0, "no key spent")
     r = env.curl(["-H", "Origin: http://127.0.0.1:%d" % d.port] + base, preload=False)
     eq(r.status, 200, "a same-origin loopback page (the admin page) is fine")
@@ -131,3 +133,12 @@ def test_long_model_name_refused(env):
                  preload=False)
     eq(r.status, 400, "refused")
     eq(d.state()["sticky"], [], "nothing stored")
+
+
+def test_test_clock_advance_is_bounded(env):
+    mock, d = setup(env)
+    for bad in ("99999999999999999999", "1e12", "", "-5", "abc"):
+        status, _, _ = d.admin("POST", "/admin/api/clock/advance?s=" + bad)
+        eq(status, 400, "advance s=%r refused" % bad)
+    status, _, _ = d.admin("POST", "/admin/api/clock/advance?s=86400")
+    eq(status, 200, "a day is fine")
