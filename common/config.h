@@ -133,4 +133,11 @@ long aor_config_retries_for(const aor_config *cfg, const char *model);
  * Source: spec §2 (hosts to intercept), §3 `intercept`. */
 int aor_config_provider_owns_host(const aor_provider_cfg *p, const char *host);
 
+/* Reads only the [daemon] `socket` and `listen` values of the config file (path as in
+ * aor_config_load: argument, $AOR_CONFIG, $XDG_CONFIG_HOME/aor/aor.ini), ignoring every
+ * error elsewhere; $AOR_SOCKET overrides the socket; defaults as aor_config_load's.
+ * For the `aor` command when the full config does not validate. *socket_path and
+ * *listen are malloc'd (caller frees; *listen NULL for "off"). Returns 0, or -1 (ENOMEM). */
+int aor_config_daemon_addrs(const char *path, char **socket_path, char **listen);
+
 #endif

@@ -164,12 +164,31 @@ static void reply_error(aor_conn *c, const aor_http_request *req, int status, co
 typedef struct {
     cJSON *arr;
     double now;
+    const aor_config *cfg;
 } state_ctx;
+
+/* 1 when (provider, key) is routable with the running config: a configured key of the
+ * provider, or a pass-through credential of a provider without keys. Rows of keys that a
+ * reload removed or renamed stay in the store (harmless, ignored by routing) but are not
+ * shown. */
+static int key_configured(const aor_config *cfg, const char *provider, const char *key) {
+    int pi = aor_config_provider_index(cfg, provider);
+    if (pi < 0)
+        return 0;
+    const aor_provider_cfg *p = &cfg->providers[pi];
+    if (p->passthrough)
+        return strncmp(key, "client-", 7) == 0;
+    for (size_t k = 0; k < p->nkeys; k++) {
+        if (strcmp(cfg->keys[p->key_idx[k]].name, key) == 0)
+            return 1;
+    }
+    return 0;
+}
 
 static void add_backoff(const aor_backoff_row *r, void *arg) {
     state_ctx *s = arg;
-    if (r->until <= s->now)
-        return; /* only active rows */
+    if (r->until <= s->now || !key_configured(s->cfg, r->provider, r->key))
+        return; /* only active rows of configured keys */
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "provider", r->provider);
     cJSON_AddStringToObject(o, "key", r->key);
@@ -193,6 +212,8 @@ static void add_breaker(const aor_breaker_row *r, void *arg) {
 
 static void add_sticky(const aor_sticky_row *r, void *arg) {
     state_ctx *s = arg;
+    if (!key_configured(s->cfg, r->provider, r->key))
+        return;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "client", r->client);
     cJSON_AddStringToObject(o, "model", r->model);
@@ -208,7 +229,7 @@ static cJSON *state_json(aor_daemon *d) {
     if (!j)
         return NULL;
     cJSON_AddNumberToObject(j, "now", now);
-    state_ctx s = {cJSON_AddArrayToObject(j, "backoff"), now};
+    state_ctx s = {cJSON_AddArrayToObject(j, "backoff"), now, d->cfg};
     aor_backoff_foreach(aor_rstate_backoff(d->rs), add_backoff, &s);
     s.arr = cJSON_AddArrayToObject(j, "breakers");
     aor_breaker_foreach(aor_rstate_breaker(d->rs), now, add_breaker, &s);

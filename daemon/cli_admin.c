@@ -82,11 +82,9 @@ static int target_open(aor_cli *c, target *t) {
         aor_config_free(cfg);
     } else {
         fprintf(stderr, "aor: warning: the configuration has errors (see `aor check-config`); "
-                        "using the default socket and listen address\n");
+                        "using its [daemon] socket and listen values\n");
         free(errors);
-        t->socket_path = aor_path_socket();
-        t->listen = strdup(DEFAULT_LISTEN);
-        if (!t->socket_path || !t->listen)
+        if (aor_config_daemon_addrs(c->config_arg, &t->socket_path, &t->listen) < 0)
             goto fail_oom;
     }
     read_token(t);

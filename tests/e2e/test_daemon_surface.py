@@ -123,7 +123,12 @@ def test_sighup_reload_and_sigterm(env):
     os.kill(d.pid, signal.SIGHUP)
     aortest.wait_until(lambda: "config reloaded" in d.stderr_text(), what="reload logged")
     eq([k["key"] for k in d.state()["keys"]], ["B"], "reloaded keys")
-    check(any(b["key"] == "A" for b in d.state()["backoff"]), "state kept across reload")
+    eq([b["key"] for b in d.state()["backoff"]], [], "the removed key is not shown")
+    import sqlite3
+    db = sqlite3.connect(env.db_path)
+    kept = db.execute("select count(*) from state_events where key = 'A'").fetchone()[0] + \
+        db.execute("select count(*) from backoff where key = 'A'").fetchone()[0]
+    check(kept > 0, "its state is kept in the store across the reload")
     # A broken config keeps the running one.
     open(env.config_path, "w").write("[nonsense\n")
     os.kill(d.pid, signal.SIGHUP)
@@ -131,3 +136,29 @@ def test_sighup_reload_and_sigterm(env):
     eq(d.healthz(), 200, "still up")
     eq(d.stop(), 0, "SIGTERM exits 0")
     check(not os.path.exists(env.socket_path), "socket removed")
+
+
+def test_cli_finds_the_daemon_despite_config_errors(env):
+    mock, d = two_key_setup(env)
+    with open(env.config_path, "a") as f:
+        f.write("[provider \"extra\"]\nbogus = 1\n")
+    aor = os.path.join(env.build, "aor")
+    rc, out, err = env.run_client([aor, "status"], preload=False)
+    eq(rc, 0, "aor status reaches the running daemon (%s %s)" % (out, err))
+    check("config" in err and "errors" in err, "warns about the config")
+
+
+def test_state_hides_keys_removed_by_reload(env):
+    mock, d = two_key_setup(env)
+    mock.script("key-a-secret", [{"status": 429}])
+    r = env.curl([d.url + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d", CHAT],
+                 preload=False)
+    eq(r.headers.get("x-aor-key"), "B", "failover")
+    check(any(b["key"] == "A" for b in d.state()["backoff"]), "A backed off")
+    text = open(env.config_path).read().replace('[key "A"]', '[key "X"]').replace("keys = A, B", "keys = X, B")
+    open(env.config_path, "w").write(text)
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: "config reloaded" in d.stderr_text(), what="reload")
+    st = d.state()
+    eq([b["key"] for b in st["backoff"]], [], "the removed key A is not shown")
+    eq(sorted(k["key"] for k in st["keys"]), ["B", "X"], "keys after the rename")
