@@ -213,7 +213,7 @@ void aor_conn_accept_tcp(aor_daemon *d, int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct bufferevent *bev =
-        bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!bev) {
         close(fd);
         return;
@@ -241,7 +241,7 @@ static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tl
         }
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     } else {
-        bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
         if (!bev) {
             close(fd);
             return;
