@@ -212,8 +212,7 @@ void aor_conn_accept_tcp(aor_daemon *d, int fd) {
     evutil_make_socket_nonblocking(fd);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct bufferevent *bev =
-        bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    struct bufferevent *bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!bev) {
         close(fd);
         return;
