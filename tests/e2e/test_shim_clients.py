@@ -25,6 +25,7 @@ import shutil
 import subprocess
 
 import aortest
+from test_walk import two_key_setup
 import netns
 from aortest import check, eq
 
@@ -50,29 +51,9 @@ CURL_CHAT = ["https://%s/v1/chat/completions" % HOST, "-H", "Authorization: Bear
 
 
 def two_keys(env, mock):
-    """aord with provider "openai" (keys A, then B) in front of mock, intercepting
-    api.openai.com, on a test clock; AOR_DEBUG=1 for aord and every client."""
-    port = aortest.free_port()
-    env.env["AOR_DEBUG"] = "1"
-    env.set_keys(KEY_A=KEY_A, KEY_B=KEY_B)
-    env.write_config(f"""
-        [daemon]
-        listen = 127.0.0.1:{port}
-        [key "A"]
-        env = KEY_A
-        priority = 0
-        [key "B"]
-        env = KEY_B
-        priority = 1
-        [provider "openai"]
-        dialect = openai
-        base_url = {mock.url}
-        intercept = {HOST}
-        ca_file = {mock.ca_path}
-        keys = A, B
-        models = gpt-4o-mini
-        """)
-    return env.start_daemon(fake_clock=T0)
+    """aord in front of mock with keys A then B (test_walk.two_key_setup), on a test clock,
+    with AOR_DEBUG=1 for aord and every client."""
+    return two_key_setup(env, fake_clock=T0, mock=mock, debug=True)[1]
 
 
 def setup(env):

@@ -13,8 +13,14 @@ T0 = 1800000000
 CHAT = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
 
 
-def two_key_setup(env, fake_clock=T0, extra=""):
-    mock = env.start_mock(tls=True)
+def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False):
+    """aord with provider "openai" (keys A, then B; secrets key-a-secret, key-b-secret)
+    in front of a mock provider (started here unless given), intercepting api.openai.com.
+    debug: AOR_DEBUG=1 for aord and every client. Returns (mock, daemon)."""
+    if mock is None:
+        mock = env.start_mock(tls=True)
+    if debug:
+        env.env["AOR_DEBUG"] = "1"
     port = aortest.free_port()
     env.set_keys(KEY_A="key-a-secret", KEY_B="key-b-secret")
     env.write_config(f"""
