@@ -6,11 +6,18 @@
  * in environment variables BENCH_RK_<name>):
  *   small: 1 provider, 2 keys (a typical user);
  *   large: 10 providers x 100 keys = 1,000 keys, all serving the model, 100 keys in a
- *          running backoff window;
- * and a sticky table of 100,000 rows (100,000 clients, one model). Then times, in ns per
- * call: aor_route_select (small / large config, each with the 100,000 sticky rows, a
- * random client per call), aor_sticky_get on 100,000 rows, aor_backoff_blocked on 1,000
- * keys, aor_breaker_allow, and the per-request client identity aor_hash_sha256_hex.
+ *          running backoff window; provider priorities 0..9 in list order, keys of equal
+ *          priority (every candidate ties with the 99 others of its provider and gets a
+ *          tie-break hash);
+ *   reversed: the same, the providers listed in reverse priority order (the candidates
+ *          must be sorted, not just checked);
+ *   graded: the same as large, each provider's keys with priorities 0..99 (no ties, no
+ *          tie-break hash);
+ * and a sticky table of 100,000 rows (100,000 clients, one model, on the large config's
+ * keys). Then times, in ns per call: aor_route_select (each config with the 100,000
+ * sticky rows, a random client per call), aor_sticky_get on 100,000 rows,
+ * aor_backoff_blocked on 1,000 keys, aor_breaker_allow, and the per-request client
+ * identity aor_hash_sha256_hex.
  * Prints one JSON object. Links build/bench/libaorcommon.a. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -55,10 +62,13 @@ static uint64_t next_rand(void) {
     return rng;
 }
 
+enum { CFG_PLAIN = 0, CFG_REVERSED = 1, CFG_GRADED = 2 };
+
 /* Writes an INI with nprov providers ("<pfx>p0"...) of kpp keys ("<pfx>k0"...) each to
- * dir/name; sets the variables. */
+ * dir/name; sets the variables. Provider p has priority p (CFG_REVERSED: nprov - 1 - p);
+ * keys have priority 0 (CFG_GRADED: their position in the provider, 0..kpp-1). */
 static aor_config *make_config(const char *dir, const char *name, const char *pfx, int nprov,
-                               int kpp) {
+                               int kpp, int shape) {
     char path[512];
     int n = snprintf(path, sizeof path, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sizeof path)
@@ -70,7 +80,8 @@ static aor_config *make_config(const char *dir, const char *name, const char *pf
     for (int p = 0; p < nprov; p++) {
         for (int k = 0; k < kpp; k++) {
             int id = p * kpp + k;
-            fprintf(f, "[key \"%sk%d\"]\nenv = BENCH_RK_%s%d\n", pfx, id, pfx, id);
+            fprintf(f, "[key \"%sk%d\"]\nenv = BENCH_RK_%s%d\npriority = %d\n", pfx, id, pfx, id,
+                    shape == CFG_GRADED ? k : 0);
             char var[64], val[64];
             snprintf(var, sizeof var, "BENCH_RK_%s%d", pfx, id);
             snprintf(val, sizeof val, "bench-route-secret-%s%d", pfx, id);
@@ -78,7 +89,7 @@ static aor_config *make_config(const char *dir, const char *name, const char *pf
         }
         fprintf(f, "[provider \"%sp%d\"]\ndialect = openai\nbase_url = https://p%d.example\n", pfx,
                 p, p);
-        fprintf(f, "priority = %d\nmodels = *\nkeys = ", p);
+        fprintf(f, "priority = %d\nmodels = *\nkeys = ", shape == CFG_REVERSED ? nprov - 1 - p : p);
         for (int k = 0; k < kpp; k++)
             fprintf(f, "%s%sk%d", k ? ", " : "", pfx, p * kpp + k);
         fprintf(f, "\n");
@@ -111,24 +122,31 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/aor-routebench-XXXXXX";
     if (!mkdtemp(dir))
         die("mkdtemp failed");
-    aor_config *small = make_config(dir, "small.ini", "s", 1, 2);
-    aor_config *large = make_config(dir, "large.ini", "", NPROV, KEYS_PER_PROV);
+    aor_config *small = make_config(dir, "small.ini", "s", 1, 2, CFG_PLAIN);
+    aor_config *large = make_config(dir, "large.ini", "", NPROV, KEYS_PER_PROV, CFG_PLAIN);
+    aor_config *reversed =
+        make_config(dir, "reversed.ini", "r", NPROV, KEYS_PER_PROV, CFG_REVERSED);
+    aor_config *graded = make_config(dir, "graded.ini", "g", NPROV, KEYS_PER_PROV, CFG_GRADED);
 
     aor_backoff_params bp = {5, 86400, 120, 120};
     aor_breaker_params kp = {3, 60, 30};
-    aor_backoff *bo = aor_backoff_new(&bp);
+    aor_backoff *bo = aor_backoff_new(&bp), *bo2 = aor_backoff_new(&bp);
     aor_breaker *br = aor_breaker_new(&kp);
     aor_sticky *st = aor_sticky_new();
-    if (!bo || !br || !st)
+    if (!bo || !bo2 || !br || !st)
         die("out of memory");
 
-    /* 100 keys of the large config backed off (every 10th). */
-    for (int i = 0; i < NPROV * KEYS_PER_PROV; i += 10) {
-        char prov[16], key[16];
-        snprintf(prov, sizeof prov, "p%d", i / KEYS_PER_PROV);
-        snprintf(key, sizeof key, "k%d", i);
-        if (aor_backoff_fail(bo, prov, key, AOR_KIND_RATE, -1, NOW, NULL) < 0)
-            die("backoff_fail");
+    /* 100 keys of each 1,000-key config backed off (every 10th); the large config's in bo
+     * alone (the table backoff_blocked is timed on), the others' in bo2. */
+    static const char *const large_pfx[] = {"", "r", "g"};
+    for (size_t c = 0; c < sizeof large_pfx / sizeof large_pfx[0]; c++) {
+        for (int i = 0; i < NPROV * KEYS_PER_PROV; i += 10) {
+            char prov[16], key[16];
+            snprintf(prov, sizeof prov, "%sp%d", large_pfx[c], i / KEYS_PER_PROV);
+            snprintf(key, sizeof key, "%sk%d", large_pfx[c], i);
+            if (aor_backoff_fail(c == 0 ? bo : bo2, prov, key, AOR_KIND_RATE, -1, NOW, NULL) < 0)
+                die("backoff_fail");
+        }
     }
     /* 100,000 clients with a sticky (provider, key) each. */
     static char clients[NCLIENTS][65];
@@ -171,6 +189,25 @@ int main(int argc, char **argv) {
         aor_sequence_free(&seq);
     });
     size_t large_n = sink / (size_t)iters_large;
+    aor_route_ctx cr = {reversed, bo2, br, st, NULL};
+    aor_route_ctx cg = {graded, bo2, br, st, NULL};
+    sink = 0;
+    double sel_reversed = TIME_LOOP(iters_large, {
+        const char *c = clients[next_rand() % NCLIENTS];
+        if (aor_route_select(&cr, MODEL, c, NULL, AOR_DIALECT_OPENAI, NOW, &seq) < 0)
+            die("route_select");
+        sink += seq.n;
+        aor_sequence_free(&seq);
+    });
+    double sel_graded = TIME_LOOP(iters_large, {
+        const char *c = clients[next_rand() % NCLIENTS];
+        if (aor_route_select(&cg, MODEL, c, NULL, AOR_DIALECT_OPENAI, NOW, &seq) < 0)
+            die("route_select");
+        sink += seq.n;
+        aor_sequence_free(&seq);
+    });
+    if (sink != 2 * large_n * (size_t)iters_large)
+        die("the reversed and graded configs should keep as many candidates as the large one");
     double sticky_get = TIME_LOOP(iters_lookup, {
         aor_sticky_row row;
         sink += (size_t)aor_sticky_get(st, clients[next_rand() % NCLIENTS], MODEL, &row);
@@ -195,22 +232,27 @@ int main(int argc, char **argv) {
 
     printf("{\"route_select_small_ns\":%.0f,\"route_select_small_candidates\":%zu,"
            "\"route_select_1000keys_ns\":%.0f,\"route_select_1000keys_candidates\":%zu,"
+           "\"route_select_1000keys_reversed_ns\":%.0f,\"route_select_1000keys_graded_ns\":%.0f,"
            "\"sticky_get_100k_rows_ns\":%.0f,\"backoff_blocked_1000_keys_ns\":%.0f,"
            "\"breaker_allow_ns\":%.0f,\"client_id_sha256_ns\":%.0f,"
            "\"sticky_insert_ns\":%.0f,\"sticky_rows\":%zu,\"sink\":%zu}\n",
-           sel_small, small_n, sel_large, large_n, sticky_get,
+           sel_small, small_n, sel_large, large_n, sel_reversed, sel_graded, sticky_get,
            backoff_blocked - snprintf_ns > 0 ? backoff_blocked - snprintf_ns : backoff_blocked,
            breaker_allow, hash_ns, sticky_insert_ns, aor_sticky_count(st), sink % 7);
     aor_sticky_free(st);
     aor_breaker_free(br);
     aor_backoff_free(bo);
+    aor_backoff_free(bo2);
     aor_config_free(small);
     aor_config_free(large);
-    char p1[512], p2[512];
-    snprintf(p1, sizeof p1, "%s/small.ini", dir);
-    snprintf(p2, sizeof p2, "%s/large.ini", dir);
-    unlink(p1);
-    unlink(p2);
+    aor_config_free(reversed);
+    aor_config_free(graded);
+    static const char *const files[] = {"small.ini", "large.ini", "reversed.ini", "graded.ini"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
     rmdir(dir);
     return 0;
 }

@@ -29,31 +29,41 @@ static void hash_die(void) {
     abort();
 }
 
-/* One digest context per thread, reused: EVP_MD_CTX_new/free on every hash was a third of
- * the cost of hashing a short string, and the daemon hashes on every request (client
- * identity, tie-break per candidate; docs/performance.md). Freed at thread exit. */
-static pthread_key_t ctx_key;
-static int ctx_key_ok;
+/* Digest contexts kept per thread, reused: EVP_MD_CTX_new/free on every hash was a third
+ * of the cost of hashing a short string, and the daemon hashes on every request (client
+ * identity, tie-break per candidate; docs/performance.md). CTX_WORK is the one every hash
+ * runs in; CTX_PREFIX holds aor_hash_pair64_many's state after a || 0x00. Freed at
+ * thread exit. */
+enum { CTX_WORK, CTX_PREFIX, CTX_SLOTS };
+static pthread_key_t ctx_keys[CTX_SLOTS];
+static int ctx_keys_ok;
 static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
 
 static void free_ctx(void *ctx) {
     EVP_MD_CTX_free(ctx);
 }
 
-static void make_ctx_key(void) {
-    ctx_key_ok = pthread_key_create(&ctx_key, free_ctx) == 0;
+static void make_ctx_keys(void) {
+    for (int i = 0; i < CTX_SLOTS; i++) {
+        if (pthread_key_create(&ctx_keys[i], free_ctx) != 0) {
+            while (i-- > 0)
+                pthread_key_delete(ctx_keys[i]);
+            return;
+        }
+    }
+    ctx_keys_ok = 1;
 }
 
-/* The calling thread's context, or NULL when none can be kept (then the caller makes a
- * fresh one). */
-static EVP_MD_CTX *thread_ctx(void) {
-    pthread_once(&ctx_once, make_ctx_key);
-    if (!ctx_key_ok)
+/* The calling thread's context in slot, or NULL when none can be kept (then the caller
+ * makes a fresh one). */
+static EVP_MD_CTX *thread_ctx(int slot) {
+    pthread_once(&ctx_once, make_ctx_keys);
+    if (!ctx_keys_ok)
         return NULL;
-    EVP_MD_CTX *ctx = pthread_getspecific(ctx_key);
+    EVP_MD_CTX *ctx = pthread_getspecific(ctx_keys[slot]);
     if (ctx == NULL) {
         ctx = EVP_MD_CTX_new();
-        if (ctx != NULL && pthread_setspecific(ctx_key, ctx) != 0) {
+        if (ctx != NULL && pthread_setspecific(ctx_keys[slot], ctx) != 0) {
             EVP_MD_CTX_free(ctx);
             ctx = NULL;
         }
@@ -63,7 +73,7 @@ static EVP_MD_CTX *thread_ctx(void) {
 
 static void sha256_parts(const void *const *parts, const size_t *lens, size_t nparts,
                          unsigned char digest[32]) {
-    EVP_MD_CTX *kept = thread_ctx();
+    EVP_MD_CTX *kept = thread_ctx(CTX_WORK);
     EVP_MD_CTX *ctx = kept != NULL ? kept : EVP_MD_CTX_new();
     unsigned int dlen = 0;
     if (ctx == NULL)
@@ -99,6 +109,14 @@ void aor_hash_sha256_hex(const void *data, size_t len, char out[65]) {
     out[64] = '\0';
 }
 
+/* First 8 bytes of a digest, big-endian. */
+static uint64_t first64(const unsigned char digest[32]) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++)
+        v = (v << 8) | digest[i];
+    return v;
+}
+
 uint64_t aor_hash_pair64(const char *a, const char *b) {
     static const unsigned char sep = 0;
     unsigned char digest[32];
@@ -106,10 +124,42 @@ uint64_t aor_hash_pair64(const char *a, const char *b) {
     const char *sb = b != NULL ? b : "";
     const void *parts[3] = {sa, &sep, sb};
     size_t lens[3] = {strlen(sa), 1, strlen(sb)};
-    uint64_t v = 0;
 
     sha256_parts(parts, lens, 3, digest);
-    for (size_t i = 0; i < 8; i++)
-        v = (v << 8) | digest[i];
-    return v;
+    return first64(digest);
+}
+
+void aor_hash_pair64_many(const char *a, const char *const *b, size_t n, uint64_t *out) {
+    static const unsigned char sep = 0;
+    const char *sa = a != NULL ? a : "";
+    EVP_MD_CTX *kept_prefix, *kept_work, *prefix, *work;
+    int ok;
+
+    if (n == 0)
+        return;
+    kept_prefix = thread_ctx(CTX_PREFIX);
+    kept_work = thread_ctx(CTX_WORK);
+    prefix = kept_prefix != NULL ? kept_prefix : EVP_MD_CTX_new();
+    work = kept_work != NULL ? kept_work : EVP_MD_CTX_new();
+    ok = prefix != NULL && work != NULL;
+    if (ok)
+        ok = EVP_DigestInit_ex(prefix, sha256_md(), NULL) == 1 &&
+             EVP_DigestUpdate(prefix, sa, strlen(sa)) == 1 &&
+             EVP_DigestUpdate(prefix, &sep, 1) == 1;
+    for (size_t i = 0; ok && i < n; i++) {
+        unsigned char digest[32];
+        unsigned int dlen = 0;
+        const char *sb = b[i] != NULL ? b[i] : "";
+        /* copy_ex duplicates the provider's digest state: the midstate after a || 0x00. */
+        ok = EVP_MD_CTX_copy_ex(work, prefix) == 1 && EVP_DigestUpdate(work, sb, strlen(sb)) == 1 &&
+             EVP_DigestFinal_ex(work, digest, &dlen) == 1 && dlen == 32;
+        if (ok)
+            out[i] = first64(digest);
+    }
+    if (kept_prefix == NULL)
+        EVP_MD_CTX_free(prefix);
+    if (kept_work == NULL)
+        EVP_MD_CTX_free(work);
+    if (!ok)
+        hash_die();
 }

@@ -18,4 +18,11 @@ void aor_hash_sha256_hex(const void *data, size_t len, char out[65]);
  * client (§5.2): a = client hash, b = "provider/key". Can't fail. */
 uint64_t aor_hash_pair64(const char *a, const char *b);
 
+/* out[i] = aor_hash_pair64(a, b[i]) for each i < n, bit for bit, computed with a || 0x00
+ * hashed once and the SHA-256 state after it copied for each b[i] (§5.2: one client,
+ * every tied candidate; with a 64-digit client id a short b[i] costs one SHA-256 block
+ * instead of two). NULL a or b[i] counts as ""; b and out hold n entries (n == 0: no-op).
+ * Can't fail. */
+void aor_hash_pair64_many(const char *a, const char *const *b, size_t n, uint64_t *out);
+
 #endif

@@ -58,6 +58,56 @@ static void test_pair64_separator_and_stability(void **state) {
     assert_true(aor_hash_pair64("x", "y") != aor_hash_pair64("y", "x"));
 }
 
+/* pair64_many gives aor_hash_pair64(a, b[i]) bit for bit, whatever the lengths: a
+ * shorter than a SHA-256 block, exactly one (a || 0x00 crosses it), a 64-digit client
+ * id, longer; b empty, NULL, and long enough to end in a block of its own. */
+static void test_pair64_many_matches_pair64(void **state) {
+    char a[200], longb[150];
+    const size_t alens[] = {0, 1, 54, 55, 62, 63, 64, 65, 119, 127, 128, 199};
+    memset(a, 'c', sizeof a);
+    memset(longb, 'k', sizeof longb - 1);
+    longb[sizeof longb - 1] = '\0';
+    const char *bs[] = {"openai/k1", "",         NULL,
+                        "p/k",       longb,      "anthropic/client-0123456789ab",
+                        longb + 100, "openai/k1"};
+    const size_t nb = sizeof bs / sizeof bs[0];
+    uint64_t out[sizeof bs / sizeof bs[0]];
+
+    for (size_t i = 0; i < sizeof alens / sizeof alens[0]; i++) {
+        char prefix[sizeof a + 1];
+        memcpy(prefix, a, alens[i]);
+        prefix[alens[i]] = '\0';
+        aor_hash_pair64_many(prefix, bs, nb, out);
+        for (size_t j = 0; j < nb; j++) {
+            if (out[j] != aor_hash_pair64(prefix, bs[j]))
+                fail_msg("a of %zu bytes, b #%zu: %016llx", alens[i], j,
+                         (unsigned long long)out[j]);
+        }
+        /* The same b gives the same hash within one call. */
+        assert_true(out[0] == out[nb - 1]);
+    }
+    /* Known value, NULL a, and a client id as the daemon makes it. */
+    const char *one[] = {"openai/k1"};
+    aor_hash_pair64_many("client", one, 1, out);
+    assert_true(out[0] == UINT64_C(0x8adebe508a711c1a));
+    const char *empty[] = {""};
+    aor_hash_pair64_many(NULL, empty, 1, out);
+    assert_true(out[0] == UINT64_C(0x6e340b9cffb37a98));
+    char id[65];
+    aor_hash_sha256_hex("sk-test", 7, id);
+    aor_hash_pair64_many(id, bs, nb, out);
+    for (size_t j = 0; j < nb; j++)
+        assert_true(out[j] == aor_hash_pair64(id, bs[j]));
+    /* Plain hashes in between use the same per-thread context: still right after. */
+    char hex[65];
+    aor_hash_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* n == 0 writes nothing. */
+    out[0] = 42;
+    aor_hash_pair64_many(id, bs, 0, out);
+    assert_true(out[0] == 42);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_known_vectors),
@@ -65,6 +115,7 @@ int main(void) {
         cmocka_unit_test(test_sha256_uses_len),
         cmocka_unit_test(test_pair64_known_values),
         cmocka_unit_test(test_pair64_separator_and_stability),
+        cmocka_unit_test(test_pair64_many_matches_pair64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

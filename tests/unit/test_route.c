@@ -217,6 +217,379 @@ static void set_sticky(world *w, const char *client, const char *model, const ch
     assert_int_equal(aor_sticky_restore(w->s, &row), 0);
 }
 
+/* --- reference: the selection before lazy tie hashing ------------------------------- */
+
+/* common/route.c as of commit cfae9ea, kept unchanged but for the ref_ prefixes: every
+ * candidate gets aor_hash_pair64(client, "provider/key") before one sort by (provider
+ * priority, key priority, hash, provider, key). test_matches_reference checks that
+ * aor_route_select, which hashes only candidates that tie on both priorities (and the
+ * client only once), gives the same sequence for every input. */
+
+#define REF_PASSTHROUGH_PREFIX "client-"
+#define REF_PASSTHROUGH_HEX 12 /* hex digits of the client hash in a passthrough key name */
+
+/* A candidate while the sequence is built. */
+typedef struct {
+    aor_candidate c;
+    int pprio;    /* provider priority */
+    int kprio;    /* key priority (0 for the passthrough candidate) */
+    uint64_t tie; /* aor_hash_pair64(client, "provider/key") */
+} ref_cand;
+
+/* Breaker verdict per provider, computed at most once per selection. */
+enum { REF_BR_UNKNOWN = 0, REF_BR_ALLOWED, REF_BR_BLOCKED };
+
+static int ref_cand_cmp(const void *pa, const void *pb) {
+    const ref_cand *a = pa, *b = pb;
+    if (a->pprio != b->pprio)
+        return a->pprio < b->pprio ? -1 : 1;
+    if (a->kprio != b->kprio)
+        return a->kprio < b->kprio ? -1 : 1;
+    if (a->tie != b->tie)
+        return a->tie < b->tie ? -1 : 1;
+    if (a->c.provider != b->c.provider)
+        return a->c.provider < b->c.provider ? -1 : 1;
+    if (a->c.key != b->c.key)
+        return a->c.key < b->c.key ? -1 : 1;
+    return 0;
+}
+
+/* 1 when provider p serves the request's canonical model by its `models` list (or
+ * models = *), for a request of `dialect` (no provider translates between dialects). */
+static int ref_provider_lists(const aor_provider_cfg *p, const char *model, aor_dialect dialect) {
+    int listed = 0;
+    if (p->dialect != dialect)
+        return 0;
+    aor_config_upstream_model(p, model, &listed);
+    return listed;
+}
+
+/* Fills sel with the indexes of the providers that serve the request (step 1 of
+ * docs/route.md); returns how many. */
+static size_t ref_select_providers(const aor_config *cfg, const char *model, const char *host,
+                                   aor_dialect dialect, size_t *sel) {
+    size_t n = 0;
+    if (model[0] != '\0') {
+        for (size_t i = 0; i < cfg->nproviders; i++) {
+            if (ref_provider_lists(&cfg->providers[i], model, dialect))
+                sel[n++] = i;
+        }
+        if (n > 0)
+            return n;
+    }
+    /* §5.2: a model no provider lists (or no model) goes to the owners of the host the
+     * client asked for; on the sidecar to the providers of the request's dialect. */
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const aor_provider_cfg *p = &cfg->providers[i];
+        int take;
+        if (host != NULL)
+            take = aor_config_provider_owns_host(p, host);
+        else if (cfg->embedded)
+            /* Embedded default on the sidecar: the dialect's own provider (openai,
+             * anthropic, gemini), never another provider of the same dialect. */
+            take = p->dialect == dialect && strcmp(p->name, aor_dialect_name(dialect)) == 0;
+        else
+            take = p->dialect == dialect;
+        if (take)
+            sel[n++] = i;
+    }
+    return n;
+}
+
+/* "client-" + the first 12 hex digits of the client hash (or "client-anonymous" when the
+ * request carried no credential). Returns a malloc'd string or NULL (ENOMEM). */
+static char *ref_passthrough_name(const char *client) {
+    size_t clen = strnlen(client, REF_PASSTHROUGH_HEX);
+    const char *id = clen > 0 ? client : "anonymous";
+    size_t idlen = clen > 0 ? clen : strlen("anonymous");
+    size_t plen = strlen(REF_PASSTHROUGH_PREFIX);
+    char *s = malloc(plen + idlen + 1);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, REF_PASSTHROUGH_PREFIX, plen);
+    memcpy(s + plen, id, idlen);
+    s[plen + idlen] = '\0';
+    return s;
+}
+
+/* Tie-break hash of (client, "provider/key"); buf/cap is a growable scratch buffer.
+ * Returns 0, or -1 (ENOMEM). */
+static int ref_tie_hash(const char *client, const char *provider, const char *key, char **buf,
+                        size_t *cap, uint64_t *out) {
+    size_t lp = strlen(provider), lk = strlen(key);
+    size_t need = lp + lk + 2;
+    if (need > *cap) {
+        char *nb = realloc(*buf, need);
+        if (nb == NULL)
+            return -1;
+        *buf = nb;
+        *cap = need;
+    }
+    memcpy(*buf, provider, lp);
+    (*buf)[lp] = '/';
+    memcpy(*buf + lp + 1, key, lk);
+    (*buf)[lp + 1 + lk] = '\0';
+    *out = aor_hash_pair64(client, *buf);
+    return 0;
+}
+
+/* Step 2 + 3: every (provider, key) of the selected providers, ordered. Returns the
+ * number written to *out (malloc'd) or -1 (ENOMEM). */
+static long ref_build_candidates(const aor_config *cfg, const size_t *sel, size_t nsel,
+                                 const char *client, aor_sequence *seq, ref_cand **out) {
+    size_t total = 0, n = 0;
+    char *buf = NULL;
+    size_t cap = 0;
+    ref_cand *cs;
+
+    for (size_t i = 0; i < nsel; i++) {
+        const aor_provider_cfg *p = &cfg->providers[sel[i]];
+        total += p->passthrough ? 1 : p->nkeys;
+        if (p->passthrough && seq->scratch == NULL) {
+            seq->scratch = ref_passthrough_name(client);
+            if (seq->scratch == NULL)
+                return -1;
+        }
+    }
+    cs = malloc((total > 0 ? total : 1) * sizeof *cs);
+    if (cs == NULL)
+        return -1;
+    for (size_t i = 0; i < nsel; i++) {
+        const aor_provider_cfg *p = &cfg->providers[sel[i]];
+        size_t nk = p->passthrough ? 1 : p->nkeys;
+        for (size_t k = 0; k < nk; k++) {
+            ref_cand *c = &cs[n];
+            c->c.provider = sel[i];
+            c->pprio = p->priority;
+            if (p->passthrough) {
+                c->c.key = -1;
+                c->c.key_name = seq->scratch;
+                c->kprio = 0;
+            } else {
+                size_t ki = p->key_idx[k];
+                if (ki >= cfg->nkeys)
+                    continue; /* not a declared key: config validation rejects this */
+                c->c.key = (long)ki;
+                c->c.key_name = cfg->keys[ki].name;
+                c->kprio = cfg->keys[ki].priority;
+            }
+            if (ref_tie_hash(client, p->name, c->c.key_name, &buf, &cap, &c->tie) != 0)
+                goto fail_cands;
+            n++;
+        }
+    }
+    free(buf);
+    qsort(cs, n, sizeof *cs, ref_cand_cmp);
+    /* A key written twice in one provider's list is one candidate (never tried twice);
+     * the duplicates are adjacent after sorting. */
+    size_t w = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (w > 0 && cs[w - 1].c.provider == cs[r].c.provider && cs[w - 1].c.key == cs[r].c.key)
+            continue;
+        cs[w++] = cs[r];
+    }
+    *out = cs;
+    return (long)w;
+
+fail_cands:
+    free(buf);
+    free(cs);
+    return -1;
+}
+
+/* Step 4: drops candidates in backoff, with an exhausted usage window (§6) or with an
+ * open circuit, in place. Returns the number kept; fills seq->dropped, earliest_until,
+ * last_kind. brstate has one slot per configured provider. */
+static size_t ref_drop_unavailable(const aor_route_ctx *ctx, const char *model, double now,
+                                   ref_cand *cs, size_t n, unsigned char *brstate,
+                                   aor_sequence *seq) {
+    const aor_config *cfg = ctx->cfg;
+    size_t w = 0;
+    double latest_failure = 0;
+    int have_backoff_kind = 0, other_dropped = 0;
+
+    for (size_t r = 0; r < n; r++) {
+        const char *pname = cfg->providers[cs[r].c.provider].name;
+        double bo_until = 0, br_until = 0, us_until = 0;
+        int bo_blocked = ctx->backoff != NULL &&
+                         aor_backoff_blocked(ctx->backoff, pname, cs[r].c.key_name, now, &bo_until);
+        int us_blocked = ctx->usage != NULL &&
+                         aor_usage_exhausted(ctx->usage, pname, cs[r].c.key_name, now, &us_until);
+        int br_blocked = 0;
+        aor_breaker_row brow;
+
+        if (ctx->breaker != NULL) {
+            if (bo_blocked || us_blocked) {
+                /* Only look (allow() would spend the probe of an expired circuit on a
+                 * provider we are not going to call for this key). */
+                if (aor_breaker_get(ctx->breaker, pname, model, now, &brow) &&
+                    brow.state == AOR_BREAKER_OPEN && brow.until > now) {
+                    br_blocked = 1;
+                    br_until = brow.until;
+                }
+            } else {
+                unsigned char *st = &brstate[cs[r].c.provider];
+                if (*st == REF_BR_UNKNOWN)
+                    *st = aor_breaker_allow(ctx->breaker, pname, model, now) ? REF_BR_ALLOWED
+                                                                             : REF_BR_BLOCKED;
+                if (*st == REF_BR_BLOCKED) {
+                    br_blocked = 1;
+                    if (aor_breaker_get(ctx->breaker, pname, model, now, &brow))
+                        br_until = brow.until;
+                }
+            }
+        }
+        if (!bo_blocked && !us_blocked && !br_blocked) {
+            cs[w++] = cs[r];
+            continue;
+        }
+        /* Dropped: available again when every block on it has ended. */
+        double avail = bo_until > br_until ? bo_until : br_until;
+        if (us_until > avail)
+            avail = us_until;
+        if (seq->dropped == 0 || avail < seq->earliest_until)
+            seq->earliest_until = avail;
+        seq->dropped++;
+        if (bo_blocked) {
+            aor_backoff_row row;
+            if (aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
+                (!have_backoff_kind || row.last_failure > latest_failure)) {
+                latest_failure = row.last_failure;
+                seq->last_kind = row.last_error_kind;
+                have_backoff_kind = 1;
+            }
+        } else {
+            other_dropped = 1;
+        }
+    }
+    /* An open circuit means repeated failures; an exhausted window is a rate limit. */
+    if (!have_backoff_kind && other_dropped)
+        seq->last_kind = AOR_KIND_RATE;
+    return w;
+}
+
+/* Moves cs[j] to the front, keeping the order of the others. */
+static void ref_move_first(ref_cand *cs, size_t j) {
+    ref_cand t = cs[j];
+    memmove(&cs[1], &cs[0], j * sizeof *cs);
+    cs[0] = t;
+}
+
+/* Rotates cs so that cs[j] comes first (cyclic order kept). */
+static int ref_rotate_to(ref_cand *cs, size_t n, size_t j) {
+    ref_cand *tmp = malloc(j * sizeof *tmp + 1);
+    if (tmp == NULL)
+        return -1;
+    memcpy(tmp, cs, j * sizeof *cs);
+    memmove(cs, &cs[j], (n - j) * sizeof *cs);
+    memcpy(&cs[n - j], tmp, j * sizeof *cs);
+    free(tmp);
+    return 0;
+}
+
+/* 1 when a candidate ahead of the sticky one (index j) beats it by more than the cache
+ * thresholds (§5.4): another provider with a provider priority better by more than
+ * provider_priority_cache_threshold, or a key of the same provider with a key priority
+ * better by more than key_priority_cache_threshold. */
+static int ref_preferred_beats_sticky(const aor_config *cfg, const ref_cand *cs, size_t j) {
+    for (size_t i = 0; i < j; i++) {
+        if (cs[i].c.provider != cs[j].c.provider) {
+            long long gap = (long long)cs[j].pprio - cs[i].pprio;
+            if (gap > cfg->provider_priority_cache_threshold)
+                return 1;
+        } else {
+            long long gap = (long long)cs[j].kprio - cs[i].kprio;
+            if (gap > cfg->key_priority_cache_threshold)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Steps 5 + 6: sticky first (§5.4) or round-robin advance (§5.5). */
+static int ref_apply_sticky(const aor_route_ctx *ctx, const char *model, const char *client,
+                            ref_cand *cs, size_t n) {
+    const aor_config *cfg = ctx->cfg;
+    aor_sticky_row row;
+    size_t j;
+
+    if (ctx->sticky == NULL || n == 0 || !aor_sticky_get(ctx->sticky, client, model, &row))
+        return 0;
+    for (j = 0; j < n; j++) {
+        if (strcmp(cfg->providers[cs[j].c.provider].name, row.provider) == 0 &&
+            strcmp(cs[j].c.key_name, row.key) == 0)
+            break;
+    }
+    if (j == n)
+        return 0; /* no longer configured, or dropped: the preferred order stands */
+    if (cfg->strategy == AOR_STRATEGY_ROUND_ROBIN && n >= 2) {
+        if (row.streak >= 2)
+            return ref_rotate_to(cs, n, (j + 1) % n);
+        ref_move_first(cs, j);
+        return 0;
+    }
+    if (j > 0 && !ref_preferred_beats_sticky(cfg, cs, j))
+        ref_move_first(cs, j);
+    return 0;
+}
+
+static int ref_route_select(const aor_route_ctx *ctx, const char *model, const char *client,
+                            const char *host, aor_dialect dialect, double now, aor_sequence *out) {
+    size_t *sel = NULL;
+    unsigned char *brstate = NULL;
+    ref_cand *cs = NULL;
+    long nc;
+    size_t kept;
+
+    if (out == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->last_kind = AOR_KIND_OK;
+    if (ctx == NULL || ctx->cfg == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    const aor_config *cfg = ctx->cfg;
+    if (model == NULL)
+        model = "";
+    if (client == NULL)
+        client = "";
+
+    size_t np = cfg->nproviders > 0 ? cfg->nproviders : 1;
+    sel = malloc(np * sizeof *sel);
+    brstate = calloc(np, 1);
+    if (sel == NULL || brstate == NULL)
+        goto fail_oom;
+    size_t nsel = ref_select_providers(cfg, model, host, dialect, sel);
+    nc = ref_build_candidates(cfg, sel, nsel, client, out, &cs);
+    if (nc < 0)
+        goto fail_oom;
+    kept = ref_drop_unavailable(ctx, model, now, cs, (size_t)nc, brstate, out);
+    if (ref_apply_sticky(ctx, model, client, cs, kept) != 0)
+        goto fail_oom;
+
+    out->items = malloc((kept > 0 ? kept : 1) * sizeof *out->items);
+    if (out->items == NULL)
+        goto fail_oom;
+    for (size_t i = 0; i < kept; i++)
+        out->items[i] = cs[i].c;
+    out->n = kept;
+    free(cs);
+    free(brstate);
+    free(sel);
+    return 0;
+
+fail_oom:
+    free(cs);
+    free(brstate);
+    free(sel);
+    aor_sequence_free(out);
+    errno = ENOMEM;
+    return -1;
+}
+
 /* --- tests -------------------------------------------------------------------------- */
 
 /* Provider priority first, then key priority (lower is preferred). */
@@ -671,6 +1044,240 @@ static void test_many_keys_and_stickies(void **state) {
     print_message("select over 1000 keys / 100000 stickies: %.0f us per call\n", us);
 }
 
+/* --- random configurations against the reference ------------------------------------ */
+
+static uint64_t rnd_state = UINT64_C(0x2545f4914f6cdd1d);
+
+/* Uniform enough in [0, n) for picking test shapes (xorshift64). */
+static unsigned rnd(unsigned n) {
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return (unsigned)(rnd_state % n);
+}
+
+/* "provider/key ..." of a sequence, for failure messages. */
+static void describe(const aor_config *cfg, const aor_sequence *seq, char *buf, size_t cap) {
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < seq->n && off < cap; i++) {
+        int r = snprintf(buf + off, cap - off, "%s%s/%s", i ? " " : "",
+                         cfg->providers[seq->items[i].provider].name, seq->items[i].key_name);
+        if (r < 0)
+            break;
+        off += (size_t)r;
+    }
+}
+
+/* Fails (naming the case) unless both sequences are the same in every field. */
+static void assert_same_sequence(const aor_config *cfg, const aor_sequence *got,
+                                 const aor_sequence *want, int iter, int req) {
+    int same = got->n == want->n && got->dropped == want->dropped &&
+               got->earliest_until == want->earliest_until && got->last_kind == want->last_kind;
+    for (size_t i = 0; same && i < got->n; i++) {
+        same = got->items[i].provider == want->items[i].provider &&
+               got->items[i].key == want->items[i].key &&
+               strcmp(got->items[i].key_name, want->items[i].key_name) == 0;
+    }
+    if (!same) {
+        static char g[16384], w[16384];
+        describe(cfg, got, g, sizeof g);
+        describe(cfg, want, w, sizeof w);
+        fail_msg("config %d request %d:\n got  %s (dropped %zu until %.0f kind %d)\n want %s "
+                 "(dropped %zu until %.0f kind %d)",
+                 iter, req, g, got->dropped, got->earliest_until, (int)got->last_kind, w,
+                 want->dropped, want->earliest_until, (int)want->last_kind);
+    }
+}
+
+/* Comma list of key names for a provider: ascending distinct keys when ordered, else a
+ * random pick that may repeat a key. Empty (passthrough provider) one time in five. */
+static void random_key_list(int nk, int maxk, int ordered, char *buf, size_t cap) {
+    size_t off = 0;
+    int count = rnd(5) == 0 ? 0 : 1 + (int)rnd((unsigned)maxk);
+    int next = (int)rnd(2);
+    buf[0] = '\0';
+    for (int i = 0; i < count; i++) {
+        int k = ordered ? next : (int)rnd((unsigned)nk);
+        if (k >= nk)
+            break;
+        next = k + 1 + (int)rnd(2);
+        int r = snprintf(buf + off, cap - off, "%sk%d", off ? "," : "", k);
+        assert_true(r > 0 && (size_t)r < cap - off);
+        off += (size_t)r;
+    }
+}
+
+/* The same state change on both breakers (the new code and the reference each ask theirs:
+ * allow() may move an expired circuit to half-open). */
+static void fail_both(aor_breaker *a, aor_breaker *b, const char *p, const char *m, double t) {
+    for (int i = 0; i < br_params.failures; i++) {
+        assert_true(aor_breaker_fail(a, p, m, t) >= 0);
+        assert_true(aor_breaker_fail(b, p, m, t) >= 0);
+    }
+}
+
+/* aor_route_select gives exactly the sequence of the old algorithm (every candidate
+ * hashed, one sort) over many random configurations: several providers and keys, few
+ * priority values (many ties), keys listed twice, passthrough providers, backoff rows
+ * with equal failure times, exhausted usage, open and expired circuits, stickies, both
+ * strategies, listed / unlisted / no model, with and without client and host. */
+static void test_matches_reference(void **state) {
+    static const char *const models[] = {"m1", "m2", "zzz", "", NULL};
+    static const aor_kind kinds[] = {AOR_KIND_RATE, AOR_KIND_TRANSIENT, AOR_KIND_QUOTA,
+                                     AOR_KIND_AUTH};
+    static const double later[] = {0, 1, 10, 40};
+    const aor_header exhausted[] = {
+        {"x-ratelimit-remaining-requests", "0"},
+        {"x-ratelimit-reset-requests", "20s"},
+    };
+    long selections = 0, with_ties = 0, large = 0, with_drops = 0, sticky_moved = 0;
+
+    for (int iter = 0; iter < 1500; iter++) {
+        aor_config *cfg = cfg_new();
+        aor_backoff *b = aor_backoff_new(&bo_params);
+        aor_breaker *br_new = aor_breaker_new(&br_params), *br_ref = aor_breaker_new(&br_params);
+        aor_sticky *s = aor_sticky_new();
+        aor_usage *u = aor_usage_new();
+        assert_true(b && br_new && br_ref && s && u);
+        int big = rnd(8) == 0, ordered = rnd(4) == 0;
+        int nk = 1 + (int)rnd(big ? 80 : 10), np = 1 + (int)rnd(big ? 8 : 5);
+        unsigned kspread = ordered ? 1 : 1 + rnd(4), pspread = 1 + rnd(3);
+        char name[32], list[1024], clients[2][65];
+
+        for (int k = 0; k < nk; k++) {
+            snprintf(name, sizeof name, "k%d", k);
+            add_key(cfg, name, (int)rnd(kspread));
+        }
+        for (int p = 0; p < np; p++) {
+            static const char *const mlists[] = {"*", "m1", "m1,m2", "m2"};
+            char host[32];
+            snprintf(name, sizeof name, "p%d", p);
+            snprintf(host, sizeof host, "h%d.example", p % 3);
+            random_key_list(nk, big ? 60 : 6, ordered, list, sizeof list);
+            add_provider(cfg, name, rnd(5) == 0 ? AOR_DIALECT_ANTHROPIC : AOR_DIALECT_OPENAI, host,
+                         ordered ? p : (int)rnd(pspread), mlists[rnd(4)], list,
+                         rnd(3) == 0 ? "x.example" : NULL);
+        }
+        if (ordered) {
+            /* Priorities in list order: the candidates come out of the config sorted. */
+            for (int k = 0; k < nk; k++)
+                cfg->keys[k].priority = k / 4;
+        }
+        cfg->provider_priority_cache_threshold = (int)rnd(3);
+        cfg->key_priority_cache_threshold = (int)rnd(3);
+        cfg->strategy = rnd(3) == 0 ? AOR_STRATEGY_ROUND_ROBIN : AOR_STRATEGY_PRIORITY;
+        for (int c = 0; c < 2; c++) {
+            char cred[48];
+            snprintf(cred, sizeof cred, "sk-random-%d-%d", iter, c);
+            client_id(cred, clients[c]);
+        }
+
+        /* State: failures at only three distinct times, so last_kind often has to pick
+         * between rows that failed at the same moment (the first in order wins). */
+        for (size_t p = 0; p < cfg->nproviders; p++) {
+            const aor_provider_cfg *pc = &cfg->providers[p];
+            for (size_t k = 0; k < pc->nkeys; k++) {
+                const char *kn = cfg->keys[pc->key_idx[k]].name;
+                if (rnd(4) == 0) {
+                    double hint = rnd(2) ? -1.0 : 1.0 + rnd(60);
+                    assert_int_equal(
+                        aor_backoff_fail(b, pc->name, kn, kinds[rnd(4)], hint, NOW - rnd(3), NULL),
+                        0);
+                }
+                if (rnd(10) == 0)
+                    assert_true(
+                        aor_usage_observe(u, pc->name, kn, 200, exhausted, 2, NOW - rnd(30)) >= 0);
+            }
+            if (pc->passthrough && rnd(3) == 0) {
+                /* The client's own credential backed off ("client-" + 12 hex digits). */
+                char pt[32];
+                snprintf(pt, sizeof pt, "client-%.12s", clients[0]);
+                assert_int_equal(
+                    aor_backoff_fail(b, pc->name, pt, AOR_KIND_AUTH, -1, NOW - 1, NULL), 0);
+            }
+            if (rnd(4) == 0) /* open until NOW + 29, or expired at NOW - 5 */
+                fail_both(br_new, br_ref, pc->name, models[rnd(3)], rnd(2) ? NOW - 1 : NOW - 35);
+            if (rnd(8) == 0)
+                fail_both(br_new, br_ref, pc->name, "", NOW - 1);
+        }
+        for (int c = 0; c < 2; c++) {
+            for (int m = 0; m < 2; m++) {
+                if (rnd(3) == 0 || cfg->nproviders == 0)
+                    continue;
+                const aor_provider_cfg *pc = &cfg->providers[rnd((unsigned)cfg->nproviders)];
+                char pt[32];
+                const char *kn;
+                if (pc->nkeys > 0) {
+                    kn = cfg->keys[pc->key_idx[rnd((unsigned)pc->nkeys)]].name;
+                } else {
+                    snprintf(pt, sizeof pt, "client-%.12s", clients[c]);
+                    kn = pt;
+                }
+                aor_sticky_row row = {clients[c], models[m],
+                                      pc->name,   rnd(8) == 0 ? "gone" : kn,
+                                      NOW - 10,   1 + (int)rnd(3)};
+                assert_int_equal(aor_sticky_restore(s, &row), 0);
+            }
+        }
+
+        for (int req = 0; req < 6; req++) {
+            const char *model = models[rnd(5)];
+            const char *client = rnd(6) == 0 ? (rnd(2) ? "" : NULL) : clients[rnd(2)];
+            const char *host = rnd(3) == 0 ? (rnd(2) ? "h0.example" : "x.example") : NULL;
+            aor_dialect dialect = rnd(5) == 0 ? AOR_DIALECT_ANTHROPIC : AOR_DIALECT_OPENAI;
+            double now = NOW + later[rnd(4)];
+            int bare = rnd(10) == 0; /* no state tables at all */
+            aor_route_ctx cn = {cfg, bare ? NULL : b, bare ? NULL : br_new, bare ? NULL : s,
+                                bare ? NULL : u};
+            aor_route_ctx cr = {cfg, bare ? NULL : b, bare ? NULL : br_ref, bare ? NULL : s,
+                                bare ? NULL : u};
+            aor_sequence got, want;
+
+            assert_int_equal(aor_route_select(&cn, model, client, host, dialect, now, &got), 0);
+            assert_int_equal(ref_route_select(&cr, model, client, host, dialect, now, &want), 0);
+            assert_same_sequence(cfg, &got, &want, iter, req);
+
+            selections++;
+            large += got.n >= 40;
+            with_drops += got.dropped > 0;
+            for (size_t i = 1; i < got.n; i++) {
+                size_t pa = got.items[i - 1].provider, pb = got.items[i].provider;
+                int ka = got.items[i - 1].key < 0 ? 0 : cfg->keys[got.items[i - 1].key].priority;
+                int kb = got.items[i].key < 0 ? 0 : cfg->keys[got.items[i].key].priority;
+                if (cfg->providers[pa].priority == cfg->providers[pb].priority && ka == kb) {
+                    with_ties++;
+                    break;
+                }
+            }
+            for (size_t i = 1; i < got.n; i++) {
+                int pa = cfg->providers[got.items[i - 1].provider].priority;
+                int pb = cfg->providers[got.items[i].provider].priority;
+                if (pb < pa) { /* out of priority order: a sticky or a rotation moved it */
+                    sticky_moved++;
+                    break;
+                }
+            }
+            aor_sequence_free(&got);
+            aor_sequence_free(&want);
+        }
+        aor_usage_free(u);
+        aor_sticky_free(s);
+        aor_breaker_free(br_ref);
+        aor_breaker_free(br_new);
+        aor_backoff_free(b);
+        cfg_free(cfg);
+    }
+    /* The cases that matter were exercised, not just empty sequences. */
+    print_message("%ld selections: %ld with ties, %ld with >= 40 candidates, %ld with drops, "
+                  "%ld reordered by a sticky\n",
+                  selections, with_ties, large, with_drops, sticky_moved);
+    assert_true(with_ties > selections / 4);
+    assert_true(large > 50);
+    assert_true(with_drops > selections / 4);
+    assert_true(sticky_moved > 50);
+}
+
 /* Bad arguments. */
 static void test_errors(void **state) {
     world *w = *state;
@@ -712,6 +1319,7 @@ int main(void) {
         T(test_round_robin),
         T(test_round_robin_priorities),
         T(test_many_keys_and_stickies),
+        cmocka_unit_test(test_matches_reference),
         T(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
