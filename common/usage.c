@@ -182,12 +182,37 @@ int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long 
      * nothing about usage. */
     if (status < 200 || status == 429 || status >= 500 || !hdrs)
         return 0;
+    /* Only rate-limit headers can name a window: pick them out once, so the windows do
+     * not compare every header of every answer (docs/performance.md). */
+    aor_header few[16];
+    aor_header *rl = few;
+    size_t nrl = 0;
+    for (size_t h = 0; h < n; h++) {
+        const char *nm = hdrs[h].name;
+        char f = nm ? (char)(nm[0] | 0x20) : 0;
+        if ((f != 'x' && f != 'a') || !hdrs[h].value)
+            continue;
+        if (strncasecmp(nm, "x-ratelimit-", 12) != 0 &&
+            strncasecmp(nm, "anthropic-ratelimit-", 20) != 0)
+            continue;
+        if (nrl == sizeof few / sizeof few[0] && rl == few) {
+            rl = malloc(n * sizeof *rl); /* n >= nrl + 1 here */
+            if (!rl)
+                goto fail_oom;
+            memcpy(rl, few, sizeof few);
+        }
+        rl[nrl++] = hdrs[h];
+    }
+    if (!nrl)
+        return 0;
     aor_usage_window fresh[AOR_USAGE_NWINDOWS];
     int named[AOR_USAGE_NWINDOWS], any = 0;
     for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
-        named[i] = read_window(i, hdrs, n, now, &fresh[i]);
+        named[i] = read_window(i, rl, nrl, now, &fresh[i]);
         any |= named[i];
     }
+    if (rl != few)
+        free(rl);
     if (!any)
         return 0;
     usage_entry *e = aor_map_get(u->rows, provider, key);

@@ -42,7 +42,20 @@ struct aor_conn {
     int dead;  /* free when depth drops to 0 */
     void (*drain_cb)(void *);
     void *drain_arg;
+    /* Answers are written to stage; one flush per event-loop pass moves them on (a single
+     * writev, or one TLS record) instead of a write per piece. On a plain socket the flush
+     * writes straight to the fd while the bufferevent's output is empty, so EV_WRITE is
+     * only enabled when the kernel did not take everything (docs/performance.md). */
+    struct evbuffer *stage;
+    struct evbuffer_cb_entry *stage_cb;
+    struct event *flush_ev;
+    int flush_pending;
+    int plain; /* not TLS: direct writes */
 };
+
+static size_t out_len(aor_conn *c) {
+    return evbuffer_get_length(c->stage) + evbuffer_get_length(bufferevent_get_output(c->bev));
+}
 
 /* Preamble stage: a bare fd waiting for "AOR/1 ...\n" plus the first client byte. */
 typedef struct {
@@ -54,6 +67,13 @@ typedef struct {
 static void conn_free(aor_conn *c) {
     if (c->proxy)
         aor_proxy_cancel(c->proxy);
+    if (c->flush_ev)
+        event_free(c->flush_ev);
+    if (c->stage) {
+        if (c->stage_cb)
+            evbuffer_remove_cb_entry(c->stage, c->stage_cb);
+        evbuffer_free(c->stage);
+    }
     if (c->bev)
         bufferevent_free(c->bev);
     aor_http_reader_free(c->reader);
@@ -97,7 +117,7 @@ static void process_input(aor_conn *c) {
             continue;
         }
         if (res == AOR_HTTP_CONTINUE) {
-            evbuffer_add_printf(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+            evbuffer_add(c->stage, "HTTP/1.1 100 Continue\r\n\r\n", 25);
             continue;
         }
         if (res == AOR_HTTP_ERROR) {
@@ -111,8 +131,8 @@ static void process_input(aor_conn *c) {
             /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
             static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -",
                                                    "x-aor-attempts: 0", NULL};
-            aor_http_write_response(bufferevent_get_output(c->bev), status, "application/json",
-                                    aor_hdrs, body, (size_t)len, 0);
+            aor_http_write_response(c->stage, status, "application/json", aor_hdrs, body,
+                                    (size_t)len, 0);
             c->closing = 1;
             break;
         }
@@ -140,7 +160,7 @@ static void process_input(aor_conn *c) {
     c->depth--;
     if (c->depth > 0)
         return;
-    if (c->dead || (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)) {
+    if (c->dead || (c->closing && out_len(c) == 0)) {
         conn_free(c);
         return;
     }
@@ -154,14 +174,55 @@ static void on_read(struct bufferevent *bev, void *arg) {
     process_input(arg);
 }
 
-static void on_write(struct bufferevent *bev, void *arg) {
-    aor_conn *c = arg;
-    if (c->closing && !c->busy && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+/* Output went out: close a closing connection that has sent everything, or tell the
+ * request in flight that there is room again. */
+static void after_write(aor_conn *c) {
+    if (c->closing && !c->busy && out_len(c) == 0) {
         conn_release(c);
         return;
     }
     if (c->drain_cb)
         c->drain_cb(c->drain_arg);
+}
+
+static void on_write(struct bufferevent *bev, void *arg) {
+    aor_conn *c = arg;
+    if (c->plain && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        bufferevent_disable(bev, EV_WRITE); /* the next flush writes directly again */
+    after_write(c);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+static void on_flush(evutil_socket_t fd, short what, void *arg) {
+    aor_conn *c = arg;
+    c->flush_pending = 0;
+    if (evbuffer_get_length(c->stage) == 0)
+        return;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (c->plain && evbuffer_get_length(out) == 0) {
+        int n = evbuffer_write(c->stage, bufferevent_getfd(c->bev));
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            on_event(c->bev, BEV_EVENT_WRITING | BEV_EVENT_ERROR, c);
+            return;
+        }
+        if (evbuffer_get_length(c->stage) == 0) {
+            after_write(c);
+            return;
+        }
+    }
+    evbuffer_add_buffer(out, c->stage);
+    if (c->plain)
+        bufferevent_enable(c->bev, EV_WRITE);
+}
+
+static void on_stage(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
+    aor_conn *c = arg;
+    if (info->n_added && !c->flush_pending) {
+        c->flush_pending = 1;
+        /* Runs later in this same pass of the loop: no system call, no extra round. */
+        event_active(c->flush_ev, EV_WRITE, 0);
+    }
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg) {
@@ -188,24 +249,39 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
     conn_release(c);
 }
 
-static aor_conn *conn_new(aor_daemon *d, struct bufferevent *bev) {
+/* Takes bev (plain: a socket bufferevent, else TLS). NULL on ENOMEM (bev not freed). */
+static aor_conn *conn_new(aor_daemon *d, struct bufferevent *bev, int plain) {
     aor_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->d = d;
-    c->bev = bev;
+    c->plain = plain;
     c->reader = aor_http_reader_new((size_t)d->cfg->body_max);
-    if (!c->reader) {
-        free(c);
-        return NULL;
-    }
+    c->stage = evbuffer_new();
+    c->flush_ev = event_new(d->base, -1, 0, on_flush, c);
+    if (!c->reader || !c->stage || !c->flush_ev)
+        goto fail;
+    c->stage_cb = evbuffer_add_cb(c->stage, on_stage, c);
+    if (!c->stage_cb)
+        goto fail;
+    c->bev = bev;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_setwatermark(bev, EV_WRITE, OUT_LOW_WATERMARK, 0);
     struct timeval idle = {IDLE_TIMEOUT_S, 0};
     bufferevent_set_timeouts(bev, &idle, NULL);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    bufferevent_enable(bev, plain ? EV_READ : EV_READ | EV_WRITE);
+    if (plain)
+        bufferevent_disable(bev, EV_WRITE);
     d->m.connections++;
     return c;
+fail:
+    aor_http_reader_free(c->reader);
+    if (c->stage)
+        evbuffer_free(c->stage);
+    if (c->flush_ev)
+        event_free(c->flush_ev);
+    free(c);
+    return NULL;
 }
 
 void aor_conn_accept_tcp(aor_daemon *d, int fd) {
@@ -217,7 +293,7 @@ void aor_conn_accept_tcp(aor_daemon *d, int fd) {
         close(fd);
         return;
     }
-    if (!conn_new(d, bev))
+    if (!conn_new(d, bev, 1))
         bufferevent_free(bev);
 }
 
@@ -246,7 +322,7 @@ static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tl
             return;
         }
     }
-    aor_conn *c = conn_new(d, bev);
+    aor_conn *c = conn_new(d, bev, !tls);
     if (!c) {
         bufferevent_free(bev);
         return;
@@ -376,11 +452,11 @@ void aor_conn_accept_unix(aor_daemon *d, int fd) {
 }
 
 struct evbuffer *aor_conn_output(aor_conn *c) {
-    return bufferevent_get_output(c->bev);
+    return c->stage;
 }
 
 size_t aor_conn_output_len(aor_conn *c) {
-    return evbuffer_get_length(bufferevent_get_output(c->bev));
+    return out_len(c);
 }
 
 int aor_conn_http10(const aor_conn *c) {
@@ -411,7 +487,7 @@ void aor_conn_abort(aor_conn *c) {
     c->busy = 0;
     /* Bytes already queued (headers, events) still reach the client; then the connection
      * closes with the response unfinished, which the client sees as an error. */
-    if (c->depth == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+    if (c->depth == 0 && out_len(c) > 0) {
         c->closing = 1;
         bufferevent_disable(c->bev, EV_READ);
         return;

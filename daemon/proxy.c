@@ -200,33 +200,87 @@ static void add_chunk_size(struct evbuffer *out, size_t len) {
     evbuffer_add(out, buf + i, sizeof buf - i);
 }
 
+/* Decimal text of v at d (no NUL); returns the end. d needs room for 20 bytes. */
+static char *put_num(char *d, long long v) {
+    char tmp[24];
+    size_t i = sizeof tmp;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    memcpy(d, tmp + i, sizeof tmp - i);
+    return d + (sizeof tmp - i);
+}
+
+static char *put(char *d, const char *s, size_t n) {
+    memcpy(d, s, n);
+    return d + n;
+}
+
+#define PUT_LIT(d, lit) put((d), (lit), sizeof(lit) - 1)
+
 /* Writes status line + headers of an upstream answer. content_length < 0: framing by
- * chunked encoding (or close for HTTP/1.0 clients). */
+ * chunked encoding (or close for HTTP/1.0 clients). The head is measured, then written
+ * into the output in one piece: no printf, one buffer operation (docs/performance.md). */
 static void write_head(aor_proxy *p, long status, char **lines, size_t n, const aor_candidate *cand,
                        long long content_length) {
     struct evbuffer *out = aor_conn_output(p->c);
-    evbuffer_add_printf(out, "HTTP/1.1 %ld %s\r\n", status, aor_http_reason((int)status));
-    /* Forwarded lines are copied as they are: no printf per line (docs/performance.md). */
-    for (size_t i = 0; i < n; i++) {
-        if (forward_header(lines[i])) {
-            evbuffer_add(out, lines[i], strlen(lines[i]));
-            ADD_LIT(out, "\r\n");
-        }
-    }
-    add_aor_headers(out, cand_provider(p, cand), cand->key_name, p->attempts);
+    const char *reason = aor_http_reason((int)status);
+    const char *prov = cand_provider(p, cand);
+    size_t lreason = strlen(reason), lprov = strlen(prov), lkey = strlen(cand->key_name);
     if (content_length >= 0) {
-        evbuffer_add_printf(out, "Content-Length: %lld\r\n", content_length);
         p->chunked_out = 0;
     } else if (aor_conn_http10(p->c)) {
         p->chunked_out = 0;
         p->req->keep_alive = 0;
     } else {
-        ADD_LIT(out, "Transfer-Encoding: chunked\r\n");
         p->chunked_out = 1;
     }
+    size_t need = 9 + 24 + 1 + lreason + 2;
+    for (size_t i = 0; i < n; i++)
+        need += strlen(lines[i]) + 2;
+    need += 16 + lprov + 2 + 11 + lkey + 2 + 16 + 24 + 2;
+    need += 16 + 24 + 2 + 28 + 19 + 2;
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)need, &v, 1) < 1 || v.iov_len < need) {
+        aor_error("out of memory writing an answer's head");
+        abort(); /* the daemon stops on OOM (design.md); systemd/launchd restart it */
+    }
+    char *d = v.iov_base;
+    d = PUT_LIT(d, "HTTP/1.1 ");
+    d = put_num(d, status);
+    *d++ = ' ';
+    d = put(d, reason, lreason);
+    d = PUT_LIT(d, "\r\n");
+    /* Forwarded lines are copied as they are (docs/performance.md). */
+    for (size_t i = 0; i < n; i++) {
+        if (forward_header(lines[i])) {
+            d = put(d, lines[i], strlen(lines[i]));
+            d = PUT_LIT(d, "\r\n");
+        }
+    }
+    d = PUT_LIT(d, "x-aor-provider: ");
+    d = put(d, prov, lprov);
+    d = PUT_LIT(d, "\r\nx-aor-key: ");
+    d = put(d, cand->key_name, lkey);
+    d = PUT_LIT(d, "\r\nx-aor-attempts: ");
+    d = put_num(d, p->attempts);
+    d = PUT_LIT(d, "\r\n");
+    if (content_length >= 0) {
+        d = PUT_LIT(d, "Content-Length: ");
+        d = put_num(d, content_length);
+        d = PUT_LIT(d, "\r\n");
+    } else if (p->chunked_out) {
+        d = PUT_LIT(d, "Transfer-Encoding: chunked\r\n");
+    }
     if (!p->req->keep_alive)
-        ADD_LIT(out, "Connection: close\r\n");
-    evbuffer_add(out, "\r\n", 2);
+        d = PUT_LIT(d, "Connection: close\r\n");
+    d = PUT_LIT(d, "\r\n");
+    v.iov_len = (size_t)(d - (char *)v.iov_base);
+    evbuffer_commit_space(out, &v, 1);
     p->committed = 1;
 }
 
@@ -723,12 +777,15 @@ static struct curl_slist *build_headers(aor_proxy *p, const aor_provider_cfg *pc
             continue;
         if (cand->key >= 0 && aor_dialect_is_auth_header(name))
             continue;
-        size_t need = strlen(name) + strlen(req->fields[i].value) + 3;
-        char *line = malloc(need);
+        size_t ln = strlen(name), lv = strlen(req->fields[i].value);
+        char *line = malloc(ln + lv + 3);
         if (!line)
             goto fail;
-        snprintf(line, need, "%s: %s", name, req->fields[i].value);
+        memcpy(line, name, ln);
+        memcpy(line + ln, ": ", 2);
+        memcpy(line + ln + 2, req->fields[i].value, lv + 1);
         t = curl_slist_append(h, line);
+        explicit_bzero(line, ln + lv + 2); /* may be the client's own credential */
         free(line);
         if (!t)
             goto fail;

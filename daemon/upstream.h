@@ -1,7 +1,12 @@
-/* Upstream transfers: libcurl's multi interface driven by the daemon's libevent loop
- * (curl_multi_socket_action; the wiring of curl's multi-event / hiperfifo examples).
- * One aor_upstream per daemon; one aor_xfer per upstream attempt. Connections are
- * reused by curl's connection cache; HTTPS_PROXY is honoured by libcurl. */
+/* Upstream transfers (spec §1 "forwards upstream", §5.3 the walk). One aor_upstream per
+ * daemon; one aor_xfer per upstream attempt. Two backends behind this one interface
+ * (docs/architecture.md, "Upstream"):
+ *  - direct HTTP/1.1 keep-alive (upstream_h1.h): http:// and https:// upstreams reached
+ *    without a proxy; libevent sockets, http_parser for answers, OpenSSL for TLS, a pool
+ *    of idle connections per origin;
+ *  - libcurl's multi interface (upstream_curl.h): when a proxy variable applies
+ *    (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, lower or upper case), or AOR_UPSTREAM=curl.
+ * No callback is ever called before aor_xfer_start returns. */
 #ifndef AOR_UPSTREAM_H
 #define AOR_UPSTREAM_H
 
@@ -34,14 +39,16 @@ typedef struct {
     long connect_timeout_ms; /* 0 = default 10000 */
 } aor_xfer_request;
 
-/* New multi handle on base. Returns NULL on failure. */
+/* New upstream on base; reads AOR_UPSTREAM and the proxy variables once (the daemon's
+ * environment does not change). Returns NULL on failure (out of memory). */
 aor_upstream *aor_upstream_new(struct event_base *base);
 
 /* Cancels every transfer (without callbacks) and frees. */
 void aor_upstream_free(aor_upstream *u);
 
-/* Starts a transfer. Returns the xfer, or NULL (then req->headers was freed and no
- * callback will come). */
+/* Starts a transfer. req->headers are "Name: value" lines (a line "Name:" with nothing
+ * after the colon is skipped; Host and Content-Length are added from url and body_len).
+ * Returns the xfer, or NULL (then req->headers was freed and no callback will come). */
 aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
                          void *arg);
 

@@ -1,4 +1,4 @@
-#include "upstream.h"
+#include "upstream_curl.h"
 
 #include "log.h"
 
@@ -14,33 +14,34 @@
  * curl_easy_cleanup per attempt (docs/performance.md). */
 #define EASY_POOL_MAX 64
 
-struct aor_upstream {
+struct aor_upcurl {
     struct event_base *base;
     CURLM *multi;
     struct event *timer;
-    struct aor_xfer *head; /* active transfers */
+    struct curl_xfer *head; /* active transfers */
     CURL *pool[EASY_POOL_MAX];
     size_t npool;
 };
 
-struct aor_xfer {
-    struct aor_xfer *prev, *next;
-    aor_upstream *u;
+typedef struct curl_xfer {
+    struct aor_xfer base; /* backend tag; first member */
+    struct curl_xfer *prev, *next;
+    aor_upcurl *u;
     CURL *easy;
     struct curl_slist *headers;
     aor_xfer_callbacks cb;
     void *arg;
     char errbuf[CURL_ERROR_SIZE];
     int paused;
-};
+} curl_xfer;
 
 /* Per-socket event, attached to curl with curl_multi_assign. */
 typedef struct {
     struct event *ev;
-    aor_upstream *u;
+    aor_upcurl *u;
 } sock_ctx;
 
-static void unlink_xfer(aor_xfer *x) {
+static void unlink_xfer(curl_xfer *x) {
     if (x->prev)
         x->prev->next = x->next;
     else
@@ -51,7 +52,7 @@ static void unlink_xfer(aor_xfer *x) {
 }
 
 /* Takes an easy handle from the pool (options at their defaults) or makes one. */
-static CURL *easy_get(aor_upstream *u) {
+static CURL *easy_get(aor_upcurl *u) {
     if (u->npool > 0)
         return u->pool[--u->npool];
     return curl_easy_init();
@@ -60,7 +61,7 @@ static CURL *easy_get(aor_upstream *u) {
 /* Returns an easy handle that is not added to the multi: reset to defaults and pooled
  * (its connection, if any, stays in the multi's cache), or cleaned up when the pool is
  * full. */
-static void easy_put(aor_upstream *u, CURL *easy) {
+static void easy_put(aor_upcurl *u, CURL *easy) {
     if (u->npool < EASY_POOL_MAX) {
         curl_easy_reset(easy);
         u->pool[u->npool++] = easy;
@@ -69,7 +70,7 @@ static void easy_put(aor_upstream *u, CURL *easy) {
     }
 }
 
-static void check_done(aor_upstream *u) {
+static void check_done(aor_upcurl *u) {
     CURLMsg *msg;
     int left;
     while ((msg = curl_multi_info_read(u->multi, &left))) {
@@ -77,7 +78,7 @@ static void check_done(aor_upstream *u) {
             continue;
         CURL *easy = msg->easy_handle;
         CURLcode rc = msg->data.result;
-        aor_xfer *x = NULL;
+        curl_xfer *x = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
         long status = 0;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -101,7 +102,7 @@ static void check_done(aor_upstream *u) {
 
 static void on_socket_event(evutil_socket_t fd, short what, void *arg) {
     sock_ctx *s = arg;
-    aor_upstream *u = s->u;
+    aor_upcurl *u = s->u;
     int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
     int running;
     curl_multi_socket_action(u->multi, fd, flags, &running);
@@ -109,14 +110,14 @@ static void on_socket_event(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg) {
-    aor_upstream *u = arg;
+    aor_upcurl *u = arg;
     int running;
     curl_multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     check_done(u);
 }
 
 static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *sockp) {
-    aor_upstream *u = userp;
+    aor_upcurl *u = userp;
     sock_ctx *s = sockp;
     if (what == CURL_POLL_REMOVE) {
         if (s) {
@@ -151,7 +152,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
 }
 
 static int timer_cb(CURLM *multi, long timeout_ms, void *userp) {
-    aor_upstream *u = userp;
+    aor_upcurl *u = userp;
     if (timeout_ms < 0) {
         evtimer_del(u->timer);
         return 0;
@@ -161,8 +162,8 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp) {
     return 0;
 }
 
-aor_upstream *aor_upstream_new(struct event_base *base) {
-    aor_upstream *u = calloc(1, sizeof *u);
+aor_upcurl *aor_upcurl_new(struct event_base *base) {
+    aor_upcurl *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
     u->base = base;
@@ -187,11 +188,11 @@ fail_free:
     return NULL;
 }
 
-void aor_upstream_free(aor_upstream *u) {
+void aor_upcurl_free(aor_upcurl *u) {
     if (!u)
         return;
     while (u->head)
-        aor_xfer_cancel(u->head);
+        aor_upcurl_cancel(&u->head->base);
     while (u->npool > 0)
         curl_easy_cleanup(u->pool[--u->npool]);
     curl_multi_cleanup(u->multi);
@@ -200,7 +201,7 @@ void aor_upstream_free(aor_upstream *u) {
 }
 
 static size_t header_cb(char *data, size_t size, size_t n, void *arg) {
-    aor_xfer *x = arg;
+    curl_xfer *x = arg;
     size_t len = size * n;
     size_t l = len;
     while (l && (data[l - 1] == '\n' || data[l - 1] == '\r'))
@@ -210,21 +211,22 @@ static size_t header_cb(char *data, size_t size, size_t n, void *arg) {
 }
 
 static size_t write_cb(char *data, size_t size, size_t n, void *arg) {
-    aor_xfer *x = arg;
+    curl_xfer *x = arg;
     size_t r = x->cb.on_data(x->arg, data, size * n);
     if (r == CURL_WRITEFUNC_PAUSE)
         x->paused = 1;
     return r;
 }
 
-aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
-                         void *arg) {
-    aor_xfer *x = calloc(1, sizeof *x);
+aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
+                           void *arg) {
+    curl_xfer *x = calloc(1, sizeof *x);
     if (!x)
         goto fail_headers;
     x->easy = easy_get(u);
     if (!x->easy)
         goto fail_x;
+    x->base.backend = AOR_XFER_CURL;
     x->u = u;
     x->cb = *cb;
     x->arg = arg;
@@ -265,7 +267,7 @@ aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor
     if (u->head)
         u->head->prev = x;
     u->head = x;
-    return x;
+    return &x->base;
 fail_easy:
     easy_put(u, x->easy);
 fail_x:
@@ -275,14 +277,16 @@ fail_headers:
     return NULL;
 }
 
-void aor_xfer_resume(aor_xfer *x) {
+void aor_upcurl_resume(aor_xfer *xfer) {
+    curl_xfer *x = (curl_xfer *)xfer;
     if (!x->paused)
         return;
     x->paused = 0;
     curl_easy_pause(x->easy, CURLPAUSE_CONT);
 }
 
-void aor_xfer_cancel(aor_xfer *x) {
+void aor_upcurl_cancel(aor_xfer *xfer) {
+    curl_xfer *x = (curl_xfer *)xfer;
     if (!x)
         return;
     unlink_xfer(x);

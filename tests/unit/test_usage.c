@@ -255,6 +255,35 @@ static void test_prune(void **state) {
     assert_int_equal(aor_usage_exhausted(u, "p", "fresh", NOW + 21, NULL), 1);
 }
 
+/* Many rate-limit headers before the ones that count (more than the 16 picked out
+ * without an allocation): the windows are still read, the last valid value wins. */
+static void test_many_ratelimit_headers(void **state) {
+    aor_usage *u = *state;
+    aor_header h[40];
+    char names[30][48];
+    size_t n = 0;
+    for (int i = 0; i < 30; i++) {
+        snprintf(names[i], sizeof names[i], "X-RateLimit-Other-%d", i);
+        h[n++] = (aor_header){names[i], "7"};
+    }
+    h[n++] = (aor_header){"server", "mock"};
+    h[n++] = (aor_header){"anthropic-ratelimit-requests-remaining", "5"};
+    h[n++] = (aor_header){"x-ratelimit-remaining-requests", "3"};
+    h[n++] = (aor_header){"x-ratelimit-remaining-requests", "0"};
+    h[n++] = (aor_header){"x-ratelimit-reset-requests", "1m"};
+    assert_int_equal(aor_usage_observe(u, "openai", "A", 200, h, n, NOW), 1);
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    assert_int_equal(aor_usage_get(u, "openai", "A", w), 1);
+    assert_true(w[AOR_USAGE_REQUESTS].remaining == 0);
+    assert_true(w[AOR_USAGE_REQUESTS].reset_at == NOW + 60);
+    assert_true(w[AOR_USAGE_A_REQUESTS].remaining == 5);
+    assert_false(w[AOR_USAGE_TOKENS].known);
+    /* Only headers that are not rate-limit windows: nothing recorded. */
+    const aor_header other[] = {{"x-request-id", "r1"}, {"age", "0"}, {"X-RateLimit-Limit", "9"}};
+    assert_int_equal(aor_usage_observe(u, "openai", "B", 200, other, 3, NOW), 0);
+    assert_int_equal(aor_usage_get(u, "openai", "B", w), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -266,6 +295,7 @@ int main(void) {
         T(test_update_and_junk),
         T(test_no_headers_and_errors),
         T(test_prune),
+        T(test_many_ratelimit_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

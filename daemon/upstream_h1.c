@@ -1,0 +1,1361 @@
+#include "upstream_h1.h"
+
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/util.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IDLE_MAX 128                /* idle connections kept for reuse, all origins together */
+#define IDLE_MAX_AGE_MS 60000       /* an idle connection older than this is closed, not reused */
+#define READ_CHUNK 16384            /* bytes per recv() of a plain connection */
+#define READS_PER_EVENT 4           /* recv() calls per readable event before yielding */
+#define CONNECT_TIMEOUT_MS 10000    /* default: name lookup + TCP + TLS handshake */
+#define MIN_ATTEMPT_MS 250          /* least time one address gets when more remain */
+#define LINE_MAX_BYTES (256 * 1024) /* one header line (http_parser stops at 80 KiB) */
+#define BODY_REF_MIN 16384          /* TLS: larger bodies are referenced, not copied */
+
+typedef struct h1_origin h1_origin;
+typedef struct h1_conn h1_conn;
+typedef struct h1_xfer h1_xfer;
+
+struct h1_origin {
+    h1_origin *next;
+    char *prefix; /* "scheme://authority" exactly as in the URL */
+    size_t prefix_len;
+    char *ca_file; /* NULL: the system store */
+    int tls;
+    int host_is_ip;
+    char *host;      /* for the lookup, SNI and the certificate check (no brackets) */
+    char port[8];    /* decimal */
+    char *authority; /* the Host header: what follows "scheme://" in prefix */
+    SSL_CTX *ctx;    /* TLS origins */
+};
+
+struct h1_conn {
+    aor_h1 *h;
+    h1_origin *o;
+    h1_conn *inext, *iprev; /* h->idle, most recently used first */
+    int idle;
+    evutil_socket_t fd;
+    struct event *rev;       /* plain: persistent read event while connected */
+    struct event *wev;       /* connect completion, then unsent request bytes */
+    struct bufferevent *bev; /* TLS, once TCP is connected (owns fd then) */
+    struct event *timer;     /* connect phase: the current address's time */
+    struct evutil_addrinfo *ai, *ai_next;
+    struct evdns_getaddrinfo_request *dnsreq; /* a lookup in flight */
+    int ai_left;
+    long long deadline_ms; /* connect phase ends (monotonic ms) */
+    long long idle_since_ms;
+    struct evbuffer *out; /* plain: request bytes not yet written */
+    http_parser parser;
+    h1_xfer *x;
+    int served; /* answers completed on this connection */
+    int connected;
+    char last_err[160];
+};
+
+enum { DEFER_NONE = 0, DEFER_FAIL, DEFER_CONTINUE };
+
+struct h1_xfer {
+    struct aor_xfer base; /* backend tag; first member */
+    h1_xfer *prev, *next; /* h->xfers */
+    h1_xfer *dnext;       /* h->deferred */
+    int defer;
+    aor_h1 *h;
+    h1_origin *o;
+    h1_conn *c;
+    aor_xfer_callbacks cb;
+    void *arg;
+    struct curl_slist *headers; /* owned until the end (the request head copies them) */
+    char *head;                 /* the request head */
+    size_t head_len;
+    const char *body;
+    size_t body_len;
+    long connect_timeout_ms;
+    int is_head;
+    int in_cb;     /* a callback of the caller is running */
+    int cancelled; /* cancelled from inside a callback: free when it returns */
+    int got_bytes; /* a byte of the answer arrived */
+    int complete;  /* the answer is complete */
+    int cut;       /* on_data refused bytes: stop */
+    int retried;
+    int leftover; /* bytes followed the answer: the connection is not reusable */
+    long status;
+    int lstate; /* header line being built: LS_* */
+    char *line;
+    size_t line_len, line_cap;
+    char *held; /* body bytes on_data has not taken (it paused) */
+    size_t held_len, held_cap;
+    int paused;
+    CURLcode fail_code;
+    char errtext[256];
+};
+
+enum { LS_NONE = 0, LS_STATUS_START, LS_STATUS, LS_FIELD, LS_VALUE };
+
+struct aor_h1 {
+    struct event_base *base;
+    struct evdns_base *dns; /* made on the first host name to resolve */
+    h1_origin *origins;
+    h1_xfer *xfers;
+    h1_conn *idle; /* most recently used first */
+    h1_conn *idle_tail;
+    size_t nidle;
+    h1_xfer *deferred, *deferred_tail;
+    struct event *defer_ev;
+    http_parser_settings settings;
+    char scratch[READ_CHUNK];
+};
+
+static void conn_close(h1_conn *c);
+static void conn_start(aor_h1 *h, h1_xfer *x);
+static void xfer_fail_later(h1_xfer *x, CURLcode code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static long long mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- transfers: end, defer ------------------------------------------------------ */
+
+static void unlink_xfer(h1_xfer *x) {
+    if (x->prev)
+        x->prev->next = x->next;
+    else if (x->h->xfers == x)
+        x->h->xfers = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->prev = x->next = NULL;
+}
+
+static void undefer(h1_xfer *x) {
+    if (!x->defer)
+        return;
+    aor_h1 *h = x->h;
+    h1_xfer *prev = NULL;
+    for (h1_xfer *d = h->deferred; d; prev = d, d = d->dnext) {
+        if (d != x)
+            continue;
+        if (prev)
+            prev->dnext = d->dnext;
+        else
+            h->deferred = d->dnext;
+        if (h->deferred_tail == d)
+            h->deferred_tail = prev;
+        break;
+    }
+    x->dnext = NULL;
+    x->defer = DEFER_NONE;
+}
+
+static void defer(h1_xfer *x, int kind) {
+    aor_h1 *h = x->h;
+    if (x->defer) {
+        if (kind == DEFER_FAIL)
+            x->defer = kind;
+        return;
+    }
+    x->defer = kind;
+    x->dnext = NULL;
+    if (h->deferred_tail)
+        h->deferred_tail->dnext = x;
+    else
+        h->deferred = x;
+    h->deferred_tail = x;
+    event_active(h->defer_ev, EV_TIMEOUT, 0);
+}
+
+static void xfer_free(h1_xfer *x) {
+    undefer(x);
+    unlink_xfer(x);
+    curl_slist_free_all(x->headers);
+    free(x->head);
+    free(x->line);
+    free(x->held);
+    free(x);
+}
+
+/* Detaches x from its connection: the connection goes to the idle pool when reusable,
+ * otherwise it is closed. */
+static void detach_conn(h1_xfer *x, int reusable);
+
+/* Ends x: frees it, then calls on_done (x must not be used after). */
+static void xfer_end(h1_xfer *x, CURLcode code, const char *errtext) {
+    if (x->c)
+        detach_conn(x, 0);
+    aor_xfer_callbacks cb = x->cb;
+    void *arg = x->arg;
+    long status = x->status;
+    char text[sizeof x->errtext];
+    snprintf(text, sizeof text, "%s", errtext ? errtext : "");
+    xfer_free(x);
+    cb.on_done(arg, code, status, text);
+}
+
+/* Frees x without a callback and closes its connection. */
+static void xfer_kill(h1_xfer *x) {
+    h1_conn *c = x->c;
+    x->c = NULL;
+    if (c) {
+        c->x = NULL;
+        conn_close(c);
+    }
+    xfer_free(x);
+}
+
+static void xfer_fail_later(h1_xfer *x, CURLcode code, const char *fmt, ...) {
+    if (x->defer == DEFER_FAIL)
+        return; /* the first reason stands */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->errtext, sizeof x->errtext, fmt, ap);
+    va_end(ap);
+    x->fail_code = code;
+    if (x->c)
+        detach_conn(x, 0);
+    defer(x, DEFER_FAIL);
+}
+
+/* ---- idle pool -------------------------------------------------------------------- */
+
+static void idle_unlink(h1_conn *c) {
+    aor_h1 *h = c->h;
+    if (!c->idle)
+        return;
+    if (c->iprev)
+        c->iprev->inext = c->inext;
+    else
+        h->idle = c->inext;
+    if (c->inext)
+        c->inext->iprev = c->iprev;
+    else
+        h->idle_tail = c->iprev;
+    c->inext = c->iprev = NULL;
+    c->idle = 0;
+    h->nidle--;
+}
+
+static void idle_push(h1_conn *c) {
+    aor_h1 *h = c->h;
+    while (h->nidle >= IDLE_MAX && h->idle_tail)
+        conn_close(h->idle_tail);
+    c->idle = 1;
+    c->iprev = NULL;
+    c->inext = h->idle;
+    if (h->idle)
+        h->idle->iprev = c;
+    else
+        h->idle_tail = c;
+    h->idle = c;
+    h->nidle++;
+    c->idle_since_ms = mono_ms();
+}
+
+/* The most recently used idle connection to o that is not too old, or NULL. */
+static h1_conn *idle_take(aor_h1 *h, h1_origin *o) {
+    long long now = -1;
+    for (h1_conn *c = h->idle; c;) {
+        h1_conn *next = c->inext;
+        if (c->o == o) {
+            if (now < 0)
+                now = mono_ms();
+            if (now - c->idle_since_ms > IDLE_MAX_AGE_MS) {
+                conn_close(c);
+            } else {
+                idle_unlink(c);
+                return c;
+            }
+        }
+        c = next;
+    }
+    return NULL;
+}
+
+static void detach_conn(h1_xfer *x, int reusable) {
+    h1_conn *c = x->c;
+    x->c = NULL;
+    if (!c)
+        return;
+    c->x = NULL;
+    if (reusable && c->connected && c->fd >= 0) {
+        c->served++;
+        if (c->bev)
+            bufferevent_enable(c->bev, EV_READ);
+        else if (c->rev)
+            event_add(c->rev, NULL);
+        idle_push(c);
+    } else {
+        conn_close(c);
+    }
+}
+
+static void conn_close(h1_conn *c) {
+    idle_unlink(c);
+    if (c->x)
+        c->x->c = NULL;
+    if (c->timer)
+        event_free(c->timer);
+    if (c->rev)
+        event_free(c->rev);
+    if (c->wev)
+        event_free(c->wev);
+    if (c->bev) {
+        bufferevent_free(c->bev); /* closes fd and frees the SSL */
+    } else if (c->fd >= 0) {
+        close(c->fd);
+    }
+    if (c->dnsreq) {
+        struct evdns_getaddrinfo_request *r = c->dnsreq;
+        c->dnsreq = NULL;
+        c->x = NULL;
+        evdns_getaddrinfo_cancel(r); /* its callback sees EVUTIL_EAI_CANCEL */
+    }
+    if (c->ai)
+        evutil_freeaddrinfo(c->ai);
+    if (c->out)
+        evbuffer_free(c->out);
+    free(c);
+}
+
+/* ---- answer parsing (http_parser callbacks; parser->data is the connection) ------ */
+
+static int line_add(h1_xfer *x, const char *s, size_t n) {
+    if (x->line_len + n + 1 > x->line_cap) {
+        if (x->line_len + n + 1 > LINE_MAX_BYTES)
+            return -1;
+        size_t cap = x->line_cap ? x->line_cap : 256;
+        while (cap < x->line_len + n + 1)
+            cap *= 2;
+        char *l = realloc(x->line, cap);
+        if (!l)
+            return -1;
+        x->line = l;
+        x->line_cap = cap;
+    }
+    memcpy(x->line + x->line_len, s, n);
+    x->line_len += n;
+    return 0;
+}
+
+/* "HTTP/x.y NNN " (http_parser bounds the version digits and the 3-digit status). */
+static int status_prefix(h1_xfer *x, const http_parser *p) {
+    char pre[16];
+    unsigned st = p->status_code % 1000;
+    memcpy(pre, "HTTP/", 5);
+    pre[5] = (char)('0' + p->http_major % 10);
+    pre[6] = '.';
+    pre[7] = (char)('0' + p->http_minor % 10);
+    pre[8] = ' ';
+    pre[9] = (char)('0' + st / 100);
+    pre[10] = (char)('0' + st / 10 % 10);
+    pre[11] = (char)('0' + st % 10);
+    pre[12] = ' ';
+    x->lstate = LS_STATUS;
+    return line_add(x, pre, 13);
+}
+
+/* Hands the line built so far to on_header. Returns nonzero to stop the parser. */
+static int emit_line(h1_xfer *x, const http_parser *p) {
+    if (x->lstate == LS_NONE)
+        return 0;
+    if (x->lstate == LS_STATUS_START && status_prefix(x, p) != 0)
+        return -1;
+    size_t n = x->line_len;
+    if (x->lstate == LS_STATUS && n && x->line[n - 1] == ' ')
+        n--; /* no reason phrase */
+    x->in_cb++;
+    x->cb.on_header(x->arg, x->line ? x->line : "", n);
+    x->in_cb--;
+    x->line_len = 0;
+    x->lstate = LS_NONE;
+    return x->cancelled;
+}
+
+static h1_xfer *parser_xfer(http_parser *p) {
+    h1_conn *c = p->data;
+    return c->x;
+}
+
+static int on_message_begin(http_parser *p) {
+    h1_xfer *x = parser_xfer(p);
+    x->line_len = 0;
+    x->lstate = LS_STATUS_START;
+    x->status = 0;
+    return 0;
+}
+
+static int on_status(http_parser *p, const char *at, size_t len) {
+    h1_xfer *x = parser_xfer(p);
+    if (x->lstate == LS_STATUS_START && status_prefix(x, p) != 0)
+        return -1;
+    return line_add(x, at, len);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len) {
+    h1_xfer *x = parser_xfer(p);
+    if (x->lstate != LS_FIELD && emit_line(x, p) != 0)
+        return -1;
+    x->lstate = LS_FIELD;
+    return line_add(x, at, len);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len) {
+    h1_xfer *x = parser_xfer(p);
+    if (x->lstate == LS_FIELD) {
+        if (line_add(x, ": ", 2) != 0)
+            return -1;
+        x->lstate = LS_VALUE;
+    }
+    return line_add(x, at, len);
+}
+
+static int on_headers_complete(http_parser *p) {
+    h1_xfer *x = parser_xfer(p);
+    if (x->lstate == LS_FIELD && line_add(x, ":", 1) != 0)
+        return -1; /* a name without a value */
+    if (emit_line(x, p) != 0)
+        return -1;
+    x->status = p->status_code;
+    x->in_cb++;
+    x->cb.on_header(x->arg, "", 0);
+    x->in_cb--;
+    if (x->cancelled)
+        return -1;
+    /* 1: no body (the answer to HEAD); http_parser knows 1xx, 204 and 304 itself. */
+    return x->is_head ? 1 : 0;
+}
+
+static int hold(h1_xfer *x, const char *at, size_t len) {
+    if (x->held_len + len > x->held_cap) {
+        size_t cap = x->held_cap ? x->held_cap : READ_CHUNK;
+        while (cap < x->held_len + len)
+            cap *= 2;
+        char *n = realloc(x->held, cap);
+        if (!n)
+            return -1;
+        x->held = n;
+        x->held_cap = cap;
+    }
+    memcpy(x->held + x->held_len, at, len);
+    x->held_len += len;
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len) {
+    h1_xfer *x = parser_xfer(p);
+    if (x->held_len)
+        return hold(x, at, len); /* paused: keep the order */
+    x->in_cb++;
+    size_t r = x->cb.on_data(x->arg, at, len);
+    x->in_cb--;
+    if (x->cancelled)
+        return -1;
+    if (r == CURL_WRITEFUNC_PAUSE) {
+        x->paused = 1;
+        return hold(x, at, len);
+    }
+    if (r != len) {
+        x->cut = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+    h1_xfer *x = parser_xfer(p);
+    if (p->status_code >= 100 && p->status_code < 200 && p->status_code != 101)
+        return 0; /* an interim answer: the real one follows */
+    x->complete = 1;
+    http_parser_pause(p, 1); /* stop here: execute returns the bytes of this answer */
+    return 0;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* Ends x after its answer is complete and on_data has taken every byte. */
+static void finish_ok(h1_xfer *x) {
+    h1_conn *c = x->c;
+    int reusable = c && !x->cut && !x->leftover && http_should_keep_alive(&c->parser) &&
+                   x->status >= 200 &&
+                   (c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) == 0
+                           : !c->out || evbuffer_get_length(c->out) == 0);
+    detach_conn(x, reusable);
+    xfer_end(x, CURLE_OK, NULL);
+}
+
+/* After a failure of a reused connection before any byte of the answer: once more on a
+ * new connection. Returns 1 when it did so. */
+static int retry_fresh(h1_xfer *x) {
+    h1_conn *c = x->c;
+    if (!c || x->got_bytes || x->retried || c->served == 0)
+        return 0;
+    x->retried = 1;
+    detach_conn(x, 0);
+    aor_debug("upstream %s: kept-alive connection was closed; sending on a new one", x->o->prefix);
+    conn_start(x->h, x);
+    return 1;
+}
+
+/* The connection ended (EOF, or err != 0) while x was on it. */
+static void conn_lost(h1_xfer *x, int err, const char *tls_err) {
+    h1_conn *c = x->c;
+    if (!x->complete && x->got_bytes && !err) {
+        /* An answer delimited by the end of the connection ends here. */
+        x->in_cb++;
+        http_parser_execute(&c->parser, &x->h->settings, NULL, 0);
+        x->in_cb--;
+        if (x->cancelled) {
+            xfer_kill(x);
+            return;
+        }
+    }
+    if (x->complete) {
+        x->leftover = 1; /* closed: not reusable */
+        if (!x->held_len)
+            finish_ok(x);
+        return;
+    }
+    if (retry_fresh(x))
+        return;
+    char text[256];
+    CURLcode code;
+    if (x->cut) {
+        code = CURLE_WRITE_ERROR;
+        snprintf(text, sizeof text, "transfer stopped by aor");
+    } else if (!x->got_bytes) {
+        code = err ? CURLE_RECV_ERROR : CURLE_GOT_NOTHING;
+        snprintf(text, sizeof text, "%s from %s",
+                 err ? (tls_err ? tls_err : strerror(err)) : "Empty reply", x->o->prefix);
+    } else {
+        code = err ? CURLE_RECV_ERROR : CURLE_PARTIAL_FILE;
+        snprintf(text, sizeof text, "connection to %s ended before the answer was complete%s%s",
+                 x->o->prefix, err ? ": " : "", err ? (tls_err ? tls_err : strerror(err)) : "");
+    }
+    xfer_end(x, code, text);
+}
+
+/* Feeds answer bytes to the parser. Returns the bytes taken; sets x->complete at the end
+ * of the answer. On a parse error or a cut, ends x (with on_done) and returns -1; when x
+ * was cancelled meanwhile, frees it and returns -1. The connection is then gone too. */
+static ssize_t feed(h1_conn *c, const char *data, size_t len) {
+    h1_xfer *x = c->x;
+    x->got_bytes = 1;
+    x->in_cb++;
+    size_t n = http_parser_execute(&c->parser, &c->h->settings, data, len);
+    x->in_cb--;
+    if (x->cancelled) {
+        xfer_kill(x);
+        return -1;
+    }
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    if (e == HPE_PAUSED) {
+        http_parser_pause(&c->parser, 0);
+        if (n < len)
+            x->leftover = 1;
+        return (ssize_t)n;
+    }
+    if (e != HPE_OK) {
+        char text[256];
+        if (x->cut)
+            snprintf(text, sizeof text, "transfer stopped by aor");
+        else
+            snprintf(text, sizeof text, "not a valid HTTP/1.1 answer from %s: %s", x->o->prefix,
+                     http_errno_description(e));
+        xfer_end(x, x->cut ? CURLE_WRITE_ERROR : CURLE_WEIRD_SERVER_REPLY, text);
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+static void on_plain_read(evutil_socket_t fd, short what, void *arg) {
+    h1_conn *c = arg;
+    aor_h1 *h = c->h;
+    if (!c->x) {
+        /* Idle: the server closed it, or sent something unasked. Either way it is done. */
+        conn_close(c);
+        return;
+    }
+    for (int i = 0; i < READS_PER_EVENT; i++) {
+        ssize_t n = recv(fd, h->scratch, sizeof h->scratch, 0);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;
+            conn_lost(c->x, errno, NULL);
+            return;
+        }
+        if (n == 0) {
+            conn_lost(c->x, 0, NULL);
+            return;
+        }
+        h1_xfer *x = c->x;
+        if (feed(c, h->scratch, (size_t)n) < 0)
+            return;
+        if (x->complete) {
+            if (x->held_len)
+                event_del(c->rev); /* on_data paused: resume finishes */
+            else
+                finish_ok(x);
+            return;
+        }
+        if (x->held_len) {
+            event_del(c->rev); /* paused: aor_h1_resume reads on */
+            return;
+        }
+        if ((size_t)n < sizeof h->scratch)
+            return;
+    }
+}
+
+/* Feeds what the TLS connection has read. Returns 1 when c still waits for more of x's
+ * answer, 0 when x ended, paused or c is gone (neither may be used then). */
+static int tls_read_input(h1_conn *c) {
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    while (c->x && evbuffer_get_length(in) > 0) {
+        h1_xfer *x = c->x;
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            return 1;
+        ssize_t n = feed(c, v.iov_base, v.iov_len);
+        if (n < 0)
+            return 0;
+        evbuffer_drain(in, (size_t)n);
+        if (x->complete) {
+            if (evbuffer_get_length(in) > 0)
+                x->leftover = 1;
+            if (x->held_len)
+                bufferevent_disable(c->bev, EV_READ);
+            else
+                finish_ok(x);
+            return 0;
+        }
+        if (x->held_len) {
+            bufferevent_disable(c->bev, EV_READ);
+            return 0;
+        }
+    }
+    return c->x != NULL;
+}
+
+static void on_tls_read(struct bufferevent *bev, void *arg) {
+    h1_conn *c = arg;
+    if (!c->x) {
+        conn_close(c);
+        return;
+    }
+    tls_read_input(c);
+}
+
+/* The last OpenSSL error on bev as text, or NULL. */
+static const char *tls_error(h1_conn *c, char *buf, size_t cap) {
+    unsigned long e = bufferevent_get_openssl_error(c->bev);
+    if (!e)
+        return NULL;
+    ERR_error_string_n(e, buf, cap);
+    return buf;
+}
+
+static void send_request(h1_conn *c);
+
+static void on_tls_event(struct bufferevent *bev, short what, void *arg) {
+    h1_conn *c = arg;
+    h1_xfer *x = c->x;
+    char ebuf[200];
+    if (what & BEV_EVENT_CONNECTED) {
+        if (c->timer) {
+            event_free(c->timer);
+            c->timer = NULL;
+        }
+        c->connected = 1;
+        if (x)
+            send_request(c);
+        return;
+    }
+    if (!x) {
+        conn_close(c);
+        return;
+    }
+    if (!c->connected) {
+        long vr = SSL_get_verify_result(bufferevent_openssl_get_ssl(bev));
+        const char *te = tls_error(c, ebuf, sizeof ebuf);
+        if (vr != X509_V_OK)
+            xfer_fail_later(x, CURLE_PEER_FAILED_VERIFICATION,
+                            "TLS certificate of %s not accepted: %s", x->o->prefix,
+                            X509_verify_cert_error_string(vr));
+        else
+            xfer_fail_later(x, CURLE_SSL_CONNECT_ERROR, "TLS handshake with %s failed: %s",
+                            x->o->prefix,
+                            te                       ? te
+                            : (what & BEV_EVENT_EOF) ? "connection closed"
+                                                     : strerror(EVUTIL_SOCKET_ERROR()));
+        return;
+    }
+    if (what & BEV_EVENT_EOF) {
+        /* Bytes still in the input were read: the read callback runs first. */
+        if (evbuffer_get_length(bufferevent_get_input(bev)) > 0 && !tls_read_input(c))
+            return;
+        conn_lost(x, 0, NULL);
+        return;
+    }
+    if (what & BEV_EVENT_ERROR) {
+        int err = EVUTIL_SOCKET_ERROR();
+        const char *te = tls_error(c, ebuf, sizeof ebuf);
+        conn_lost(x, err ? err : EIO, te);
+    }
+}
+
+/* ---- sending ---------------------------------------------------------------------- */
+
+static void send_failed(h1_conn *c, int err) {
+    h1_xfer *x = c->x;
+    if (retry_fresh(x))
+        return;
+    xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix, strerror(err));
+}
+
+static void on_plain_write(evutil_socket_t fd, short what, void *arg) {
+    h1_conn *c = arg;
+    if (!c->x || !c->out)
+        return;
+    int n = evbuffer_write(c->out, fd);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        send_failed(c, errno);
+        return;
+    }
+    if (evbuffer_get_length(c->out) > 0)
+        event_add(c->wev, NULL);
+}
+
+static void send_request(h1_conn *c) {
+    h1_xfer *x = c->x;
+    http_parser_init(&c->parser, HTTP_RESPONSE);
+    c->parser.data = c;
+    x->got_bytes = 0;
+    x->complete = 0;
+    x->leftover = 0;
+    if (c->bev) {
+        struct evbuffer *out = bufferevent_get_output(c->bev);
+        if (evbuffer_add(out, x->head, x->head_len) != 0)
+            goto fail_mem;
+        if (x->body_len >= BODY_REF_MIN) {
+            if (evbuffer_add_reference(out, x->body, x->body_len, NULL, NULL) != 0)
+                goto fail_mem;
+        } else if (x->body_len && evbuffer_add(out, x->body, x->body_len) != 0) {
+            goto fail_mem;
+        }
+        return;
+    }
+    /* Plain: straight to the socket; only what the kernel does not take waits. */
+    struct iovec iov[2] = {{x->head, x->head_len}, {(void *)x->body, x->body_len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = x->body_len ? 2 : 1};
+    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            send_failed(c, errno);
+            return;
+        }
+        n = 0;
+    }
+    size_t sent = (size_t)n, total = x->head_len + x->body_len;
+    if (sent == total)
+        return;
+    if (!c->out && !(c->out = evbuffer_new()))
+        goto fail_mem;
+    if (sent < x->head_len) {
+        if (evbuffer_add(c->out, x->head + sent, x->head_len - sent) != 0)
+            goto fail_mem;
+        sent = x->head_len;
+    }
+    if (evbuffer_add(c->out, x->body + (sent - x->head_len), total - sent) != 0)
+        goto fail_mem;
+    event_add(c->wev, NULL);
+    return;
+fail_mem:
+    xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "out of memory sending to %s", x->o->prefix);
+}
+
+/* ---- connecting ------------------------------------------------------------------- */
+
+static void connect_next(h1_conn *c);
+static void arm_timer(h1_conn *c);
+
+static void tls_start(h1_conn *c) {
+    h1_xfer *x = c->x;
+    h1_origin *o = c->o;
+    SSL *ssl = SSL_new(o->ctx);
+    if (!ssl)
+        goto fail;
+    if (o->host_is_ip) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+        if (!X509_VERIFY_PARAM_set1_ip_asc(vp, o->host))
+            goto fail_ssl;
+    } else if (!SSL_set_tlsext_host_name(ssl, o->host) || !SSL_set1_host(ssl, o->host)) {
+        goto fail_ssl;
+    }
+    event_free(c->wev);
+    c->wev = NULL;
+    c->bev = bufferevent_openssl_socket_new(c->h->base, c->fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                            BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev)
+        goto fail; /* libevent frees ssl with the failed bufferevent */
+    bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+    bufferevent_setcb(c->bev, on_tls_read, NULL, on_tls_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    return;
+fail_ssl:
+    SSL_free(ssl);
+fail:
+    xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "could not start TLS with %s", o->prefix);
+}
+
+static void on_connected(h1_conn *c) {
+    evutil_freeaddrinfo(c->ai);
+    c->ai = c->ai_next = NULL;
+    c->ai_left = 0;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    if (c->o->tls) {
+        arm_timer(c); /* the handshake gets what is left of the connect time */
+        tls_start(c);
+        return;
+    }
+    if (c->timer) {
+        event_free(c->timer);
+        c->timer = NULL;
+    }
+    event_assign(c->wev, c->h->base, c->fd, EV_WRITE, on_plain_write, c);
+    c->rev = event_new(c->h->base, c->fd, EV_READ | EV_PERSIST, on_plain_read, c);
+    if (!c->rev || event_add(c->rev, NULL) != 0) {
+        xfer_fail_later(c->x, CURLE_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    c->connected = 1;
+    send_request(c);
+}
+
+static void on_connect_event(evutil_socket_t fd, short what, void *arg) {
+    h1_conn *c = arg;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err == 0) {
+        on_connected(c);
+        return;
+    }
+    snprintf(c->last_err, sizeof c->last_err, "%s", strerror(err));
+    event_free(c->wev);
+    c->wev = NULL;
+    close(c->fd);
+    c->fd = -1;
+    connect_next(c);
+}
+
+static void arm_timer(h1_conn *c) {
+    long long left = c->deadline_ms - mono_ms();
+    if (left < 1)
+        left = 1;
+    if (c->ai_left > 1 && left / c->ai_left > MIN_ATTEMPT_MS)
+        left /= c->ai_left;
+    else if (c->ai_left > 1 && left > MIN_ATTEMPT_MS)
+        left = MIN_ATTEMPT_MS;
+    struct timeval tv = {(time_t)(left / 1000), (suseconds_t)((left % 1000) * 1000)};
+    evtimer_add(c->timer, &tv);
+}
+
+static void connect_next(h1_conn *c) {
+    h1_xfer *x = c->x;
+    while (c->ai_next) {
+        struct evutil_addrinfo *ai = c->ai_next;
+        c->ai_next = ai->ai_next;
+        c->ai_left--;
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+        if (fd < 0) {
+            snprintf(c->last_err, sizeof c->last_err, "%s", strerror(errno));
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+            snprintf(c->last_err, sizeof c->last_err, "%s", strerror(errno));
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->wev = event_new(c->h->base, fd, EV_WRITE, on_connect_event, c);
+        if (!c->wev || event_add(c->wev, NULL) != 0) {
+            xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "out of memory");
+            return;
+        }
+        arm_timer(c);
+        return;
+    }
+    xfer_fail_later(x, CURLE_COULDNT_CONNECT, "could not connect to %s: %s", x->o->prefix,
+                    c->last_err[0] ? c->last_err : "no address");
+}
+
+static void on_connect_timeout(evutil_socket_t fd, short what, void *arg) {
+    h1_conn *c = arg;
+    h1_xfer *x = c->x;
+    if (!x) {
+        conn_close(c);
+        return;
+    }
+    if (c->wev && !c->bev && !c->connected && c->ai_next && mono_ms() < c->deadline_ms) {
+        /* This address is slow: try the next one. */
+        snprintf(c->last_err, sizeof c->last_err, "timed out");
+        event_free(c->wev);
+        c->wev = NULL;
+        close(c->fd);
+        c->fd = -1;
+        connect_next(c);
+        return;
+    }
+    xfer_fail_later(x, CURLE_OPERATION_TIMEDOUT, "connecting to %s timed out after %ld ms",
+                    x->o->prefix, x->connect_timeout_ms);
+}
+
+static void on_resolved(int result, struct evutil_addrinfo *res, void *arg) {
+    if (result == EVUTIL_EAI_CANCEL) {
+        if (res)
+            evutil_freeaddrinfo(res);
+        return; /* the connection is gone */
+    }
+    h1_conn *c = arg;
+    h1_xfer *x = c->x;
+    c->dnsreq = NULL;
+    if (!x) {
+        if (res)
+            evutil_freeaddrinfo(res);
+        conn_close(c);
+        return;
+    }
+    if (result != 0 || !res) {
+        if (res)
+            evutil_freeaddrinfo(res);
+        xfer_fail_later(x, CURLE_COULDNT_RESOLVE_HOST, "could not resolve host %s: %s", c->o->host,
+                        evutil_gai_strerror(result));
+        return;
+    }
+    c->ai = c->ai_next = res;
+    c->ai_left = 0;
+    for (struct evutil_addrinfo *a = res; a; a = a->ai_next)
+        c->ai_left++;
+    connect_next(c);
+}
+
+/* Opens a new connection for x. Every failure comes through xfer_fail_later. */
+static void conn_start(aor_h1 *h, h1_xfer *x) {
+    h1_origin *o = x->o;
+    h1_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    c->h = h;
+    c->o = o;
+    c->fd = -1;
+    c->x = x;
+    x->c = c;
+    c->deadline_ms = mono_ms() + x->connect_timeout_ms;
+    c->timer = evtimer_new(h->base, on_connect_timeout, c);
+    if (!c->timer) {
+        xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    struct evutil_addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    if (o->host_is_ip) {
+        hints.ai_flags = EVUTIL_AI_NUMERICHOST | EVUTIL_AI_NUMERICSERV;
+        struct evutil_addrinfo *res = NULL;
+        int r = evutil_getaddrinfo(o->host, o->port, &hints, &res);
+        on_resolved(r, res, c);
+        return;
+    }
+    if (!h->dns) {
+        h->dns = evdns_base_new(h->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                             EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        if (!h->dns) {
+            xfer_fail_later(x, CURLE_COULDNT_RESOLVE_HOST,
+                            "could not resolve host %s: no resolver (/etc/resolv.conf)", o->host);
+            return;
+        }
+    }
+    hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
+    struct timeval tv = {(time_t)(x->connect_timeout_ms / 1000),
+                         (suseconds_t)((x->connect_timeout_ms % 1000) * 1000)};
+    evtimer_add(c->timer, &tv);
+    /* The callback may run before this returns (then NULL is returned and c may be
+     * gone): c is used after the call only when the lookup is still in flight. */
+    struct evdns_getaddrinfo_request *r =
+        evdns_getaddrinfo(h->dns, o->host, o->port, &hints, on_resolved, c);
+    if (r)
+        c->dnsreq = r;
+}
+
+/* ---- origins ---------------------------------------------------------------------- */
+
+static void origin_free(h1_origin *o) {
+    free(o->prefix);
+    free(o->ca_file);
+    free(o->host);
+    if (o->ctx)
+        SSL_CTX_free(o->ctx);
+    free(o);
+}
+
+static SSL_CTX *client_ctx(const char *ca_file) {
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx)
+        return NULL;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    static const unsigned char alpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn);
+    int ok = ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL)
+                     : SSL_CTX_set_default_verify_paths(ctx);
+    if (!ok) {
+        aor_warn("upstream TLS: could not load %s", ca_file ? ca_file : "the system CA store");
+        ERR_clear_error();
+    }
+    return ctx;
+}
+
+/* Length of "scheme://authority" at the start of url, or 0. */
+static size_t origin_len(const char *url) {
+    const char *s = strstr(url, "://");
+    if (!s)
+        return 0;
+    s += 3;
+    size_t n = strcspn(s, "/?#");
+    if (n == 0)
+        return 0;
+    return (size_t)(s - url) + n;
+}
+
+/* The origin of url (made on first use); NULL with *why set when the URL is not one for
+ * this path, or on ENOMEM. */
+static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, int *why) {
+    size_t n = origin_len(url);
+    if (!n) {
+        *why = AOR_H1_UNSUPPORTED;
+        return NULL;
+    }
+    for (h1_origin *o = h->origins; o; o = o->next) {
+        if (o->prefix_len == n && memcmp(o->prefix, url, n) == 0 &&
+            (o->ca_file == ca_file || (o->ca_file && ca_file && strcmp(o->ca_file, ca_file) == 0)))
+            return o;
+    }
+    h1_origin *o = calloc(1, sizeof *o);
+    CURLU *cu = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL, *user = NULL;
+    if (!o || !cu)
+        goto fail;
+    o->prefix = strndup(url, n);
+    o->ca_file = ca_file ? strdup(ca_file) : NULL;
+    if (!o->prefix || (ca_file && !o->ca_file))
+        goto fail;
+    o->prefix_len = n;
+    o->authority = strstr(o->prefix, "://") + 3;
+    if (strchr(o->authority, '@') || curl_url_set(cu, CURLUPART_URL, o->prefix, 0) != CURLUE_OK ||
+        curl_url_get(cu, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(cu, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(cu, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_get(cu, CURLUPART_USER, &user, 0) == CURLUE_OK) {
+        *why = AOR_H1_UNSUPPORTED;
+        goto fail;
+    }
+    o->tls = strcmp(scheme, "https") == 0;
+    if (!o->tls && strcmp(scheme, "http") != 0) {
+        *why = AOR_H1_UNSUPPORTED;
+        goto fail;
+    }
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[') {
+        if (memchr(host, '%', hl)) { /* a zone id: leave it to libcurl */
+            *why = AOR_H1_UNSUPPORTED;
+            goto fail;
+        }
+        o->host = strndup(host + 1, hl - 2);
+    } else {
+        o->host = strdup(host);
+    }
+    if (!o->host || strlen(port) >= sizeof o->port)
+        goto fail;
+    memcpy(o->port, port, strlen(port) + 1);
+    unsigned char buf[sizeof(struct in6_addr)];
+    o->host_is_ip = inet_pton(AF_INET, o->host, buf) == 1 || inet_pton(AF_INET6, o->host, buf) == 1;
+    if (o->tls && !(o->ctx = client_ctx(ca_file)))
+        goto fail;
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(cu);
+    o->next = h->origins;
+    h->origins = o;
+    return o;
+fail:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(user);
+    if (cu)
+        curl_url_cleanup(cu);
+    if (o)
+        origin_free(o);
+    return NULL;
+}
+
+/* ---- request head ----------------------------------------------------------------- */
+
+static int skip_header_line(const char *line) {
+    const char *colon = strchr(line, ':');
+    if (!colon || colon == line || strpbrk(line, "\r\n"))
+        return 1;
+    const char *v = colon + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (*v == '\0')
+        return 1; /* "Name:" removes a header in libcurl's syntax: nothing to send */
+    size_t nl = (size_t)(colon - line);
+    return (nl == 4 && strncasecmp(line, "host", 4) == 0) ||
+           (nl == 14 && strncasecmp(line, "content-length", 14) == 0) ||
+           (nl == 17 && strncasecmp(line, "transfer-encoding", 17) == 0);
+}
+
+static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t *len) {
+    const char *path = req->url + o->prefix_len;
+    int slash = *path != '/';
+    int with_length = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
+    size_t need = strlen(req->method) + 1 + (size_t)slash + strlen(path) + 11;
+    need += 6 + strlen(o->authority) + 2;
+    for (const struct curl_slist *s = req->headers; s; s = s->next) {
+        if (!skip_header_line(s->data))
+            need += strlen(s->data) + 2;
+    }
+    need += with_length || req->body_len ? 40 : 0;
+    need += 3;
+    char *head = malloc(need);
+    if (!head)
+        return NULL;
+    size_t at = 0;
+#define HEAD_PUT(s, n)                                                                             \
+    do {                                                                                           \
+        memcpy(head + at, (s), (n));                                                               \
+        at += (n);                                                                                 \
+    } while (0)
+    HEAD_PUT(req->method, strlen(req->method));
+    HEAD_PUT(" /", slash ? 2 : 1);
+    HEAD_PUT(path, strlen(path));
+    HEAD_PUT(" HTTP/1.1\r\nHost: ", sizeof " HTTP/1.1\r\nHost: " - 1);
+    HEAD_PUT(o->authority, strlen(o->authority));
+    HEAD_PUT("\r\n", 2);
+    for (const struct curl_slist *s = req->headers; s; s = s->next) {
+        if (skip_header_line(s->data))
+            continue;
+        size_t l = strlen(s->data);
+        memcpy(head + at, s->data, l);
+        memcpy(head + at + l, "\r\n", 2);
+        at += l + 2;
+    }
+    if (with_length || req->body_len) {
+        char num[24];
+        size_t i = sizeof num, v = req->body_len;
+        do {
+            num[--i] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        HEAD_PUT("Content-Length: ", sizeof "Content-Length: " - 1);
+        HEAD_PUT(num + i, sizeof num - i);
+        HEAD_PUT("\r\n", 2);
+    }
+    HEAD_PUT("\r\n", 3);
+#undef HEAD_PUT
+    *len = at - 1;
+    return head;
+}
+
+/* ---- public ----------------------------------------------------------------------- */
+
+static void on_deferred(evutil_socket_t fd, short what, void *arg);
+
+aor_h1 *aor_h1_new(struct event_base *base) {
+    aor_h1 *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->base = base;
+    h->defer_ev = event_new(base, -1, 0, on_deferred, h);
+    if (!h->defer_ev) {
+        free(h);
+        return NULL;
+    }
+    http_parser_settings_init(&h->settings);
+    h->settings.on_message_begin = on_message_begin;
+    h->settings.on_status = on_status;
+    h->settings.on_header_field = on_header_field;
+    h->settings.on_header_value = on_header_value;
+    h->settings.on_headers_complete = on_headers_complete;
+    h->settings.on_body = on_body;
+    h->settings.on_message_complete = on_message_complete;
+    return h;
+}
+
+void aor_h1_free(aor_h1 *h) {
+    if (!h)
+        return;
+    while (h->xfers)
+        aor_h1_cancel(&h->xfers->base);
+    while (h->idle)
+        conn_close(h->idle);
+    while (h->origins) {
+        h1_origin *o = h->origins;
+        h->origins = o->next;
+        origin_free(o);
+    }
+    if (h->dns)
+        evdns_base_free(h->dns, 0);
+    event_free(h->defer_ev);
+    free(h);
+}
+
+size_t aor_h1_idle_count(const aor_h1 *h) {
+    return h->nidle;
+}
+
+aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
+                       void *arg, int *why) {
+    *why = 0;
+    h1_origin *o = origin_get(h, req->url, req->ca_file, why);
+    if (!o) {
+        if (*why == AOR_H1_UNSUPPORTED)
+            return NULL; /* headers stay with the caller */
+        goto fail_headers;
+    }
+    h1_xfer *x = calloc(1, sizeof *x);
+    if (!x)
+        goto fail_headers;
+    x->base.backend = AOR_XFER_H1;
+    x->h = h;
+    x->o = o;
+    x->cb = *cb;
+    x->arg = arg;
+    x->headers = req->headers;
+    x->body = req->body ? req->body : "";
+    x->body_len = req->body_len;
+    x->is_head = strcmp(req->method, "HEAD") == 0;
+    x->connect_timeout_ms =
+        req->connect_timeout_ms > 0 ? req->connect_timeout_ms : CONNECT_TIMEOUT_MS;
+    x->head = build_head(o, req, &x->head_len);
+    if (!x->head) {
+        curl_slist_free_all(x->headers);
+        free(x);
+        return NULL;
+    }
+    x->next = h->xfers;
+    if (h->xfers)
+        h->xfers->prev = x;
+    h->xfers = x;
+    h1_conn *c = idle_take(h, o);
+    if (c) {
+        c->x = x;
+        x->c = c;
+        send_request(c);
+    } else {
+        conn_start(h, x);
+    }
+    return &x->base;
+fail_headers:
+    curl_slist_free_all(req->headers);
+    return NULL;
+}
+
+static void on_deferred(evutil_socket_t fd, short what, void *arg) {
+    aor_h1 *h = arg;
+    while (h->deferred) {
+        h1_xfer *x = h->deferred;
+        h->deferred = x->dnext;
+        if (!h->deferred)
+            h->deferred_tail = NULL;
+        int kind = x->defer;
+        x->defer = DEFER_NONE;
+        x->dnext = NULL;
+        if (kind == DEFER_FAIL) {
+            xfer_end(x, x->fail_code, x->errtext);
+            continue;
+        }
+        h1_conn *c = x->c;
+        if (!c)
+            continue;
+        if (x->complete) {
+            finish_ok(x);
+        } else if (c->bev) {
+            bufferevent_enable(c->bev, EV_READ);
+            tls_read_input(c);
+        } else if (c->rev) {
+            event_add(c->rev, NULL);
+        }
+    }
+}
+
+void aor_h1_resume(aor_xfer *xfer) {
+    h1_xfer *x = (h1_xfer *)xfer;
+    if (!x->paused || x->in_cb)
+        return;
+    x->paused = 0;
+    if (x->held_len) {
+        x->in_cb++;
+        size_t r = x->cb.on_data(x->arg, x->held, x->held_len);
+        x->in_cb--;
+        if (x->cancelled) {
+            xfer_kill(x);
+            return;
+        }
+        if (r == CURL_WRITEFUNC_PAUSE) {
+            x->paused = 1;
+            return;
+        }
+        if (r != x->held_len) {
+            x->cut = 1;
+            xfer_fail_later(x, CURLE_WRITE_ERROR, "transfer stopped by aor");
+            return;
+        }
+        x->held_len = 0;
+    }
+    /* Reading on (or finishing) from the loop, not from inside the caller's callback. */
+    defer(x, DEFER_CONTINUE);
+}
+
+void aor_h1_cancel(aor_xfer *xfer) {
+    h1_xfer *x = (h1_xfer *)xfer;
+    if (!x)
+        return;
+    if (x->in_cb) {
+        x->cancelled = 1; /* the code that called the callback frees x */
+        return;
+    }
+    xfer_kill(x);
+}

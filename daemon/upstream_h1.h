@@ -1,0 +1,49 @@
+/* Direct HTTP/1.1 upstream transfers (docs/architecture.md, "Upstream";
+ * docs/performance.md): the common case of spec §1's "forwards upstream" without
+ * libcurl's per-transfer machinery. One request per connection at a time (RFC 9112
+ * keep-alive, no pipelining); idle connections are pooled per origin (scheme, host,
+ * port, CA file) and reused most-recently-used first. Sockets and the event loop are
+ * libevent's, answers are parsed by http_parser (HTTP_RESPONSE), TLS is OpenSSL through
+ * bufferevent_openssl (peer verified against the system store or the provider's
+ * ca_file, host name checked, SNI sent for names), host names are resolved by evdns
+ * (resolv.conf, /etc/hosts) and each address is tried in turn. A request that finds its
+ * reused connection closed before any byte of the answer is sent once more on a new
+ * connection (as libcurl does). */
+#ifndef AOR_UPSTREAM_H1_H
+#define AOR_UPSTREAM_H1_H
+
+#include "upstream_impl.h"
+
+typedef struct aor_h1 aor_h1;
+
+/* *why of aor_h1_start when the URL is one this path does not take. */
+#define AOR_H1_UNSUPPORTED 1
+
+/* New direct upstream on base. Returns NULL on failure (out of memory). Free with
+ * aor_h1_free. */
+aor_h1 *aor_h1_new(struct event_base *base);
+
+/* Cancels every transfer (no callbacks), closes every connection, frees h. NULL is a
+ * no-op. */
+void aor_h1_free(aor_h1 *h);
+
+/* Starts a transfer as aor_xfer_start (upstream.h) describes. Returns the transfer, or
+ * NULL: with *why = AOR_H1_UNSUPPORTED when the URL has user info or is not an absolute
+ * http(s) URL with a host (req->headers are then NOT freed: the caller may hand the
+ * request to libcurl), otherwise (out of memory) with req->headers freed. Failures found
+ * while starting (a refused connect, an unknown host) come later through on_done, never
+ * before this returns. */
+aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
+                       void *arg, int *why);
+
+/* Delivers the body bytes held since on_data asked for a pause, then reads on. */
+void aor_h1_resume(aor_xfer *x);
+
+/* Stops a transfer: no callback after this; its connection is closed (or pooled when the
+ * answer was complete). Safe from inside the transfer's own callbacks. */
+void aor_h1_cancel(aor_xfer *x);
+
+/* Idle pooled connections right now (tests, admin). */
+size_t aor_h1_idle_count(const aor_h1 *h);
+
+#endif
