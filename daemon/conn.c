@@ -50,11 +50,32 @@ struct aor_conn {
     struct evbuffer_cb_entry *stage_cb;
     struct event *flush_ev;
     int flush_pending;
-    int plain; /* not TLS: direct writes */
+    int plain; /* not TLS: direct writes, and reads by rev */
+    /* Plain sockets are read by this event into the bufferevent's input, not by the
+     * bufferevent: libevent's socket read asks the kernel for the readable size
+     * (ioctl FIONREAD) before every read, one system call per request more. */
+    struct event *rev;
 };
 
 static size_t out_len(aor_conn *c) {
     return evbuffer_get_length(c->stage) + evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+/* Starts or stops reading from the client. */
+static void read_enable(aor_conn *c, int on) {
+    if (c->rev) {
+        if (on) {
+            struct timeval idle = {IDLE_TIMEOUT_S, 0};
+            if (!event_pending(c->rev, EV_READ, NULL))
+                event_add(c->rev, &idle);
+        } else {
+            event_del(c->rev);
+        }
+    } else if (on) {
+        bufferevent_enable(c->bev, EV_READ);
+    } else {
+        bufferevent_disable(c->bev, EV_READ);
+    }
 }
 
 /* Preamble stage: a bare fd waiting for "AOR/1 ...\n" plus the first client byte. */
@@ -67,6 +88,8 @@ typedef struct {
 static void conn_free(aor_conn *c) {
     if (c->proxy)
         aor_proxy_cancel(c->proxy);
+    if (c->rev)
+        event_free(c->rev);
     if (c->flush_ev)
         event_free(c->flush_ev);
     if (c->stage) {
@@ -165,13 +188,41 @@ static void process_input(aor_conn *c) {
         return;
     }
     if (c->closing)
-        bufferevent_disable(c->bev, EV_READ);
+        read_enable(c, 0);
     else if (c->busy && evbuffer_get_length(in) > IN_MAX_WHILE_BUSY)
-        bufferevent_disable(c->bev, EV_READ);
+        read_enable(c, 0);
 }
 
 static void on_read(struct bufferevent *bev, void *arg) {
     process_input(arg);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+#define PLAIN_READ_MAX 16384 /* bytes per read of a plain client socket */
+
+/* Plain client socket readable (or idle for IDLE_TIMEOUT_S). */
+static void on_plain_read(evutil_socket_t fd, short what, void *arg) {
+    aor_conn *c = arg;
+    if (what & EV_TIMEOUT) {
+        on_event(c->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, c);
+        return;
+    }
+    /* Into a scratch buffer, then only the bytes read are added: reserving room in the
+     * input buffer would allocate a 16 KiB chain per request (a slow, large malloc). */
+    static char scratch[PLAIN_READ_MAX];
+    ssize_t n = read(fd, scratch, sizeof scratch);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        on_event(c->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
+        return;
+    }
+    if (evbuffer_add(bufferevent_get_input(c->bev), scratch, (size_t)n) != 0) {
+        on_event(c->bev, BEV_EVENT_READING | BEV_EVENT_ERROR, c);
+        return;
+    }
+    process_input(c);
 }
 
 /* Output went out: close a closing connection that has sent everything, or tell the
@@ -242,7 +293,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
          * still reads; answer, then close. A client that is really gone shows up as a
          * write error. */
         c->closing = 1;
-        bufferevent_disable(bev, EV_READ);
+        read_enable(c, 0);
         return;
     }
     /* EOF, error or timeout: the client is gone. */
@@ -264,17 +315,30 @@ static aor_conn *conn_new(aor_daemon *d, struct bufferevent *bev, int plain) {
     c->stage_cb = evbuffer_add_cb(c->stage, on_stage, c);
     if (!c->stage_cb)
         goto fail;
+    if (plain) {
+        c->rev = event_new(d->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST, on_plain_read, c);
+        if (!c->rev)
+            goto fail;
+    }
     c->bev = bev;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_setwatermark(bev, EV_WRITE, OUT_LOW_WATERMARK, 0);
-    struct timeval idle = {IDLE_TIMEOUT_S, 0};
-    bufferevent_set_timeouts(bev, &idle, NULL);
-    bufferevent_enable(bev, plain ? EV_READ : EV_READ | EV_WRITE);
-    if (plain)
-        bufferevent_disable(bev, EV_WRITE);
+    if (plain) {
+        bufferevent_disable(bev, EV_READ | EV_WRITE);
+        /* A socket bufferevent freezes the end of its input (only it may add); here
+         * on_plain_read adds instead. */
+        evbuffer_unfreeze(bufferevent_get_input(bev), 0);
+        read_enable(c, 1);
+    } else {
+        struct timeval idle = {IDLE_TIMEOUT_S, 0};
+        bufferevent_set_timeouts(bev, &idle, NULL);
+        bufferevent_enable(bev, EV_READ | EV_WRITE);
+    }
     d->m.connections++;
     return c;
 fail:
+    if (c->rev)
+        event_free(c->rev);
     aor_http_reader_free(c->reader);
     if (c->stage)
         evbuffer_free(c->stage);
@@ -477,7 +541,7 @@ void aor_conn_response_done(aor_conn *c, int keep_alive) {
     if (c->depth > 0)
         return; /* the running process_input goes on */
     if (!c->closing)
-        bufferevent_enable(c->bev, EV_READ);
+        read_enable(c, 1);
     process_input(c);
 }
 
@@ -489,7 +553,7 @@ void aor_conn_abort(aor_conn *c) {
      * closes with the response unfinished, which the client sees as an error. */
     if (c->depth == 0 && out_len(c) > 0) {
         c->closing = 1;
-        bufferevent_disable(c->bev, EV_READ);
+        read_enable(c, 0);
         return;
     }
     conn_release(c);

@@ -20,6 +20,14 @@
 #define MAX_RESP_HEADERS 200
 #define AOR_MODEL_MAX 256 /* bytes; a longer model name is refused (state rows are per model) */
 
+/* Headers of an upstream answer: each name and value in one block ("name\0value"),
+ * split once when the line arrives, so routing, usage and classification read them
+ * without copies (docs/performance.md). */
+typedef struct {
+    aor_header *h;
+    size_t n, cap;
+} hdr_set;
+
 typedef enum {
     MODE_HEADERS = 0, /* waiting for the header block */
     MODE_BUFFER,      /* error (or suspicious) answer: buffer, classify at the end */
@@ -53,8 +61,7 @@ struct aor_proxy {
     const aor_candidate *cand;
     attempt_mode mode;
     long status;
-    char **hdr_lines; /* "Name: value" as received */
-    size_t nhdr;
+    hdr_set hdrs; /* the answer's headers */
     struct evbuffer *held;
     int chunked_out;
     int committed; /* a byte went to the client */
@@ -65,8 +72,7 @@ struct aor_proxy {
 
     /* last failed answer, returned as it came when the walk runs out */
     long last_status;
-    char **last_hdrs;
-    size_t last_nhdr;
+    hdr_set last_hdrs;
     struct evbuffer *last_body;
     aor_verdict last_verdict;
     const aor_candidate *last_cand;
@@ -75,10 +81,47 @@ struct aor_proxy {
 /* Starts the next attempt; returns 1 when one is in flight, 0 when it answered (p freed). */
 static int start_next(aor_proxy *p);
 
-static void free_lines(char **lines, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        free(lines[i]);
-    free(lines);
+static void hset_clear(hdr_set *s) {
+    for (size_t i = 0; i < s->n; i++)
+        free((char *)s->h[i].name);
+    free(s->h);
+    memset(s, 0, sizeof *s);
+}
+
+/* Adds the line "Name: value" (len bytes, no CRLF). Lines without a name are dropped;
+ * so is everything past MAX_RESP_HEADERS. Out of memory drops the line. */
+static void hset_add(hdr_set *s, const char *line, size_t len) {
+    const char *colon = memchr(line, ':', len);
+    if (!colon || colon == line || s->n >= MAX_RESP_HEADERS)
+        return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        aor_header *h = realloc(s->h, cap * sizeof *h);
+        if (!h)
+            return;
+        s->h = h;
+        s->cap = cap;
+    }
+    char *blk = malloc(len + 1);
+    if (!blk)
+        return;
+    memcpy(blk, line, len);
+    blk[len] = '\0';
+    size_t nl = (size_t)(colon - line), v = nl + 1;
+    blk[nl] = '\0';
+    while (v < len && (blk[v] == ' ' || blk[v] == '\t'))
+        v++;
+    s->h[s->n].name = blk;
+    s->h[s->n].value = blk + v;
+    s->n++;
+}
+
+/* The value of the first header called name (case-insensitive), or NULL. */
+static const char *hset_get(const hdr_set *s, const char *name) {
+    for (size_t i = 0; i < s->n; i++)
+        if (strcasecmp(s->h[i].name, name) == 0)
+            return s->h[i].value;
+    return NULL;
 }
 
 static void proxy_free(aor_proxy *p) {
@@ -95,8 +138,8 @@ static void proxy_free(aor_proxy *p) {
     }
     free(p->upstream_body);
     aor_sequence_free(&p->seq);
-    free_lines(p->hdr_lines, p->nhdr);
-    free_lines(p->last_hdrs, p->last_nhdr);
+    hset_clear(&p->hdrs);
+    hset_clear(&p->last_hdrs);
     if (p->held)
         evbuffer_free(p->held);
     if (p->last_body)
@@ -153,35 +196,13 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
     finish(p, 1);
 }
 
-/* Header lines of an upstream answer that go to the client. */
-static int forward_header(const char *line) {
-    const char *colon = strchr(line, ':');
-    if (!colon)
-        return 0;
-    size_t n = (size_t)(colon - line);
-    char name[64];
-    if (n == 0 || n >= sizeof name)
-        return n >= sizeof name; /* long names are not hop-by-hop ones */
-    memcpy(name, line, n);
-    name[n] = '\0';
+/* Headers of an upstream answer that go to the client. */
+static int forward_header(const char *name) {
     if (aor_http_is_hop_header(name))
         return 0;
     if (strncasecmp(name, "x-aor-", 6) == 0)
         return 0;
     return 1;
-}
-
-static const char *header_value(char **lines, size_t n, const char *name) {
-    size_t ln = strlen(name);
-    for (size_t i = 0; i < n; i++) {
-        if (strncasecmp(lines[i], name, ln) == 0 && lines[i][ln] == ':') {
-            const char *v = lines[i] + ln + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            return v;
-        }
-    }
-    return NULL;
 }
 
 /* Appends a string literal without formatting. */
@@ -225,7 +246,7 @@ static char *put(char *d, const char *s, size_t n) {
 /* Writes status line + headers of an upstream answer. content_length < 0: framing by
  * chunked encoding (or close for HTTP/1.0 clients). The head is measured, then written
  * into the output in one piece: no printf, one buffer operation (docs/performance.md). */
-static void write_head(aor_proxy *p, long status, char **lines, size_t n, const aor_candidate *cand,
+static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_candidate *cand,
                        long long content_length) {
     struct evbuffer *out = aor_conn_output(p->c);
     const char *reason = aor_http_reason((int)status);
@@ -240,8 +261,8 @@ static void write_head(aor_proxy *p, long status, char **lines, size_t n, const 
         p->chunked_out = 1;
     }
     size_t need = 9 + 24 + 1 + lreason + 2;
-    for (size_t i = 0; i < n; i++)
-        need += strlen(lines[i]) + 2;
+    for (size_t i = 0; i < hs->n; i++)
+        need += strlen(hs->h[i].name) + 2 + strlen(hs->h[i].value) + 2;
     need += 16 + lprov + 2 + 11 + lkey + 2 + 16 + 24 + 2;
     need += 16 + 24 + 2 + 28 + 19 + 2;
     struct evbuffer_iovec v;
@@ -256,9 +277,11 @@ static void write_head(aor_proxy *p, long status, char **lines, size_t n, const 
     d = put(d, reason, lreason);
     d = PUT_LIT(d, "\r\n");
     /* Forwarded lines are copied as they are (docs/performance.md). */
-    for (size_t i = 0; i < n; i++) {
-        if (forward_header(lines[i])) {
-            d = put(d, lines[i], strlen(lines[i]));
+    for (size_t i = 0; i < hs->n; i++) {
+        if (forward_header(hs->h[i].name)) {
+            d = put(d, hs->h[i].name, strlen(hs->h[i].name));
+            d = PUT_LIT(d, ": ");
+            d = put(d, hs->h[i].value, strlen(hs->h[i].value));
             d = PUT_LIT(d, "\r\n");
         }
     }
@@ -310,9 +333,9 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
 }
 
 /* Sends a buffered answer as it came, with a Content-Length. */
-static void send_buffered(aor_proxy *p, long status, char **lines, size_t n, struct evbuffer *b,
+static void send_buffered(aor_proxy *p, long status, const hdr_set *hs, struct evbuffer *b,
                           const aor_candidate *cand) {
-    write_head(p, status, lines, n, cand, (long long)evbuffer_get_length(b));
+    write_head(p, status, hs, cand, (long long)evbuffer_get_length(b));
     evbuffer_add_buffer(aor_conn_output(p->c), b);
     finish(p, 1);
 }
@@ -328,9 +351,7 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
 /* ---- upstream callbacks ------------------------------------------------------- */
 
 static void reset_attempt(aor_proxy *p) {
-    free_lines(p->hdr_lines, p->nhdr);
-    p->hdr_lines = NULL;
-    p->nhdr = 0;
+    hset_clear(&p->hdrs);
     p->status = 0;
     p->mode = MODE_HEADERS;
     p->sse_error = 0;
@@ -345,57 +366,25 @@ static void on_drain(void *arg) {
         aor_xfer_resume(p->x);
 }
 
-static int is_content_type(char **lines, size_t n, const char *prefix) {
-    const char *ct = header_value(lines, n, "content-type");
+static int is_content_type(const hdr_set *hs, const char *prefix) {
+    const char *ct = hset_get(hs, "content-type");
     return ct && strncasecmp(ct, prefix, strlen(prefix)) == 0;
-}
-
-/* Splits "Name: value" lines into headers; store[i] receives the copy each header points
- * into (free both with free_lines(store, n) and free(result)). NULL on ENOMEM. */
-static aor_header *make_headers(char **lines, size_t n, char **store) {
-    aor_header *h = calloc(n ? n : 1, sizeof *h);
-    if (!h)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        char *colon = strchr(lines[i], ':');
-        store[i] = strdup(lines[i]);
-        if (!store[i] || !colon) {
-            h[i].name = "";
-            h[i].value = "";
-            continue;
-        }
-        char *c2 = store[i] + (colon - lines[i]);
-        *c2 = '\0';
-        char *v = c2 + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        h[i].name = store[i];
-        h[i].value = v;
-    }
-    return h;
 }
 
 /* Feeds the rate-limit headers of the answer to the usage snapshots (spec §6); called
  * once per attempt, when its header block is complete. In memory only: no disk I/O. */
 static void observe_usage(aor_proxy *p) {
     const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
-    char **store = calloc(p->nhdr ? p->nhdr : 1, sizeof *store);
-    aor_header *h = store ? make_headers(p->hdr_lines, p->nhdr, store) : NULL;
-    if (h && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name, p->status,
-                               h, p->nhdr, aor_clock_now()) < 0)
+    if (p->hdrs.n && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name,
+                                       p->status, p->hdrs.h, p->hdrs.n, aor_clock_now()) < 0)
         aor_warn("usage: out of memory");
-    if (store)
-        free_lines(store, p->nhdr);
-    free(h);
 }
 
 static void on_up_header(void *arg, const char *line, size_t len) {
     aor_proxy *p = arg;
     if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         /* A new status line (also after 1xx): forget earlier headers. */
-        free_lines(p->hdr_lines, p->nhdr);
-        p->hdr_lines = NULL;
-        p->nhdr = 0;
+        hset_clear(&p->hdrs);
         const char *sp = memchr(line, ' ', len);
         p->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         p->mode = MODE_HEADERS;
@@ -406,13 +395,13 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             return;
         observe_usage(p);
         int ok = p->status >= 200 && p->status < 300;
-        if (!ok || is_content_type(p->hdr_lines, p->nhdr, "text/html")) {
+        if (!ok || is_content_type(&p->hdrs, "text/html")) {
             p->mode = MODE_BUFFER;
-        } else if (is_content_type(p->hdr_lines, p->nhdr, "text/event-stream")) {
+        } else if (is_content_type(&p->hdrs, "text/event-stream")) {
             p->mode = MODE_SSE_PEEK;
         } else {
             p->mode = MODE_STREAM;
-            const char *cl = header_value(p->hdr_lines, p->nhdr, "content-length");
+            const char *cl = hset_get(&p->hdrs, "content-length");
             long long n = -1;
             if (cl) {
                 char *end;
@@ -422,19 +411,11 @@ static void on_up_header(void *arg, const char *line, size_t len) {
                     n = v;
             }
             record(p, p->cand, AOR_KIND_OK, -1);
-            write_head(p, p->status, p->hdr_lines, p->nhdr, p->cand, n);
+            write_head(p, p->status, &p->hdrs, p->cand, n);
         }
         return;
     }
-    if (p->nhdr >= MAX_RESP_HEADERS)
-        return;
-    char **n = realloc(p->hdr_lines, (p->nhdr + 1) * sizeof *n);
-    if (!n)
-        return;
-    p->hdr_lines = n;
-    p->hdr_lines[p->nhdr] = strndup(line, len);
-    if (p->hdr_lines[p->nhdr])
-        p->nhdr++;
+    hset_add(&p->hdrs, line, len);
 }
 
 /* Looks for the end of the first SSE event in held. Returns its length (up to and
@@ -527,7 +508,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         }
         p->mode = MODE_STREAM;
         record(p, p->cand, AOR_KIND_OK, -1);
-        write_head(p, p->status, p->hdr_lines, p->nhdr, p->cand, -1);
+        write_head(p, p->status, &p->hdrs, p->cand, -1);
         write_body_buffer(p, p->held);
         break;
     }
@@ -542,11 +523,9 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
 
 /* Keeps the failed answer to return it as it came if the walk runs out. */
 static void keep_last(aor_proxy *p, const aor_verdict *v) {
-    free_lines(p->last_hdrs, p->last_nhdr);
-    p->last_hdrs = p->hdr_lines;
-    p->last_nhdr = p->nhdr;
-    p->hdr_lines = NULL;
-    p->nhdr = 0;
+    hset_clear(&p->last_hdrs);
+    p->last_hdrs = p->hdrs;
+    memset(&p->hdrs, 0, sizeof p->hdrs);
     p->last_status = p->status;
     if (!p->last_body)
         p->last_body = evbuffer_new();
@@ -560,15 +539,10 @@ static void keep_last(aor_proxy *p, const aor_verdict *v) {
 
 static void classify_held(aor_proxy *p, aor_verdict *v) {
     const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
-    char **store = calloc(p->nhdr ? p->nhdr : 1, sizeof *store);
-    aor_header *h = store ? make_headers(p->hdr_lines, p->nhdr, store) : NULL;
     size_t blen = evbuffer_get_length(p->held);
     const char *body = blen ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
-    aor_classify(pc->dialect, p->status, h, h ? p->nhdr : 0, body, blen, aor_clock_now(),
+    aor_classify(pc->dialect, p->status, p->hdrs.h, p->hdrs.n, body, blen, aor_clock_now(),
                  pc->retry_after_ignore, v);
-    if (store)
-        free_lines(store, p->nhdr);
-    free(h);
 }
 
 /* 1 for curl errors that are aor's fault, not the upstream's. */
@@ -614,7 +588,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         }
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
-        finish(p, p->chunked_out || header_value(p->hdr_lines, p->nhdr, "content-length"));
+        finish(p, p->chunked_out || hset_get(&p->hdrs, "content-length"));
         return;
     }
     aor_verdict v;
@@ -642,7 +616,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         } else {
             /* A short stream that ended cleanly without a blank line: pass it on. */
             record(p, cand, AOR_KIND_OK, -1);
-            write_head(p, p->status, p->hdr_lines, p->nhdr, cand, -1);
+            write_head(p, p->status, &p->hdrs, cand, -1);
             write_body_buffer(p, p->held);
             if (p->chunked_out)
                 evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
@@ -659,7 +633,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
              v.reason, v.hint_s > 0 ? " with retry hint" : "");
     if (v.kind == AOR_KIND_OK) {
         record(p, cand, AOR_KIND_OK, -1);
-        send_buffered(p, p->status, p->hdr_lines, p->nhdr, p->held, cand);
+        send_buffered(p, p->status, &p->hdrs, p->held, cand);
         return;
     }
     if (v.kind == AOR_KIND_CONFIG) {
@@ -674,7 +648,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         return;
     }
     if (v.kind == AOR_KIND_CLIENT) {
-        send_buffered(p, p->status, p->hdr_lines, p->nhdr, p->held, cand);
+        send_buffered(p, p->status, &p->hdrs, p->held, cand);
         return;
     }
     /* Retryable: record and walk on. */
@@ -767,9 +741,64 @@ static char *client_credential(const aor_http_request *req, const char *query) {
     return NULL;
 }
 
-static struct curl_slist *build_headers(aor_proxy *p, const aor_provider_cfg *pc,
-                                        const aor_candidate *cand) {
-    struct curl_slist *h = NULL, *t;
+/* A growing block of header lines; every piece is checked for CR/LF (an injected line). */
+typedef struct {
+    char *b;
+    size_t len, cap;
+} hblock;
+
+static int hb_line(hblock *hb, const char *name, size_t ln, const char *value, size_t lv) {
+    if (memchr(name, '\r', ln) || memchr(name, '\n', ln) || memchr(value, '\r', lv) ||
+        memchr(value, '\n', lv))
+        return 0; /* never forward a line that would split in two */
+    size_t need = hb->len + ln + 2 + lv + 2;
+    if (need > hb->cap) {
+        size_t cap = hb->cap ? hb->cap : 1024;
+        while (cap < need)
+            cap *= 2;
+        char *n = malloc(cap);
+        if (!n)
+            return -1;
+        if (hb->b) {
+            memcpy(n, hb->b, hb->len);
+            explicit_bzero(hb->b, hb->len); /* may hold a credential */
+            free(hb->b);
+        }
+        hb->b = n;
+        hb->cap = cap;
+    }
+    memcpy(hb->b + hb->len, name, ln);
+    memcpy(hb->b + hb->len + ln, ": ", 2);
+    memcpy(hb->b + hb->len + ln + 2, value, lv);
+    memcpy(hb->b + hb->len + ln + 2 + lv, "\r\n", 2);
+    hb->len = need;
+    return 0;
+}
+
+/* Adds a whole "Name: value" line (as aor_dialect_auth_header makes them). */
+static int hb_raw(hblock *hb, const char *line) {
+    const char *colon = strchr(line, ':');
+    if (!colon)
+        return 0;
+    const char *v = colon + 1;
+    while (*v == ' ')
+        v++;
+    return hb_line(hb, line, (size_t)(colon - line), v, strlen(v));
+}
+
+static void hb_free(hblock *hb) {
+    if (hb->b) {
+        explicit_bzero(hb->b, hb->len);
+        free(hb->b);
+    }
+    memset(hb, 0, sizeof *hb);
+}
+
+/* The request headers for the upstream of cand, as one block of lines (upstream.h):
+ * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
+ * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
+static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_candidate *cand,
+                         hblock *hb) {
     const aor_http_request *req = p->req;
     for (size_t i = 0; i < req->nfields; i++) {
         const char *name = req->fields[i].name;
@@ -777,30 +806,18 @@ static struct curl_slist *build_headers(aor_proxy *p, const aor_provider_cfg *pc
             continue;
         if (cand->key >= 0 && aor_dialect_is_auth_header(name))
             continue;
-        size_t ln = strlen(name), lv = strlen(req->fields[i].value);
-        char *line = malloc(ln + lv + 3);
-        if (!line)
+        if (hb_line(hb, name, strlen(name), req->fields[i].value, strlen(req->fields[i].value)) < 0)
             goto fail;
-        memcpy(line, name, ln);
-        memcpy(line + ln, ": ", 2);
-        memcpy(line + ln + 2, req->fields[i].value, lv + 1);
-        t = curl_slist_append(h, line);
-        explicit_bzero(line, ln + lv + 2); /* may be the client's own credential */
-        free(line);
-        if (!t)
-            goto fail;
-        h = t;
     }
     if (cand->key >= 0) {
         char *auth = aor_dialect_auth_header(pc->dialect, p->d->cfg->keys[cand->key].secret);
         if (!auth)
             goto fail;
-        t = curl_slist_append(h, auth);
+        int r = hb_raw(hb, auth);
         explicit_bzero(auth, strlen(auth));
         free(auth);
-        if (!t)
+        if (r < 0)
             goto fail;
-        h = t;
     } else if (p->query && !aor_http_request_field(req, "x-goog-api-key")) {
         /* Pass-through of a Gemini ?key= credential: as a header, never in the URL. */
         char *cred = client_credential(req, p->query);
@@ -808,9 +825,7 @@ static struct curl_slist *build_headers(aor_proxy *p, const aor_provider_cfg *pc
             !aor_http_request_field(req, "x-api-key")) {
             char *auth = aor_dialect_auth_header(AOR_DIALECT_GEMINI, cred);
             if (auth) {
-                t = curl_slist_append(h, auth);
-                if (t)
-                    h = t;
+                hb_raw(hb, auth);
                 explicit_bzero(auth, strlen(auth));
                 free(auth);
             }
@@ -820,14 +835,10 @@ static struct curl_slist *build_headers(aor_proxy *p, const aor_provider_cfg *pc
             free(cred);
         }
     }
-    t = curl_slist_append(h, "Expect:");
-    if (!t)
-        goto fail;
-    h = t;
-    return h;
+    return 0;
 fail:
-    curl_slist_free_all(h);
-    return NULL;
+    hb_free(hb);
+    return -1;
 }
 
 static char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
@@ -869,10 +880,10 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
     }
     char *url = build_url(p, pc, rel);
     free(rel_owned);
-    struct curl_slist *headers = build_headers(p, pc, cand);
-    if (!url || !headers) {
+    hblock hb = {0};
+    if (!url || build_headers(p, pc, cand, &hb) < 0) {
         free(url);
-        curl_slist_free_all(headers);
+        hb_free(&hb);
         return -1;
     }
     static const char *const methods[] = {
@@ -884,7 +895,8 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
         p->req->method < sizeof methods / sizeof methods[0] && methods[p->req->method]
             ? methods[p->req->method]
             : "POST";
-    aor_xfer_request xr = {url, method, headers, body, body_len, pc->ca_file, 0};
+    aor_xfer_request xr = {url, method,           NULL,  body, body_len, pc->ca_file,
+                           0,   hb.b ? hb.b : "", hb.len};
     aor_xfer_callbacks cb = {on_up_header, on_up_data, on_up_done};
     reset_attempt(p);
     p->cand = cand;
@@ -893,6 +905,7 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
     aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method, p->path);
     p->x = aor_xfer_start(p->d->up, &xr, &cb, p);
     free(url);
+    hb_free(&hb);
     return p->x ? 0 : -1;
 }
 
@@ -959,7 +972,7 @@ static int start_next(aor_proxy *p) {
     }
     /* The walk ran out with upstream errors: the last answer as it came (§5.6). */
     if (p->last_status > 0 && p->last_body) {
-        send_buffered(p, p->last_status, p->last_hdrs, p->last_nhdr, p->last_body, p->last_cand);
+        send_buffered(p, p->last_status, &p->last_hdrs, p->last_body, p->last_cand);
         return 0;
     }
     char msg[512];

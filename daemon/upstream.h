@@ -37,6 +37,12 @@ typedef struct {
     size_t body_len;
     const char *ca_file;     /* extra CA file for upstream TLS, or NULL */
     long connect_timeout_ms; /* 0 = default 10000 */
+    /* Instead of headers (then NULL): the request headers as one block of
+     * "Name: value\r\n" lines, each a valid field line (no CR or LF inside, no Host,
+     * Content-Length or Transfer-Encoding). Borrowed: copied before aor_xfer_start
+     * returns. The cheap form: no list to build (docs/performance.md). */
+    const char *header_block;
+    size_t header_block_len;
 } aor_xfer_request;
 
 /* New upstream on base; reads AOR_UPSTREAM and the proxy variables once (the daemon's

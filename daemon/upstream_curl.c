@@ -218,8 +218,40 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg) {
     return r;
 }
 
+/* The slist for req: its headers, or its header block split into lines; with "Expect:"
+ * so libcurl sends no "Expect: 100-continue" for large bodies. NULL on ENOMEM. */
+static struct curl_slist *request_headers(const aor_xfer_request *req) {
+    struct curl_slist *h = req->headers, *t;
+    const char *s = req->header_block, *end = s ? s + req->header_block_len : NULL;
+    while (s && s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t l = (size_t)((nl ? nl : end) - s);
+        if (l && s[l - 1] == '\r')
+            l--;
+        if (l) {
+            char *line = strndup(s, l);
+            t = line ? curl_slist_append(h, line) : NULL;
+            free(line);
+            if (!t)
+                goto fail;
+            h = t;
+        }
+        s = nl ? nl + 1 : end;
+    }
+    t = curl_slist_append(h, "Expect:");
+    if (!t)
+        goto fail;
+    return t;
+fail:
+    curl_slist_free_all(h);
+    return NULL;
+}
+
 aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
                            void *arg) {
+    struct curl_slist *headers = request_headers(req);
+    if (!headers)
+        return NULL;
     curl_xfer *x = calloc(1, sizeof *x);
     if (!x)
         goto fail_headers;
@@ -230,7 +262,7 @@ aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor
     x->u = u;
     x->cb = *cb;
     x->arg = arg;
-    x->headers = req->headers;
+    x->headers = headers;
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, req->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
@@ -273,7 +305,7 @@ fail_easy:
 fail_x:
     free(x);
 fail_headers:
-    curl_slist_free_all(req->headers);
+    curl_slist_free_all(headers);
     return NULL;
 }
 

@@ -1157,6 +1157,8 @@ static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t 
         if (!skip_header_line(s->data))
             need += strlen(s->data) + 2;
     }
+    if (req->header_block)
+        need += req->header_block_len;
     need += with_length || req->body_len ? 40 : 0;
     need += 3;
     char *head = malloc(need);
@@ -1182,6 +1184,8 @@ static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t 
         memcpy(head + at + l, "\r\n", 2);
         at += l + 2;
     }
+    if (req->header_block)
+        HEAD_PUT(req->header_block, req->header_block_len);
     if (with_length || req->body_len) {
         char num[24];
         size_t i = sizeof num, v = req->body_len;

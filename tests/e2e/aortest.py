@@ -43,7 +43,8 @@ when a test raised aortest.Skip).  Exit code 0 only when none failed.
 A test may set `fn.timeout = SECONDS` (default 120, or $AOR_E2E_TIMEOUT).
 Environment: AOR_BUILD (build dir with aord, aor, libaor.so; default
 "build", relative to the repository root), AOR_KEEP=1 keeps each test's
-temp dir (its path is printed).
+temp dir (its path is printed), AOR_UPSTREAM (passed on to aord: "curl"
+sends every upstream transfer through libcurl).
 """
 
 import importlib.util
@@ -77,7 +78,9 @@ _DROP_EXACT = {
     "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
     "http_proxy", "https_proxy", "all_proxy", "NO_PROXY", "no_proxy",
 }  # fmt: skip
-_DROP_RE = re.compile(r"(_API_KEY(_\d+)?$|_AUTH_TOKEN$|_BASE_URL$|^AOR_(?!BUILD$))")
+# AOR_UPSTREAM passes through so a whole run can exercise aord's libcurl upstream path
+# (`AOR_UPSTREAM=curl tests/run-all`); tests that need one path set or drop it themselves.
+_DROP_RE = re.compile(r"(_API_KEY(_\d+)?$|_AUTH_TOKEN$|_BASE_URL$|^AOR_(?!BUILD$|UPSTREAM$))")
 
 
 class Skip(Exception):

@@ -164,6 +164,7 @@ class State:
         self.scripts = {}  # key -> list of entries, each with "left"
         self.log = collections.deque(maxlen=log_max)
         self.seq = 0
+        self.conns = 0  # connections accepted so far (both listeners)
         self.gates = {}  # name -> threading.Event
         self.fixtures = fixtures
 
@@ -190,6 +191,11 @@ class State:
                             q.pop(0)
                     return e
         return None
+
+    def next_conn(self):
+        with self.lock:
+            self.conns += 1
+            return self.conns
 
     def next_seq(self):
         with self.lock:
@@ -262,6 +268,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def version_string(self):
         return self.server_version
+
+    def setup(self):
+        super().setup()
+        self.conn_id = self.server.state.next_conn()  # "conn" in the log
 
     def log_request(self, code="-", size="-"):
         pass  # provider() logs each request itself (without the key)
@@ -455,6 +465,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         plan = self.plan(st, entry, ctx, bad_json)
         rec = {
             "seq": seq,
+            "conn": self.conn_id,
             "key": key,
             "key_from": key_from,
             "method": self.command,

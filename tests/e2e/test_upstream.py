@@ -1,0 +1,325 @@
+"""aord's two upstream paths end to end (daemon/upstream.c): the direct HTTP/1.1
+keep-alive client, and libcurl when a proxy variable applies to the upstream's scheme
+(http_proxy, lower case only, for http://; https_proxy/HTTPS_PROXY for https://;
+all_proxy/ALL_PROXY for both) or AOR_UPSTREAM=curl.  A sidecar request to a provider on
+the mock's plain http:// URL, with a small forward proxy written here (stdlib, loopback)
+that counts what it carries."""
+import http.client
+import json
+import socket
+import threading
+import urllib.parse
+
+import aortest
+from aortest import check, eq
+
+T0 = 1800000000
+MODEL = "gpt-4o-mini"
+HEAD_MAX = 64 << 10  # bytes of a request head the proxy accepts
+
+
+class ForwardProxy:
+    """A forward HTTP proxy on 127.0.0.1: takes absolute-form requests
+    ("POST http://host:port/path HTTP/1.1"), sends each to its origin in origin form
+    with "Connection: close", and relays the answer byte for byte (streams included)
+    until the origin closes.  One request per client connection.  .requests() lists
+    what it carried: {"method", "url", "headers" (lower-case names)}; .refused the
+    requests it could not carry (CONNECT, origin-form, unreachable origin)."""
+
+    def __init__(self):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.lock = threading.Lock()
+        self._carried, self.refused, self.conns = [], [], 0
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def requests(self):
+        with self.lock:
+            return list(self._carried)
+
+    def close(self):
+        self.closed = True
+        try:
+            self.lsock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.lsock.close()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _refuse(self, c, why):
+        with self.lock:
+            self.refused.append(why)
+        body = (why + "\n").encode()
+        c.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n"
+                  b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def _serve(self, c):
+        up = None
+        try:
+            c.settimeout(20)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+                if len(buf) > HEAD_MAX:
+                    return self._refuse(c, "request head over %d bytes" % HEAD_MAX)
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            lines = head.decode("latin-1").split("\r\n")
+            parts = lines[0].split(" ")
+            if len(parts) != 3:
+                return self._refuse(c, "bad request line %r" % lines[0])
+            method, target, _ = parts
+            u = urllib.parse.urlsplit(target)
+            if u.scheme != "http" or not u.hostname:
+                return self._refuse(c, "not an absolute http:// target: %s %s" % (method, target))
+            headers, kept = {}, []
+            for ln in lines[1:]:
+                k, _, v = ln.partition(":")
+                lk = k.strip().lower()
+                headers[lk] = v.strip()
+                if lk not in ("connection", "proxy-connection", "keep-alive"):
+                    kept.append(ln)
+            try:
+                up = socket.create_connection((u.hostname, u.port or 80), timeout=20)
+            except OSError as e:
+                return self._refuse(c, "origin %s: %s" % (u.netloc, e))
+            with self.lock:
+                self._carried.append({"method": method, "url": target, "headers": headers})
+            path = (u.path or "/") + ("?" + u.query if u.query else "")
+            out = ["%s %s HTTP/1.1" % (method, path)] + kept + ["Connection: close", "", ""]
+            up.sendall("\r\n".join(out).encode("latin-1") + rest)
+            threading.Thread(target=_pump, args=(c, up), daemon=True).start()
+            _pump(up, c)  # the answer, until the origin closes
+        except OSError:
+            pass
+        finally:
+            for s in (c, up):
+                if s is not None:
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    s.close()
+
+
+def _pump(src, dst):
+    """Copies src to dst until src ends or either fails."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                return
+            dst.sendall(data)
+    except OSError:
+        return
+
+
+def start_proxy(env):
+    p = ForwardProxy()
+    orig = env.cleanup
+
+    def cleanup():
+        p.close()
+        orig()
+
+    env.cleanup = cleanup
+    return p
+
+
+def setup(env, daemon_env=None):
+    """Mock (plain HTTP only) + aord with provider "openai" (keys A then B, secrets
+    key-a-secret / key-b-secret) at the mock's http:// URL.  aord's environment: this
+    process's scrubbed one without AOR_UPSTREAM, plus daemon_env.  Returns (mock, d)."""
+    mock = env.start_mock(tls=False)
+    env.env.pop("AOR_UPSTREAM", None)  # each test picks its path itself
+    port = aortest.free_port()
+    env.set_keys(KEY_A="key-a-secret", KEY_B="key-b-secret")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "A"]
+        env = KEY_A
+        priority = 0
+        [key "B"]
+        env = KEY_B
+        priority = 1
+        [provider "openai"]
+        dialect = openai
+        base_url = {mock.plain_url}
+        keys = A, B
+        models = {MODEL}
+        """)
+    d = env.start_daemon(fake_clock=T0, extra_env=daemon_env)
+    return mock, d
+
+
+def chat(d, stream=False):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    if stream:
+        body["stream"] = True
+    return d.http("POST", "/v1/chat/completions", body, {"authorization": "Bearer client"})
+
+
+def check_answer(mock, status, headers, body, key, attempts):
+    """The sidecar's answer is the mock's answer to `key` with the walk's x-aor-* headers."""
+    eq(status, 200, "status (body %r)" % body[:300])
+    eq(headers.get("x-aor-key"), key, "x-aor-key")
+    eq(headers.get("x-aor-attempts"), str(attempts), "x-aor-attempts")
+    eq(headers.get("x-aor-provider"), "openai", "x-aor-provider")
+    j = json.loads(body)
+    eq(j.get("object"), "chat.completion", "answer object")
+    eq(j.get("model"), MODEL, "answer model")
+    secret = "key-%s-secret" % key.lower()
+    last = mock.requests(key=secret)[-1]
+    eq(headers.get("x-mock-seq"), str(last["seq"]), "x-mock-seq = the mock's request for " + key)
+    eq(headers.get("x-request-id"), "req_mock%d" % last["seq"], "x-request-id from the mock")
+
+
+def test_http_proxy_carries_request_and_failover(env):
+    proxy = start_proxy(env)
+    mock, d = setup(env, {"http_proxy": proxy.url})
+    target = mock.plain_url + "/v1/chat/completions"
+
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "A", 1)
+    got = proxy.requests()
+    eq([(r["method"], r["url"]) for r in got], [("POST", target)], "what the proxy carried")
+    eq(got[0]["headers"].get("authorization"), "Bearer key-a-secret", "key A's secret upstream")
+
+    # The walk on the libcurl path: A answers 429, B answers; both through the proxy.
+    mock.script("key-a-secret", [{"status": 429, "times": -1}])
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "B", 2)
+    got = proxy.requests()[1:]
+    eq([(r["method"], r["url"]) for r in got], [("POST", target)] * 2, "failover via the proxy")
+    eq([r["headers"].get("authorization") for r in got],
+       ["Bearer key-a-secret", "Bearer key-b-secret"], "A then B through the proxy")
+    eq(proxy.refused, [], "requests the proxy refused")
+    eq(len(mock.log()), 3, "upstream requests at the mock (none around the proxy)")
+    rows = [b for b in d.state()["backoff"] if b["key"] == "A"]
+    eq([(r["last_error_kind"], r["window_s"]) for r in rows], [("rate", 5)], "A backed off")
+
+
+def test_direct_without_proxy_reuses_one_connection(env):
+    proxy = start_proxy(env)  # nothing points at it: it must see nothing
+    mock, d = setup(env)
+    for i in range(2):
+        status, headers, body = chat(d)
+        check_answer(mock, status, headers, body, "A", 1)
+    log = mock.log()
+    eq(len(log), 2, "upstream requests")
+    eq(log[1]["conn"], log[0]["conn"], "the second request's upstream connection (mock conn id)")
+    eq(proxy.conns, 0, "connections to the proxy")
+    check("libcurl" not in d.stderr_text(), "aord did not announce the libcurl path")
+
+
+def test_proxy_variables_for_other_schemes_leave_http_direct(env):
+    # https_proxy applies to https:// only; HTTP_PROXY (upper case) is not read for
+    # http:// (libcurl's rule, httpoxy): the http:// upstream is reached without the
+    # proxy, on one kept-alive connection.
+    proxy = start_proxy(env)
+    mock, d = setup(env, {"https_proxy": proxy.url, "HTTP_PROXY": proxy.url})
+    for i in range(2):
+        status, headers, body = chat(d)
+        check_answer(mock, status, headers, body, "A", 1)
+    log = mock.log()
+    eq(log[1]["conn"], log[0]["conn"], "the second request's upstream connection (mock conn id)")
+    eq(proxy.conns, 0, "connections to the proxy")
+
+
+def test_aor_upstream_curl_failover(env):
+    mock, d = setup(env, {"AOR_UPSTREAM": "curl"})
+    check("AOR_UPSTREAM=curl" in d.stderr_text(), "aord says every transfer goes through libcurl")
+    mock.script("key-a-secret", [{"status": 429, "times": -1}])
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "B", 2)
+    eq([r["key"] for r in mock.log()], ["key-a-secret", "key-b-secret"], "A then B at the mock")
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "B", 1)  # A is backed off: not tried
+
+
+def stream_and_check(mock, d):
+    """A gated SSE stream through the sidecar: the first events arrive while the mock
+    holds the rest, then the rest and the end of the stream."""
+    mock.script("key-a-secret", [{"kind": "gated_stream", "gate": "g", "gate_after": 2,
+                                  "events": 4}])
+    # Under the mock's 10 s gate safety timeout: events held back until the whole answer
+    # is there would make this read time out.
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
+    try:
+        body = json.dumps({"model": MODEL, "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]})
+        conn.request("POST", "/v1/chat/completions", body,
+                     {"content-type": "application/json", "authorization": "Bearer client"})
+        sock = conn.sock
+        try:
+            r = conn.getresponse()
+        except socket.timeout:
+            raise AssertionError("no answer head while the mock held the stream's rest back")
+        eq(r.status, 200, "stream status")
+        eq(r.getheader("x-aor-key"), "A", "stream x-aor-key")
+        check(r.getheader("content-type", "").startswith("text/event-stream"),
+              "content-type %r" % r.getheader("content-type"))
+        first = []
+        while len(first) < 2:
+            try:
+                ln = r.readline()
+            except socket.timeout:
+                raise AssertionError("the first events did not arrive while the mock held "
+                                     "the rest back (got %r)" % first)
+            check(ln, "stream ended before the gate opened: %r" % first)
+            if ln.startswith(b"data: "):
+                first.append(json.loads(ln[6:]))
+        eq(first[0]["object"], "chat.completion.chunk", "first event")
+        mock.gate("g")
+        sock.settimeout(15)
+        rest = r.read()
+    finally:
+        conn.close()
+    data = [ln[6:] for ln in rest.split(b"\n") if ln.startswith(b"data: ")]
+    eq(len(data), 5, "events after the gate (3 deltas, finish, [DONE]): %r" % rest[:500])
+    eq(data[-1], b"[DONE]", "stream ends with [DONE]")
+    chunks = first + [json.loads(x) for x in data[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content") or ""
+                   for c in chunks if c.get("choices"))
+    eq(text, "Hello from the mock", "streamed text")
+
+
+def test_stream_through_proxy(env):
+    proxy = start_proxy(env)
+    mock, d = setup(env, {"http_proxy": proxy.url})
+    stream_and_check(mock, d)
+    eq(len(proxy.requests()), 1, "the stream went through the proxy")
+
+
+def test_stream_direct(env):
+    proxy = start_proxy(env)
+    mock, d = setup(env)
+    stream_and_check(mock, d)
+    eq(proxy.conns, 0, "connections to the proxy")
+    # The connection goes back to the pool after a complete stream.
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "A", 1)
+    log = mock.log()
+    eq(log[1]["conn"], log[0]["conn"], "the request after the stream: upstream connection")
+
+
+for _t in list(globals().values()):
+    if callable(_t) and getattr(_t, "__name__", "").startswith("test_"):
+        _t.timeout = 30
