@@ -124,30 +124,39 @@ static double parse_reset(size_t i, const char *value, double now) {
     return s > 0 ? now + s : 0;
 }
 
-/* Reads window i from the headers into *w. Returns 1 when the answer names it. */
-static int read_window(size_t i, const aor_header *hdrs, size_t n, double now,
-                       aor_usage_window *w) {
-    int named = 0;
-    w->known = 1;
-    w->remaining = -1;
-    w->reset_at = 0;
-    w->observed_at = now;
+/* Reads every window from the headers: fresh[i] gets window i, named[i] is 1 when the
+ * answer names it. One pass over the headers; a name is compared only with the window
+ * names of its length (docs/performance.md). */
+static void read_windows(const aor_header *hdrs, size_t n, double now, aor_usage_window *fresh,
+                         int *named) {
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
+        fresh[i].known = 1;
+        fresh[i].remaining = -1;
+        fresh[i].reset_at = 0;
+        fresh[i].observed_at = now;
+        named[i] = 0;
+    }
     for (size_t h = 0; h < n; h++) {
-        if (!hdrs[h].name || !hdrs[h].value)
-            continue;
-        if (strcasecmp(hdrs[h].name, windows[i].remaining) == 0) {
-            double r = parse_remaining(hdrs[h].value);
-            named = 1;
-            if (r >= 0)
-                w->remaining = r; /* the last valid one wins */
-        } else if (strcasecmp(hdrs[h].name, windows[i].reset) == 0) {
-            double t = parse_reset(i, hdrs[h].value, now);
-            named = 1;
-            if (t > 0)
-                w->reset_at = t;
+        size_t len = strlen(hdrs[h].name);
+        for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
+            if (len == strlen(windows[i].remaining) &&
+                strcasecmp(hdrs[h].name, windows[i].remaining) == 0) {
+                double r = parse_remaining(hdrs[h].value);
+                named[i] = 1;
+                if (r >= 0)
+                    fresh[i].remaining = r; /* the last valid one wins */
+                break;
+            }
+            if (len == strlen(windows[i].reset) &&
+                strcasecmp(hdrs[h].name, windows[i].reset) == 0) {
+                double t = parse_reset(i, hdrs[h].value, now);
+                named[i] = 1;
+                if (t > 0)
+                    fresh[i].reset_at = t;
+                break;
+            }
         }
     }
-    return named;
 }
 
 static int stale_pred(const char *a, const char *b, void *val, void *arg) {
@@ -207,10 +216,9 @@ int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long 
         return 0;
     aor_usage_window fresh[AOR_USAGE_NWINDOWS];
     int named[AOR_USAGE_NWINDOWS], any = 0;
-    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
-        named[i] = read_window(i, rl, nrl, now, &fresh[i]);
+    read_windows(rl, nrl, now, fresh, named);
+    for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++)
         any |= named[i];
-    }
     if (rl != few)
         free(rl);
     if (!any)

@@ -22,13 +22,24 @@ struct aor_http_reader {
     const char *err_why;
 };
 
+/* The strings of a request (url, names, values) live in chunks: one or two mallocs per
+ * request instead of one per string (docs/performance.md). The string being built is
+ * always the last one of the newest chunk, so a fragment grows it in place. */
+typedef struct str_chunk {
+    struct str_chunk *next; /* older chunk */
+    size_t used, cap;
+    char data[];
+} str_chunk;
+
+#define STR_CHUNK_MIN 2048
+
 static void request_reset(aor_http_request *req) {
-    for (size_t i = 0; i < req->nfields; i++) {
-        free(req->fields[i].name);
-        free(req->fields[i].value);
+    for (str_chunk *c = req->strings; c;) {
+        str_chunk *next = c->next;
+        free(c);
+        c = next;
     }
     free(req->fields);
-    free(req->url);
     if (req->body)
         evbuffer_free(req->body);
     memset(req, 0, sizeof *req);
@@ -47,15 +58,34 @@ static int fail(aor_http_reader *r, int status, const char *why) {
     return -1;
 }
 
-/* Appends at..len to *s (NUL-terminated, malloc'd). */
-static int append(char **s, const char *at, size_t len) {
+/* Appends at..len to *s, a string of q's chunks (NULL: a new one). *s must be the string
+ * built last: fragments of one token arrive together, before the next token starts. */
+static int append(aor_http_request *q, char **s, const char *at, size_t len) {
+    str_chunk *c = q->strings;
     size_t old = *s ? strlen(*s) : 0;
-    char *n = realloc(*s, old + len + 1);
-    if (!n)
-        return -1;
-    memcpy(n + old, at, len);
-    n[old + len] = '\0';
-    *s = n;
+    size_t start = *s && c ? (size_t)(*s - c->data) : (c ? c->used : 0);
+    if (!c || start + old + len + 1 > c->cap) {
+        size_t cap = STR_CHUNK_MIN;
+        while (cap < old + len + 1)
+            cap *= 2;
+        str_chunk *n = malloc(sizeof *n + cap);
+        if (!n)
+            return -1;
+        n->next = c;
+        n->used = 0;
+        n->cap = cap;
+        if (*s)
+            memcpy(n->data, *s, old); /* move the string being built */
+        q->strings = n;
+        c = n;
+        start = 0;
+        *s = c->data;
+    } else if (!*s) {
+        *s = c->data + start;
+    }
+    memcpy(c->data + start + old, at, len);
+    c->data[start + old + len] = '\0';
+    c->used = start + old + len + 1;
     return 0;
 }
 
@@ -96,7 +126,7 @@ static int on_url(http_parser *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     if (count_header_bytes(r, len) < 0)
         return -1;
-    if (append(&r->req->url, at, len) < 0)
+    if (append(r->req, &r->req->url, at, len) < 0)
         return fail(r, 500, "out of memory");
     return 0;
 }
@@ -122,7 +152,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
         q->nfields++;
         r->last_was_value = 0;
     }
-    if (append(&q->fields[q->nfields - 1].name, at, len) < 0)
+    if (append(q, &q->fields[q->nfields - 1].name, at, len) < 0)
         return fail(r, 500, "out of memory");
     return 0;
 }
@@ -137,7 +167,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len) {
     if (memchr(at, '\0', len))
         return fail(r, 400, "NUL byte in a request header value");
     r->last_was_value = 1;
-    if (append(&q->fields[q->nfields - 1].value, at, len) < 0)
+    if (append(q, &q->fields[q->nfields - 1].value, at, len) < 0)
         return fail(r, 500, "out of memory");
     return 0;
 }
@@ -146,11 +176,8 @@ static int on_headers_complete(http_parser *p) {
     aor_http_reader *r = p->data;
     aor_http_request *q = r->req;
     for (size_t i = 0; i < q->nfields; i++) {
-        if (!q->fields[i].value) {
-            q->fields[i].value = strdup("");
-            if (!q->fields[i].value)
-                return fail(r, 500, "out of memory");
-        }
+        if (!q->fields[i].value && append(q, &q->fields[i].value, "", 0) < 0)
+            return fail(r, 500, "out of memory");
     }
     if (!q->url)
         return fail(r, 400, "request without a target");
@@ -262,8 +289,10 @@ aor_http_request *aor_http_reader_take(aor_http_reader *r) {
 }
 
 const char *aor_http_request_field(const aor_http_request *req, const char *name) {
+    char first = (char)(name[0] | 0x20);
     for (size_t i = 0; i < req->nfields; i++) {
-        if (req->fields[i].name && strcasecmp(req->fields[i].name, name) == 0)
+        const char *n = req->fields[i].name;
+        if (n && (char)(n[0] | 0x20) == first && strcasecmp(n, name) == 0)
             return req->fields[i].value;
     }
     return NULL;

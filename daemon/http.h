@@ -27,6 +27,7 @@ typedef struct {
     int keep_alive;        /* connection may carry another request after this one */
     int upgrade;           /* Upgrade header present (WebSocket) */
     unsigned short http_major, http_minor;
+    void *strings; /* internal: the memory of url, names and values (freed with the request) */
 } aor_http_request;
 
 typedef struct aor_http_reader aor_http_reader;

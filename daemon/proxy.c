@@ -794,6 +794,41 @@ static void hb_free(hblock *hb) {
     memset(hb, 0, sizeof *hb);
 }
 
+/* Client identities (spec §5.2: the SHA-256 of the client's credential) of the last few
+ * credentials seen: a client sends the same one with every request, and hashing it each
+ * time cost more than the rest of the routing. One thread: no lock. A replaced entry's
+ * credential is wiped before it is freed. */
+#define CLIENT_ID_CACHE 8
+static struct {
+    char *cred;
+    size_t len;
+    char hex[65];
+} client_ids[CLIENT_ID_CACHE];
+static size_t client_ids_next;
+
+static void client_id(const char *cred, size_t len, char out[65]) {
+    for (size_t i = 0; i < CLIENT_ID_CACHE; i++) {
+        if (client_ids[i].cred && client_ids[i].len == len &&
+            memcmp(client_ids[i].cred, cred, len) == 0) {
+            memcpy(out, client_ids[i].hex, 65);
+            return;
+        }
+    }
+    aor_hash_sha256_hex(cred, len, out);
+    size_t slot = client_ids_next++ % CLIENT_ID_CACHE;
+    if (client_ids[slot].cred) {
+        explicit_bzero(client_ids[slot].cred, client_ids[slot].len);
+        free(client_ids[slot].cred);
+    }
+    client_ids[slot].cred = malloc(len + 1);
+    if (!client_ids[slot].cred)
+        return; /* only the cache is lost */
+    memcpy(client_ids[slot].cred, cred, len);
+    client_ids[slot].cred[len] = '\0';
+    client_ids[slot].len = len;
+    memcpy(client_ids[slot].hex, out, 65);
+}
+
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
  * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
  * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
@@ -1032,7 +1067,7 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
         return NULL;
     }
     p->cred = client_credential(req, p->query);
-    aor_hash_sha256_hex(p->cred ? p->cred : "", p->cred ? strlen(p->cred) : 0, p->client);
+    client_id(p->cred ? p->cred : "", p->cred ? strlen(p->cred) : 0, p->client);
     long retries = aor_config_retries_for(d->cfg, p->model ? p->model : "");
     p->allowed = retries == AOR_RETRIES_UNLIMITED ? -1 : retries + 1;
     if (!d->cfg->auto_fallback)
