@@ -22,6 +22,8 @@ BASE_CFLAGS := $(filter-out -O2,$(BASE_CFLAGS)) -O1
 endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -lm
+# aord does not link libcurl: it loads it only when a proxy needs it (daemon/curl_api.h).
+AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl,$(PKGS)) 2>/dev/null) -lhttp_parser -lm
 CFLAGS_ALL = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
 # The shim lives inside other programs: libc, libdl and pthread only, never sanitized.
 SHIM_CFLAGS = $(BASE_CFLAGS) -fvisibility=hidden $(CFLAGS)
@@ -78,7 +80,7 @@ $(BUILD)/libaorcommon.a: $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/aord: $(AORD_OBJS) $(BUILD)/libaorcommon.a
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(AORD_LIBS) $(LDFLAGS)
 
 $(BUILD)/aor: $(CLI_OBJS) $(BUILD)/libaorcommon.a
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)

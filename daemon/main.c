@@ -8,7 +8,6 @@
 #include "version.h"
 #include "publish.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <event2/event.h>
 #ifdef __GLIBC__
@@ -205,14 +204,10 @@ int main(int argc, char **argv) {
     snprintf(logpath, sizeof logpath, "%s/aord.log", d.state_dir);
     if (aor_log_open(logpath) < 0)
         aor_warn("cannot open log file %s: %s", logpath, strerror(errno));
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        aor_error("libcurl initialisation failed");
-        goto out;
-    }
     d.base = event_base_new();
     if (!d.base) {
         aor_error("cannot create the event loop");
-        goto out_curl;
+        goto out;
     }
     d.started = aor_clock_now();
     d.tls = aor_tls_new_for_config(d.data_dir, cfg, err, sizeof err);
@@ -289,8 +284,6 @@ out_tls:
     aor_tls_free(d.tls);
 out_base:
     event_base_free(d.base);
-out_curl:
-    curl_global_cleanup();
 out:
     for (size_t i = 0; i < nretired; i++)
         aor_config_free(retired[i]);

@@ -1,5 +1,6 @@
 #include "upstream.h"
 
+#include "curl_api.h"
 #include "log.h"
 #include "upstream_curl.h"
 #include "upstream_h1.h"
@@ -9,7 +10,8 @@
 #include <strings.h>
 
 struct aor_upstream {
-    aor_upcurl *curl;
+    struct event_base *base;
+    aor_upcurl *curl; /* made when first needed: libcurl is loaded then (curl_api.h) */
     aor_h1 *h1;
     int all_curl;   /* AOR_UPSTREAM=curl */
     int proxy_http; /* a proxy variable applies to http:// upstreams */
@@ -25,18 +27,22 @@ aor_upstream *aor_upstream_new(struct event_base *base) {
     aor_upstream *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
-    u->curl = aor_upcurl_new(base);
-    if (!u->curl)
-        goto fail_u;
+    u->base = base;
     u->h1 = aor_h1_new(base);
     if (!u->h1)
-        goto fail_curl;
+        goto fail_u;
     const char *mode = getenv("AOR_UPSTREAM");
     u->all_curl = mode && strcmp(mode, "curl") == 0;
     /* The variables libcurl reads (curl's lib/url.c: http_proxy only in lower case). */
     int all = env_set("all_proxy") || env_set("ALL_PROXY");
     u->proxy_http = all || env_set("http_proxy");
     u->proxy_tls = all || env_set("https_proxy") || env_set("HTTPS_PROXY");
+    if (u->all_curl || u->proxy_http || u->proxy_tls) {
+        /* Load libcurl now, not on the first request (and fail at start if it is missing). */
+        u->curl = aor_upcurl_new(base);
+        if (!u->curl)
+            goto fail_h1;
+    }
     if (u->all_curl)
         aor_info("upstream: every transfer through libcurl (AOR_UPSTREAM=curl)");
     else if (u->proxy_http || u->proxy_tls)
@@ -45,8 +51,8 @@ aor_upstream *aor_upstream_new(struct event_base *base) {
                  : u->proxy_tls                ? "https://"
                                                : "http://");
     return u;
-fail_curl:
-    aor_upcurl_free(u->curl);
+fail_h1:
+    aor_h1_free(u->h1);
 fail_u:
     free(u);
     return NULL;
@@ -75,6 +81,15 @@ aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor
         aor_xfer *x = aor_h1_start(u->h1, req, cb, arg, &why);
         if (x || why != AOR_H1_UNSUPPORTED)
             return x;
+    }
+    if (!u->curl && !(u->curl = aor_upcurl_new(u->base))) {
+        /* A URL only libcurl takes (user info in it) and libcurl cannot be loaded. */
+        if (req->headers) {
+            const aor_curl_api *api = aor_curl_api_get();
+            if (api)
+                api->slist_free_all(req->headers);
+        }
+        return NULL;
     }
     return aor_upcurl_start(u->curl, req, cb, arg);
 }

@@ -1,5 +1,11 @@
 #include "upstream_curl.h"
 
+#include "curl_api.h"
+
+/* Set by aor_upcurl_new before any other function here runs. */
+static const aor_curl_api *curl_fns;
+#define CURLAPI curl_fns
+
 #include "log.h"
 
 #include <stdlib.h>
@@ -55,7 +61,7 @@ static void unlink_xfer(curl_xfer *x) {
 static CURL *easy_get(aor_upcurl *u) {
     if (u->npool > 0)
         return u->pool[--u->npool];
-    return curl_easy_init();
+    return CURLAPI->easy_init();
 }
 
 /* Returns an easy handle that is not added to the multi: reset to defaults and pooled
@@ -63,39 +69,39 @@ static CURL *easy_get(aor_upcurl *u) {
  * full. */
 static void easy_put(aor_upcurl *u, CURL *easy) {
     if (u->npool < EASY_POOL_MAX) {
-        curl_easy_reset(easy);
+        CURLAPI->easy_reset(easy);
         u->pool[u->npool++] = easy;
     } else {
-        curl_easy_cleanup(easy);
+        CURLAPI->easy_cleanup(easy);
     }
 }
 
 static void check_done(aor_upcurl *u) {
     CURLMsg *msg;
     int left;
-    while ((msg = curl_multi_info_read(u->multi, &left))) {
+    while ((msg = CURLAPI->multi_info_read(u->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
         CURL *easy = msg->easy_handle;
         CURLcode rc = msg->data.result;
         curl_xfer *x = NULL;
-        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+        CURLAPI->easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
         long status = 0;
-        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        curl_multi_remove_handle(u->multi, easy);
+        CURLAPI->easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        CURLAPI->multi_remove_handle(u->multi, easy);
         if (x) {
             unlink_xfer(x);
-            const char *err = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+            const char *err = x->errbuf[0] ? x->errbuf : CURLAPI->easy_strerror(rc);
             aor_xfer_callbacks cb = x->cb;
             void *arg = x->arg;
             char errcopy[CURL_ERROR_SIZE];
             snprintf(errcopy, sizeof errcopy, "%s", err);
             easy_put(u, easy);
-            curl_slist_free_all(x->headers);
+            CURLAPI->slist_free_all(x->headers);
             free(x);
             cb.on_done(arg, rc, status, errcopy);
         } else {
-            curl_easy_cleanup(easy);
+            CURLAPI->easy_cleanup(easy);
         }
     }
 }
@@ -105,14 +111,14 @@ static void on_socket_event(evutil_socket_t fd, short what, void *arg) {
     aor_upcurl *u = s->u;
     int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
     int running;
-    curl_multi_socket_action(u->multi, fd, flags, &running);
+    CURLAPI->multi_socket_action(u->multi, fd, flags, &running);
     check_done(u);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg) {
     aor_upcurl *u = arg;
     int running;
-    curl_multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    CURLAPI->multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     check_done(u);
 }
 
@@ -123,7 +129,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         if (s) {
             event_free(s->ev);
             free(s);
-            curl_multi_assign(u->multi, fd, NULL);
+            CURLAPI->multi_assign(u->multi, fd, NULL);
         }
         return 0;
     }
@@ -142,7 +148,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
             free(s);
             return -1;
         }
-        curl_multi_assign(u->multi, fd, s);
+        CURLAPI->multi_assign(u->multi, fd, s);
     } else {
         event_del(s->ev);
         event_assign(s->ev, u->base, fd, kind, on_socket_event, s);
@@ -163,26 +169,29 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp) {
 }
 
 aor_upcurl *aor_upcurl_new(struct event_base *base) {
+    curl_fns = aor_curl_api_get();
+    if (!curl_fns)
+        return NULL;
     aor_upcurl *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
     u->base = base;
-    u->multi = curl_multi_init();
+    u->multi = CURLAPI->multi_init();
     if (!u->multi)
         goto fail_free;
     u->timer = evtimer_new(base, on_timer, u);
     if (!u->timer)
         goto fail_multi;
-    curl_multi_setopt(u->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
-    curl_multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-    curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
-    curl_multi_setopt(u->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-    curl_multi_setopt(u->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-    curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, UPSTREAM_MAX_CONNS);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    CURLAPI->multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, UPSTREAM_MAX_CONNS);
     return u;
 fail_multi:
-    curl_multi_cleanup(u->multi);
+    CURLAPI->multi_cleanup(u->multi);
 fail_free:
     free(u);
     return NULL;
@@ -194,8 +203,8 @@ void aor_upcurl_free(aor_upcurl *u) {
     while (u->head)
         aor_upcurl_cancel(&u->head->base);
     while (u->npool > 0)
-        curl_easy_cleanup(u->pool[--u->npool]);
-    curl_multi_cleanup(u->multi);
+        CURLAPI->easy_cleanup(u->pool[--u->npool]);
+    CURLAPI->multi_cleanup(u->multi);
     event_free(u->timer);
     free(u);
 }
@@ -230,7 +239,7 @@ static struct curl_slist *request_headers(const aor_xfer_request *req) {
             l--;
         if (l) {
             char *line = strndup(s, l);
-            t = line ? curl_slist_append(h, line) : NULL;
+            t = line ? CURLAPI->slist_append(h, line) : NULL;
             free(line);
             if (!t)
                 goto fail;
@@ -238,12 +247,12 @@ static struct curl_slist *request_headers(const aor_xfer_request *req) {
         }
         s = nl ? nl + 1 : end;
     }
-    t = curl_slist_append(h, "Expect:");
+    t = CURLAPI->slist_append(h, "Expect:");
     if (!t)
         goto fail;
     return t;
 fail:
-    curl_slist_free_all(h);
+    CURLAPI->slist_free_all(h);
     return NULL;
 }
 
@@ -264,36 +273,36 @@ aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor
     x->arg = arg;
     x->headers = headers;
     CURL *e = x->easy;
-    curl_easy_setopt(e, CURLOPT_URL, req->url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    CURLAPI->easy_setopt(e, CURLOPT_URL, req->url);
+    CURLAPI->easy_setopt(e, CURLOPT_PRIVATE, x);
+    CURLAPI->easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    CURLAPI->easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+    CURLAPI->easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+    CURLAPI->easy_setopt(e, CURLOPT_HEADERDATA, x);
+    CURLAPI->easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    CURLAPI->easy_setopt(e, CURLOPT_WRITEDATA, x);
+    CURLAPI->easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    CURLAPI->easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    CURLAPI->easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    CURLAPI->easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                         req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L);
+    CURLAPI->easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    CURLAPI->easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLAPI->easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     if (req->ca_file)
-        curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
+        CURLAPI->easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
     if (strcmp(req->method, "GET") == 0) {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+        CURLAPI->easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(req->method, "HEAD") == 0) {
-        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+        CURLAPI->easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+        CURLAPI->easy_setopt(e, CURLOPT_POST, 1L);
+        CURLAPI->easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+        CURLAPI->easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
         if (strcmp(req->method, "POST") != 0)
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
+            CURLAPI->easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
     }
-    if (curl_multi_add_handle(u->multi, e) != CURLM_OK)
+    if (CURLAPI->multi_add_handle(u->multi, e) != CURLM_OK)
         goto fail_easy;
     x->next = u->head;
     if (u->head)
@@ -305,7 +314,7 @@ fail_easy:
 fail_x:
     free(x);
 fail_headers:
-    curl_slist_free_all(headers);
+    CURLAPI->slist_free_all(headers);
     return NULL;
 }
 
@@ -314,7 +323,7 @@ void aor_upcurl_resume(aor_xfer *xfer) {
     if (!x->paused)
         return;
     x->paused = 0;
-    curl_easy_pause(x->easy, CURLPAUSE_CONT);
+    CURLAPI->easy_pause(x->easy, CURLPAUSE_CONT);
 }
 
 void aor_upcurl_cancel(aor_xfer *xfer) {
@@ -322,8 +331,8 @@ void aor_upcurl_cancel(aor_xfer *xfer) {
     if (!x)
         return;
     unlink_xfer(x);
-    curl_multi_remove_handle(x->u->multi, x->easy);
+    CURLAPI->multi_remove_handle(x->u->multi, x->easy);
     easy_put(x->u, x->easy);
-    curl_slist_free_all(x->headers);
+    CURLAPI->slist_free_all(x->headers);
     free(x);
 }

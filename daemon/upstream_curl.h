@@ -10,8 +10,9 @@
 
 typedef struct aor_upcurl aor_upcurl;
 
-/* New multi handle on base. Returns NULL on failure (out of memory). The caller frees it
- * with aor_upcurl_free. */
+/* New multi handle on base; loads libcurl on first use (curl_api.h). Returns NULL on
+ * failure (libcurl missing, out of memory; logged). The caller frees it with
+ * aor_upcurl_free. */
 aor_upcurl *aor_upcurl_new(struct event_base *base);
 
 /* Cancels every transfer (without callbacks) and frees u. NULL is a no-op. */

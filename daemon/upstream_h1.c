@@ -1,5 +1,6 @@
 #include "upstream_h1.h"
 
+#include "curl_api.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -132,6 +133,13 @@ static void conn_start(aor_h1 *h, h1_xfer *x);
 static void xfer_fail_later(h1_xfer *x, CURLcode code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Frees a header list a caller built with libcurl (tests; proxy.c sends a block). */
+static void free_slist(struct curl_slist *sl) {
+    const aor_curl_api *api = sl ? aor_curl_api_get() : NULL;
+    if (api)
+        api->slist_free_all(sl);
+}
+
 static long long mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -190,7 +198,7 @@ static void defer(h1_xfer *x, int kind) {
 static void xfer_free(h1_xfer *x) {
     undefer(x);
     unlink_xfer(x);
-    curl_slist_free_all(x->headers);
+    free_slist(x->headers);
     free(x->head);
     free(x->line);
     free(x->held);
@@ -1071,9 +1079,7 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
             return o;
     }
     h1_origin *o = calloc(1, sizeof *o);
-    CURLU *cu = curl_url();
-    char *scheme = NULL, *host = NULL, *port = NULL, *user = NULL;
-    if (!o || !cu)
+    if (!o)
         goto fail;
     o->prefix = strndup(url, n);
     o->ca_file = ca_file ? strdup(ca_file) : NULL;
@@ -1081,50 +1087,42 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
         goto fail;
     o->prefix_len = n;
     o->authority = strstr(o->prefix, "://") + 3;
-    if (strchr(o->authority, '@') || curl_url_set(cu, CURLUPART_URL, o->prefix, 0) != CURLUE_OK ||
-        curl_url_get(cu, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(cu, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(cu, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
-        curl_url_get(cu, CURLUPART_USER, &user, 0) == CURLUE_OK) {
+    /* http_parser's URL parser (the library that parses our HTTP). */
+    struct http_parser_url pu;
+    http_parser_url_init(&pu);
+    if (strchr(o->authority, '@') || http_parser_parse_url(o->prefix, n, 0, &pu) != 0 ||
+        !(pu.field_set & (1 << UF_SCHEMA)) || !(pu.field_set & (1 << UF_HOST)) ||
+        (pu.field_set & (1 << UF_USERINFO))) {
         *why = AOR_H1_UNSUPPORTED;
         goto fail;
     }
-    o->tls = strcmp(scheme, "https") == 0;
-    if (!o->tls && strcmp(scheme, "http") != 0) {
+    const char *scheme = o->prefix + pu.field_data[UF_SCHEMA].off;
+    size_t sl = pu.field_data[UF_SCHEMA].len;
+    if (sl == 5 && strncasecmp(scheme, "https", 5) == 0)
+        o->tls = 1;
+    else if (!(sl == 4 && strncasecmp(scheme, "http", 4) == 0)) {
         *why = AOR_H1_UNSUPPORTED;
         goto fail;
     }
-    size_t hl = strlen(host);
-    if (hl >= 2 && host[0] == '[') {
-        if (memchr(host, '%', hl)) { /* a zone id: leave it to libcurl */
-            *why = AOR_H1_UNSUPPORTED;
-            goto fail;
-        }
-        o->host = strndup(host + 1, hl - 2);
-    } else {
-        o->host = strdup(host);
-    }
-    if (!o->host || strlen(port) >= sizeof o->port)
+    const char *host = o->prefix + pu.field_data[UF_HOST].off;
+    size_t hl = pu.field_data[UF_HOST].len;
+    if (hl == 0 || memchr(host, '%', hl)) { /* an IPv6 zone id: leave it to libcurl */
+        *why = AOR_H1_UNSUPPORTED;
         goto fail;
-    memcpy(o->port, port, strlen(port) + 1);
+    }
+    o->host = strndup(host, hl); /* IPv6 without its brackets */
+    if (!o->host)
+        goto fail;
+    unsigned port = (pu.field_set & (1 << UF_PORT)) ? pu.port : o->tls ? 443 : 80;
+    snprintf(o->port, sizeof o->port, "%u", port);
     unsigned char buf[sizeof(struct in6_addr)];
     o->host_is_ip = inet_pton(AF_INET, o->host, buf) == 1 || inet_pton(AF_INET6, o->host, buf) == 1;
     if (o->tls && !(o->ctx = client_ctx(ca_file)))
         goto fail;
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-    curl_url_cleanup(cu);
     o->next = h->origins;
     h->origins = o;
     return o;
 fail:
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-    curl_free(user);
-    if (cu)
-        curl_url_cleanup(cu);
     if (o)
         origin_free(o);
     return NULL;
@@ -1275,7 +1273,7 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
         req->connect_timeout_ms > 0 ? req->connect_timeout_ms : CONNECT_TIMEOUT_MS;
     x->head = build_head(o, req, &x->head_len);
     if (!x->head) {
-        curl_slist_free_all(x->headers);
+        free_slist(x->headers);
         free(x);
         return NULL;
     }
@@ -1293,7 +1291,7 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
     }
     return &x->base;
 fail_headers:
-    curl_slist_free_all(req->headers);
+    free_slist(req->headers);
     return NULL;
 }
 
