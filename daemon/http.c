@@ -17,7 +17,8 @@ struct aor_http_reader {
     int complete;
     int headers_done;
     int expect_continue;
-    int last_was_value; /* for joining header fragments */
+    int last_was_value;     /* for joining header fragments */
+    size_t nfields_headers; /* fields before the body (the rest are trailer fields) */
     int err_status;
     const char *err_why;
 };
@@ -136,6 +137,10 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
     aor_http_request *q = r->req;
     if (count_header_bytes(r, len) < 0)
         return -1;
+    /* http_parser (non-strict build) takes SP as a name character: "Content-Length : 5" would
+     * be a field it does not frame the body by, forwarded upstream. RFC 9112 §5.1: 400. */
+    if (memchr(at, ' ', len))
+        return fail(r, 400, "whitespace in a request header field name");
     if (q->nfields == 0 || r->last_was_value) {
         if (q->nfields >= AOR_HTTP_MAX_HEADERS)
             return fail(r, 431, "too many request header fields");
@@ -172,6 +177,17 @@ static int on_header_value(http_parser *p, const char *at, size_t len) {
     return 0;
 }
 
+/* Drops the trailing whitespace of the values of fields from..nfields: not part of the value
+ * (RFC 9112 §5.1); http_parser drops only the leading one. */
+static void trim_values(aor_http_request *q, size_t from) {
+    for (size_t i = from; i < q->nfields; i++) {
+        char *v = q->fields[i].value;
+        size_t n = v ? strlen(v) : 0;
+        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            v[--n] = '\0';
+    }
+}
+
 static int on_headers_complete(http_parser *p) {
     aor_http_reader *r = p->data;
     aor_http_request *q = r->req;
@@ -179,6 +195,8 @@ static int on_headers_complete(http_parser *p) {
         if (!q->fields[i].value && append(q, &q->fields[i].value, "", 0) < 0)
             return fail(r, 500, "out of memory");
     }
+    trim_values(q, 0);
+    r->nfields_headers = q->nfields;
     if (!q->url)
         return fail(r, 400, "request without a target");
     if (p->content_length != (uint64_t)-1 && p->content_length > r->body_max &&
@@ -214,6 +232,7 @@ static int on_body(http_parser *p, const char *at, size_t len) {
 
 static int on_message_complete(http_parser *p) {
     aor_http_reader *r = p->data;
+    trim_values(r->req, r->nfields_headers); /* trailer fields */
     r->req->keep_alive = http_should_keep_alive(p);
     r->complete = 1;
     http_parser_pause(p, 1);

@@ -878,10 +878,19 @@ fail:
 
 static char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
     char *q = query_without_key(p->query);
-    size_t need = strlen(pc->base_url) + strlen(rel) + (q ? strlen(q) : 0) + 3;
-    char *url = malloc(need);
-    if (url)
-        snprintf(url, need, "%s%s%s%s", pc->base_url, rel, q && *q ? "?" : "", q ? q : "");
+    size_t lb = strlen(pc->base_url), lr = strlen(rel), lq = q ? strlen(q) : 0;
+    char *url = malloc(lb + lr + lq + 2);
+    if (url) {
+        memcpy(url, pc->base_url, lb);
+        memcpy(url + lb, rel, lr);
+        size_t at = lb + lr;
+        if (lq) {
+            url[at++] = '?';
+            memcpy(url + at, q, lq);
+            at += lq;
+        }
+        url[at] = '\0';
+    }
     free(q);
     return url;
 }

@@ -217,7 +217,9 @@ static void xfer_end(h1_xfer *x, CURLcode code, const char *errtext) {
     void *arg = x->arg;
     long status = x->status;
     char text[sizeof x->errtext];
-    snprintf(text, sizeof text, "%s", errtext ? errtext : "");
+    size_t tl = errtext ? strnlen(errtext, sizeof text - 1) : 0;
+    memcpy(text, errtext ? errtext : "", tl); /* errtext may live in x */
+    text[tl] = '\0';
     xfer_free(x);
     cb.on_done(arg, code, status, text);
 }
