@@ -23,9 +23,16 @@
 /* Headers of an upstream answer: each name and value in one block ("name\0value"),
  * split once when the line arrives, so routing, usage and classification read them
  * without copies (docs/performance.md). */
+typedef struct hdr_chunk {
+    struct hdr_chunk *next;
+    size_t used, cap;
+    char data[];
+} hdr_chunk;
+
 typedef struct {
     aor_header *h;
     size_t n, cap;
+    hdr_chunk *mem; /* where the names and values live: one malloc for most answers */
 } hdr_set;
 
 typedef enum {
@@ -82,8 +89,11 @@ struct aor_proxy {
 static int start_next(aor_proxy *p);
 
 static void hset_clear(hdr_set *s) {
-    for (size_t i = 0; i < s->n; i++)
-        free((char *)s->h[i].name);
+    for (hdr_chunk *c = s->mem; c;) {
+        hdr_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
     free(s->h);
     memset(s, 0, sizeof *s);
 }
@@ -102,9 +112,19 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
         s->h = h;
         s->cap = cap;
     }
-    char *blk = malloc(len + 1);
-    if (!blk)
-        return;
+    hdr_chunk *c = s->mem;
+    if (!c || c->cap - c->used < len + 1) {
+        size_t cap = len + 1 > 2048 ? len + 1 : 2048;
+        hdr_chunk *n = malloc(sizeof *n + cap);
+        if (!n)
+            return;
+        n->next = c;
+        n->used = 0;
+        n->cap = cap;
+        s->mem = c = n;
+    }
+    char *blk = c->data + c->used;
+    c->used += len + 1;
     memcpy(blk, line, len);
     blk[len] = '\0';
     size_t nl = (size_t)(colon - line), v = nl + 1;
@@ -118,8 +138,9 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
 
 /* The value of the first header called name (case-insensitive), or NULL. */
 static const char *hset_get(const hdr_set *s, const char *name) {
+    char first = (char)(name[0] | 0x20);
     for (size_t i = 0; i < s->n; i++)
-        if (strcasecmp(s->h[i].name, name) == 0)
+        if ((char)(s->h[i].name[0] | 0x20) == first && strcasecmp(s->h[i].name, name) == 0)
             return s->h[i].value;
     return NULL;
 }
