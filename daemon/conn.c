@@ -371,8 +371,11 @@ static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tl
         }
         /* The leaf for clients that send no SNI: the host the shim saw. */
         aor_tls_set_conn_host(ssl, pre->host[0] ? pre->host : pre->ip);
+        /* No deferred callbacks: answers leave through the flush event (stage), never
+         * from inside a bufferevent callback, so OpenSSL cannot report an error into a
+         * half-written answer; a deferred read would cost a loop round per request. */
         bev = bufferevent_openssl_socket_new(d->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+                                             BEV_OPT_CLOSE_ON_FREE);
         if (!bev) {
             SSL_free(ssl);
             close(fd);
