@@ -8,6 +8,7 @@
  * strips inline `; comments` and whitespace, and calls on_option() right after the
  * reader returned the line, so c->lineno is the option's line.
  * Reference: docs/config.md. */
+#include "breaker.h"
 #include "config_int.h"
 
 #include <ctype.h>
@@ -460,8 +461,8 @@ static void opt_routing(aor_cfg_parse_ctx *c, size_t line, int id, const char *v
         return;
     }
     case R_BREAKER_FAILURES:
-        if (aor_cfg_parse_long(v, 1, 1000000, &n) != 0)
-            err_number(c, line, opt, v, "a whole number from 1 to 1000000");
+        if (aor_cfg_parse_long(v, 1, AOR_BREAKER_FAILURES_MAX, &n) != 0)
+            err_number(c, line, opt, v, "a whole number from 1 to 1000");
         else
             cfg->breaker_failures = (int)n;
         return;

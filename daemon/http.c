@@ -205,7 +205,14 @@ static int on_headers_complete(http_parser *p) {
     q->method = p->method;
     q->http_major = p->http_major;
     q->http_minor = p->http_minor;
-    q->upgrade = aor_http_request_field(q, "upgrade") != NULL;
+    const char *up = aor_http_request_field(q, "upgrade");
+    if (up && strcasecmp(up, "h2c") == 0) {
+        /* curl --http2 asks for h2c; a server may ignore that and answer in HTTP/1.1
+         * (RFC 9110 §7.8), which is what aor does: read the body as usual. */
+        p->upgrade = 0;
+        up = NULL;
+    }
+    q->upgrade = up != NULL;
     const char *expect = aor_http_request_field(q, "expect");
     if (expect && strcasecmp(expect, "100-continue") == 0)
         r->expect_continue = 1;
@@ -390,19 +397,11 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
 }
 
 int aor_http_is_hop_header(const char *name) {
-    static const char *const hop[] = {"connection",
-                                      "keep-alive",
-                                      "proxy-connection",
-                                      "proxy-authenticate",
-                                      "proxy-authorization",
-                                      "te",
-                                      "trailer",
-                                      "trailers",
-                                      "transfer-encoding",
-                                      "upgrade",
-                                      "host",
-                                      "content-length",
-                                      "expect"};
+    static const char *const hop[] = {
+        "connection",          "keep-alive", "proxy-connection", "proxy-authenticate",
+        "proxy-authorization", "te",         "trailer",          "trailers",
+        "transfer-encoding",   "upgrade",    "http2-settings",   "host",
+        "content-length",      "expect"};
     /* Every forwarded header line passes here: compare the first letter before the whole
      * name, so most names ("x-...", "date") cost no strcasecmp (docs/performance.md). */
     char first = (char)(name[0] | 0x20);

@@ -71,6 +71,7 @@ struct aor_proxy {
     hdr_set hdrs; /* the answer's headers */
     struct evbuffer *held;
     int chunked_out;
+    int no_body;   /* the answer has no body: HEAD, 204, 304 (RFC 9110 §6.4.1) */
     int committed; /* a byte went to the client */
     int sse_error; /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
@@ -273,7 +274,7 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     const char *reason = aor_http_reason((int)status);
     const char *prov = cand_provider(p, cand);
     size_t lreason = strlen(reason), lprov = strlen(prov), lkey = strlen(cand->key_name);
-    if (content_length >= 0) {
+    if (content_length >= 0 || p->no_body) {
         p->chunked_out = 0;
     } else if (aor_conn_http10(p->c)) {
         p->chunked_out = 0;
@@ -377,6 +378,7 @@ static void reset_attempt(aor_proxy *p) {
     p->mode = MODE_HEADERS;
     p->sse_error = 0;
     p->cut = 0;
+    p->no_body = 0;
     if (p->held)
         evbuffer_drain(p->held, evbuffer_get_length(p->held));
 }
@@ -422,6 +424,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             p->mode = MODE_SSE_PEEK;
         } else {
             p->mode = MODE_STREAM;
+            p->no_body = p->req->method == HTTP_HEAD || p->status == 204 || p->status == 304;
             const char *cl = hset_get(&p->hdrs, "content-length");
             long long n = -1;
             if (cl) {
@@ -431,6 +434,8 @@ static void on_up_header(void *arg, const char *line, size_t len) {
                 if (!errno && end != cl && *end == '\0' && v >= 0)
                     n = v;
             }
+            if (p->status == 204)
+                n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
             record(p, p->cand, AOR_KIND_OK, -1);
             write_head(p, p->status, &p->hdrs, p->cand, n);
         }
@@ -503,6 +508,10 @@ static int first_event_is_error(aor_proxy *p, size_t evlen) {
 
 static size_t on_up_data(void *arg, const char *data, size_t len) {
     aor_proxy *p = arg;
+    /* Flow control: a paused transfer keeps the bytes and delivers them again on resume
+     * (libcurl's CURL_WRITEFUNC_PAUSE), so pause before writing, never after. */
+    if (p->mode == MODE_STREAM && aor_conn_output_len(p->c) > OUT_HIGH_WATERMARK)
+        return CURL_WRITEFUNC_PAUSE;
     switch (p->mode) {
     case MODE_HEADERS:
         return len; /* body of a 1xx: none */
@@ -537,8 +546,6 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         write_body(p, data, len);
         break;
     }
-    if (aor_conn_output_len(p->c) > OUT_HIGH_WATERMARK)
-        return CURL_WRITEFUNC_PAUSE;
     return len;
 }
 
@@ -609,7 +616,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         }
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
-        finish(p, p->chunked_out || hset_get(&p->hdrs, "content-length"));
+        finish(p, p->chunked_out || p->no_body || hset_get(&p->hdrs, "content-length"));
         return;
     }
     aor_verdict v;
@@ -850,15 +857,33 @@ static void client_id(const char *cred, size_t len, char out[65]) {
     memcpy(client_ids[slot].hex, out, 65);
 }
 
+/* 1 when name is one of the comma-separated tokens of a Connection header value: a
+ * header the client meant for aor only (RFC 9110 §7.6.1), not to be forwarded. */
+static int listed_in_connection(const char *conn, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *s = conn; *s;) {
+        while (*s == ' ' || *s == '\t' || *s == ',')
+            s++;
+        size_t l = strcspn(s, ", \t");
+        if (l == nl && strncasecmp(s, name, nl) == 0)
+            return 1;
+        s += l;
+    }
+    return 0;
+}
+
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
  * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
  * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
 static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_candidate *cand,
                          hblock *hb) {
     const aor_http_request *req = p->req;
+    const char *conn = aor_http_request_field(req, "connection");
     for (size_t i = 0; i < req->nfields; i++) {
         const char *name = req->fields[i].name;
         if (aor_http_is_hop_header(name) || strcasecmp(name, "accept-encoding") == 0)
+            continue;
+        if (conn && listed_in_connection(conn, name))
             continue;
         if (cand->key >= 0 && aor_dialect_is_auth_header(name))
             continue;

@@ -100,6 +100,7 @@ struct h1_xfer {
     int complete;  /* the answer is complete */
     int cut;       /* on_data refused bytes: stop */
     int retried;
+    int switched; /* the upstream answered 101 Switching Protocols */
     int leftover; /* bytes followed the answer: the connection is not reusable */
     long status;
     int lstate; /* header line being built: LS_* */
@@ -495,7 +496,11 @@ static int on_body(http_parser *p, const char *at, size_t len) {
 
 static int on_message_complete(http_parser *p) {
     h1_xfer *x = parser_xfer(p);
-    if (p->status_code >= 100 && p->status_code < 200 && p->status_code != 101)
+    if (p->status_code == 101) {
+        x->switched = 1; /* aor never asks to switch protocols: not an answer */
+        return -1;
+    }
+    if (p->status_code >= 100 && p->status_code < 200)
         return 0; /* an interim answer: the real one follows */
     x->complete = 1;
     http_parser_pause(p, 1); /* stop here: execute returns the bytes of this answer */
@@ -590,6 +595,11 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
         char text[256];
         if (x->cut)
             snprintf(text, sizeof text, "transfer stopped by aor");
+        else if (x->switched)
+            snprintf(text, sizeof text,
+                     "%s answered 101 Switching Protocols to a request that asked for no "
+                     "protocol switch",
+                     x->o->prefix);
         else
             snprintf(text, sizeof text, "not a valid HTTP/1.1 answer from %s: %s", x->o->prefix,
                      http_errno_description(e));

@@ -1,0 +1,273 @@
+"""Upstream answers a test scripts byte for byte (a raw HTTP/1.1 server written here, on
+loopback), through the sidecar: what the client gets must be exactly what it should.
+Regressions from a hostile review of the direct upstream path (docs/architecture.md,
+"Upstream"): a slow reader must get every byte once (flow control), a 204 has no body,
+a 101 is not an answer, curl's h2c upgrade offer is answered in HTTP/1.1, and headers a
+client names in Connection stay with aor."""
+import hashlib
+import re
+import socket
+import threading
+import time
+
+import aortest
+from aortest import check, eq
+
+BODY = b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
+
+
+class RawUpstream:
+    """Accepts connections on 127.0.0.1 and runs handler(sock, n) for each in a thread
+    (n counts connections from 0). .heads collects the request heads read with
+    read_request."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = 0
+        self.heads = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            n = self.conns
+            self.conns += 1
+            threading.Thread(target=self._run, args=(s, n), daemon=True).start()
+
+    def _run(self, s, n):
+        try:
+            self.handler(s, n)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def read_request(self, s, timeout=20):
+        """One request (head + Content-Length body); (head, body) or (None, None) at EOF."""
+        s.settimeout(timeout)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return None, None
+            buf += d
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+        n = int(m.group(1)) if m else 0
+        while len(rest) < n:
+            d = s.recv(65536)
+            if not d:
+                break
+            rest += d
+        self.heads.append(head)
+        return head, rest
+
+    def close(self):
+        self.lsock.close()
+
+
+def start(env, up, extra_env=None):
+    port = aortest.free_port()
+    env.set_keys(OPENAI_API_KEY="sk-" + "test-raw-upstream")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "a"]
+        env = OPENAI_API_KEY
+        [provider "openai"]
+        dialect = openai
+        base_url = http://127.0.0.1:{up.port}
+        keys = a
+        models = *
+        """)
+    return env.start_daemon(extra_env=extra_env)
+
+
+def request(extra=b"", body=BODY, path=b"/v1/chat/completions"):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nAuthorization: Bearer client\r\n" + extra +
+            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def read_answer(s, timeout=20):
+    """One answer from a raw client socket: (status, head bytes, body bytes); the body by
+    Content-Length, chunked encoding, or to EOF; (0, b"", b"") when nothing came."""
+    s.settimeout(timeout)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            return 0, b"", b""
+        buf += d
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    status = int(head.split(b" ", 2)[1])
+    m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+    if status in (204, 304) or (100 <= status < 200):
+        return status, head, rest
+    if m:
+        n = int(m.group(1))
+        while len(rest) < n:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            rest += d
+        return status, head, rest
+    if re.search(rb"(?i)\r\ntransfer-encoding:\s*chunked", head):
+        out = b""
+        while True:
+            while b"\r\n" not in rest:
+                rest += s.recv(65536)
+            size_line, rest = rest.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            while len(rest) < size + 2:
+                rest += s.recv(65536)
+            out += rest[:size]
+            rest = rest[size + 2:]
+            if size == 0:
+                return status, head, out
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return status, head, rest
+        rest += d
+
+
+def numbered(n):
+    """n bytes in which every 8 KiB block starts with its number: a block sent twice or
+    lost shows at once."""
+    pat = hashlib.sha256(b"aor").digest() * 256
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += i.to_bytes(8, "big") + pat[:8184]
+        i += 1
+    return bytes(out[:n])
+
+
+def slow_reader(env, extra_env):
+    size = 6 << 20  # well over aord's 1 MiB output high-water mark
+    payload = numbered(size)
+
+    def handler(s, n):
+        up.read_request(s)
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % size)
+        s.sendall(payload)
+
+    up = RawUpstream(handler)
+    d = start(env, up, extra_env)
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c.connect(("127.0.0.1", d.port))
+    c.sendall(request())
+    time.sleep(1.0)  # aord's output fills up and the upstream transfer pauses
+    status, head, body = read_answer(c, timeout=30)
+    c.close()
+    eq(status, 200, "status")
+    eq(len(body), size, "body bytes (Content-Length %d)" % size)
+    check(body == payload, "the body is the upstream's, every block once")
+    up.close()
+
+
+def test_slow_reader_gets_every_byte_once_direct(env):
+    slow_reader(env, None)
+
+
+def test_slow_reader_gets_every_byte_once_libcurl(env):
+    slow_reader(env, {"AOR_UPSTREAM": "curl"})
+
+
+def test_204_has_no_body_and_the_connection_goes_on(env):
+    answers = [b"HTTP/1.1 204 No Content\r\nX-Up: 1\r\n\r\n",
+               b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"]
+
+    def handler(s, n):
+        for a in answers:
+            if up.read_request(s)[0] is None:
+                return
+            s.sendall(a)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    c = socket.create_connection(("127.0.0.1", d.port))
+    c.sendall(request())
+    status, head, rest = read_answer(c)
+    eq(status, 204, "first status")
+    check(b"x-up: 1" in head.lower(), "the upstream's header is forwarded")
+    check(b"transfer-encoding" not in head.lower(), "no Transfer-Encoding on a 204: %r" % head)
+    check(b"content-length" not in head.lower(), "no Content-Length on a 204: %r" % head)
+    eq(rest, b"", "bytes after the 204's head")
+    c.sendall(request())
+    status, head, body = read_answer(c)
+    eq((status, body), (200, b"{}"), "second answer on the same connection")
+    c.close()
+    up.close()
+
+
+def test_101_from_upstream_is_not_an_answer(env):
+    def handler(s, n):
+        if up.read_request(s)[0] is not None:
+            s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\n\r\n")
+            time.sleep(0.5)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    status, headers, body = d.http("POST", "/v1/chat/completions", BODY,
+                                   {"Content-Type": "application/json"})
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+    eq(status, 502, "status when the only upstream switches protocols (%s)" % text[:200])
+    check("upstream" in text.lower(), "the answer says what went wrong: %s" % text[:300])
+    up.close()
+
+
+def test_h2c_upgrade_offer_is_answered_in_http11(env):
+    def handler(s, n):
+        while up.read_request(s)[0] is not None:
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 11\r\n\r\n{\"ok\":true}")
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    c = socket.create_connection(("127.0.0.1", d.port))
+    c.sendall(request(b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                      b"HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"))
+    status, head, body = read_answer(c)
+    c.close()
+    eq((status, body), (200, b'{"ok":true}'), "answer to a request offering h2c")
+    eq(len(up.heads), 1, "requests upstream")
+    h = up.heads[0].lower()
+    check(b"upgrade" not in h and b"http2-settings" not in h,
+          "the upgrade offer is not forwarded: %r" % up.heads[0])
+    # curl --http2 makes the same offer
+    rc, out, err = env.run_client(
+        ["curl", "-sS", "--http2", "-H", "Content-Type: application/json", "--data-binary",
+         BODY.decode(), "http://127.0.0.1:%d/v1/chat/completions" % d.port], preload=False)
+    eq((rc, out.strip()), (0, '{"ok":true}'), "curl --http2 (%s)" % err.strip())
+    up.close()
+
+
+def test_headers_named_in_connection_stay_with_aor(env):
+    def handler(s, n):
+        while up.read_request(s)[0] is not None:
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    c = socket.create_connection(("127.0.0.1", d.port))
+    c.sendall(request(b"Connection: keep-alive, X-Private\r\nX-Private: 1\r\nX-Public: 2\r\n"))
+    status, head, body = read_answer(c)
+    c.close()
+    eq(status, 200, "status")
+    h = up.heads[0].lower()
+    check(b"x-private" not in h, "a header named in Connection is not forwarded: %r" % h)
+    check(b"x-public: 2" in h, "other headers are: %r" % h)
+    up.close()
