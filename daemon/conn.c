@@ -29,6 +29,7 @@
 
 struct aor_conn {
     aor_daemon *d;
+    struct aor_conn *prev, *next; /* d->conns */
     struct bufferevent *bev;
     int via_shim;
     aor_preamble pre;
@@ -86,6 +87,12 @@ typedef struct {
 } pending_unix;
 
 static void conn_free(aor_conn *c) {
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (c->d->conns == c)
+        c->d->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     if (c->proxy)
         aor_proxy_cancel(c->proxy);
     if (c->rev)
@@ -335,6 +342,10 @@ static aor_conn *conn_new(aor_daemon *d, struct bufferevent *bev, int plain) {
         bufferevent_enable(bev, EV_READ | EV_WRITE);
     }
     d->m.connections++;
+    c->next = d->conns;
+    if (d->conns)
+        d->conns->prev = c;
+    d->conns = c;
     return c;
 fail:
     if (c->rev)
@@ -560,4 +571,9 @@ void aor_conn_abort(aor_conn *c) {
         return;
     }
     conn_release(c);
+}
+
+void aor_conn_close_all(aor_daemon *d) {
+    while (d->conns)
+        conn_free(d->conns); /* unlinks itself */
 }

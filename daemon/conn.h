@@ -19,6 +19,10 @@ void aor_conn_accept_unix(aor_daemon *d, int fd);
 /* Takes over fd accepted on the sidecar listener (peer uid already checked). */
 void aor_conn_accept_tcp(aor_daemon *d, int fd);
 
+/* Closes every open client connection now (requests in flight are cancelled, no
+ * answer is sent): the last step of a shutdown, before the upstream is freed. */
+void aor_conn_close_all(aor_daemon *d);
+
 /* The connection's output buffer (the response goes there). */
 struct evbuffer *aor_conn_output(aor_conn *c);
 

@@ -38,6 +38,7 @@ typedef struct aor_daemon {
     int tcp_port;         /* bound sidecar port (0 when off) */
     aor_metrics m;
     double started;
+    struct aor_conn *conns; /* open client connections (daemon/conn.c), for shutdown */
 } aor_daemon;
 
 #endif

@@ -1,6 +1,7 @@
 /* aord: the per-user routing daemon (spec §1, §9). */
 #include "admin.h"
 #include "clock.h"
+#include "conn.h"
 #include "daemon.h"
 #include "listen.h"
 #include "log.h"
@@ -277,6 +278,7 @@ out_listen:
         unlink(hosts);
     }
 out_up:
+    aor_conn_close_all(&d);
     aor_upstream_free(d.up);
 out_rs:
     aor_rstate_close(d.rs);
