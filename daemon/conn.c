@@ -577,3 +577,13 @@ void aor_conn_close_all(aor_daemon *d) {
     while (d->conns)
         conn_free(d->conns); /* unlinks itself */
 }
+
+void aor_conn_flush(aor_conn *c) {
+    if (!c->flush_pending)
+        return;
+    /* As inside process_input: a write error only marks c dead, the caller's
+     * aor_conn_response_done / aor_conn_abort frees it. */
+    c->depth++;
+    on_flush(-1, EV_WRITE, c); /* the activated event then finds nothing to do */
+    c->depth--;
+}

@@ -38,6 +38,11 @@ void aor_conn_abort(aor_conn *c);
  * (flow control); cb NULL to stop. */
 void aor_conn_on_drain(aor_conn *c, void (*cb)(void *arg), void *arg);
 
+/* Sends what the answer staged so far now instead of at the end of this event-loop
+ * pass. The connection is not freed by this while a response is in progress (the caller
+ * still holds it); a write error is handled as usual (the client is gone). */
+void aor_conn_flush(aor_conn *c);
+
 /* Bytes waiting in the output buffer. */
 size_t aor_conn_output_len(aor_conn *c);
 

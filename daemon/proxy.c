@@ -181,6 +181,9 @@ static const char *cand_provider(const aor_proxy *p, const aor_candidate *c) {
 static void finish(aor_proxy *p, int keep_alive) {
     aor_conn *c = p->c;
     int ka = keep_alive && p->req->keep_alive;
+    /* The answer is complete: send it now, before the clean-up below, not at the end
+     * of this loop pass (the client waits for it; docs/performance.md). */
+    aor_conn_flush(c);
     proxy_free(p);
     aor_conn_response_done(c, ka);
 }

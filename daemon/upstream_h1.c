@@ -973,8 +973,13 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg) {
     if (result != 0 || !res) {
         if (res)
             evutil_freeaddrinfo(res);
+        /* libevent's texts for these are the BSD ones; say it plainly. */
+        const char *why = result == EVUTIL_EAI_NONAME  ? "no such host name"
+                          : result == EVUTIL_EAI_AGAIN ? "temporary failure of the DNS lookup"
+                          : result == EVUTIL_EAI_FAIL  ? "the DNS server failed"
+                                                       : evutil_gai_strerror(result);
         xfer_fail_later(x, CURLE_COULDNT_RESOLVE_HOST, "could not resolve host %s: %s", c->o->host,
-                        evutil_gai_strerror(result));
+                        why);
         return;
     }
     c->ai = c->ai_next = res;
