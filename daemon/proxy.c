@@ -408,6 +408,8 @@ static void observe_usage(aor_proxy *p) {
 
 static void on_up_header(void *arg, const char *line, size_t len) {
     aor_proxy *p = arg;
+    if (p->mode != MODE_HEADERS)
+        return; /* after the final header block: trailers (libcurl reports them here) */
     if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         /* A new status line (also after 1xx): forget earlier headers. */
         hset_clear(&p->hdrs);

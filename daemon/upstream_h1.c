@@ -113,7 +113,9 @@ struct h1_xfer {
     char errtext[256];
 };
 
-enum { LS_NONE = 0, LS_STATUS_START, LS_STATUS, LS_FIELD, LS_VALUE };
+/* LS_TRAILER: the header block was handed on; fields now are a chunked body's trailer
+ * section, which is not passed on (on_header has no place for it after the empty line). */
+enum { LS_NONE = 0, LS_STATUS_START, LS_STATUS, LS_FIELD, LS_VALUE, LS_TRAILER };
 
 struct aor_h1 {
     struct event_base *base;
@@ -426,6 +428,8 @@ static int on_status(http_parser *p, const char *at, size_t len) {
 
 static int on_header_field(http_parser *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
+    if (x->lstate == LS_TRAILER)
+        return 0;
     if (x->lstate != LS_FIELD && emit_line(x, p) != 0)
         return -1;
     x->lstate = LS_FIELD;
@@ -434,6 +438,8 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
 
 static int on_header_value(http_parser *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
+    if (x->lstate == LS_TRAILER)
+        return 0;
     if (x->lstate == LS_FIELD) {
         if (line_add(x, ": ", 2) != 0)
             return -1;
@@ -449,13 +455,17 @@ static int on_headers_complete(http_parser *p) {
     if (emit_line(x, p) != 0)
         return -1;
     x->status = p->status_code;
+    x->lstate = LS_TRAILER;
     x->in_cb++;
     x->cb.on_header(x->arg, "", 0);
     x->in_cb--;
     if (x->cancelled)
         return -1;
-    /* 1: no body (the answer to HEAD); http_parser knows 1xx, 204 and 304 itself. */
-    return x->is_head ? 1 : 0;
+    /* 1: no body. RFC 9112 §6.3: the answer to HEAD and every 1xx, 204 or 304 answer end
+     * at the empty line whatever their fields say; http_parser skips the body of these
+     * only when it has no Content-Length or chunked Transfer-Encoding. */
+    unsigned st = p->status_code;
+    return x->is_head || st / 100 == 1 || st == 204 || st == 304 ? 1 : 0;
 }
 
 static int hold(h1_xfer *x, const char *at, size_t len) {

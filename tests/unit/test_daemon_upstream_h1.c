@@ -841,6 +841,34 @@ static void test_100_continue(void **state) {
     assert_int_equal(f->accepted, 1);
 }
 
+/* Trailer fields of a chunked answer are not header lines: nothing comes after the
+ * empty line that ends the header block (found by fuzz_upstream). */
+static void test_trailers_are_not_headers(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY,
+           "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "2\r\nhi\r\n0\r\nX-T1: a\r\nX-T2: b\r\n\r\n");
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 200, "hi");
+    assert_lines(&f->r[0], "HTTP/1.1 200 OK", "Transfer-Encoding: chunked", "", NULL);
+    assert_int_equal(f->r[0].nlines, 3);
+}
+
+/* A 204 ends at its empty line whatever its fields say (RFC 9112 §6.3): a
+ * Content-Length on it must not swallow the next answer (found by fuzz_upstream). */
+static void test_204_with_content_length(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n");
+    script(f, 0, 1, ACT_REPLY, OK2);
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 204, "");
+    get(f, &f->r[1], plain_url(f, 0, "/"));
+    assert_ok(&f->r[1], 200, "ok");
+    assert_int_equal(f->accepted, 1);
+}
+
 static void test_204_no_body(void **state) {
     fx *f = *state;
     srv_listen(f, NULL);
@@ -1808,6 +1836,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_start_from_on_done, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_head, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trailers_are_not_headers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_204_with_content_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ipv6_literal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_1mib_partial_send, setup, teardown),
