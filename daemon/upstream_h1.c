@@ -87,8 +87,7 @@ struct h1_xfer {
     h1_conn *c;
     aor_xfer_callbacks cb;
     void *arg;
-    struct curl_slist *headers; /* owned until the end (the request head copies them) */
-    char *head;                 /* the request head */
+    char *head; /* the request head */
     size_t head_len;
     const char *body;
     size_t body_len;
@@ -201,7 +200,6 @@ static void defer(h1_xfer *x, int kind) {
 static void xfer_free(h1_xfer *x) {
     undefer(x);
     unlink_xfer(x);
-    free_slist(x->headers);
     free(x->head);
     free(x->line);
     free(x->held);
@@ -1292,15 +1290,14 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
     x->o = o;
     x->cb = *cb;
     x->arg = arg;
-    x->headers = req->headers;
     x->body = req->body ? req->body : "";
     x->body_len = req->body_len;
     x->is_head = strcmp(req->method, "HEAD") == 0;
     x->connect_timeout_ms =
         req->connect_timeout_ms > 0 ? req->connect_timeout_ms : CONNECT_TIMEOUT_MS;
     x->head = build_head(o, req, &x->head_len);
+    free_slist(req->headers); /* copied into the head */
     if (!x->head) {
-        free_slist(x->headers);
         free(x);
         return NULL;
     }
