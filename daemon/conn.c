@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,9 +270,15 @@ static void on_flush(evutil_socket_t fd, short what, void *arg) {
             return;
         }
     }
+    int was_empty = evbuffer_get_length(out) == 0;
     evbuffer_add_buffer(out, c->stage);
-    if (c->plain)
+    if (c->plain) {
         bufferevent_enable(c->bev, EV_WRITE);
+    } else if (was_empty) {
+        /* bufferevent_openssl writes only from its write event, which waits for the next
+         * epoll_wait: run it in this pass instead (the socket is writable as a rule). */
+        event_active(&c->bev->ev_write, EV_WRITE, 1);
+    }
 }
 
 static void on_stage(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
