@@ -251,8 +251,6 @@ static void on_write(struct bufferevent *bev, void *arg) {
     after_write(c);
 }
 
-static void on_event(struct bufferevent *bev, short what, void *arg);
-
 static void on_flush(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
     c->flush_pending = 0;

@@ -411,3 +411,14 @@ int aor_http_is_hop_header(const char *name) {
     }
     return 0;
 }
+
+char *aor_http_put_dec(char *d, unsigned long long v) {
+    char tmp[20];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(d, tmp + i, sizeof tmp - i);
+    return d + (sizeof tmp - i);
+}

@@ -69,6 +69,10 @@ char *aor_http_request_path(const aor_http_request *req);
 int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
                             const char *const *extra, const char *body, size_t len, int keep_alive);
 
+/* Writes the decimal digits of v at d (no NUL; at most 20 bytes) and returns the end:
+ * for status codes and lengths in heads built without printf (docs/performance.md). */
+char *aor_http_put_dec(char *d, unsigned long long v);
+
 /* Reason phrase for a status code ("OK", "Too Many Requests", ...); never NULL. */
 const char *aor_http_reason(int status);
 

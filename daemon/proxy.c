@@ -71,7 +71,7 @@ struct aor_proxy {
     hdr_set hdrs; /* the answer's headers */
     struct evbuffer *held;
     int chunked_out;
-    int no_body;   /* the answer has no body: HEAD, 204, 304 (RFC 9110 §6.4.1) */
+    int no_body;   /* the answer has no body: to HEAD, or a 204 (RFC 9110 §6.4.1) */
     int committed; /* a byte went to the client */
     int sse_error; /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
@@ -230,9 +230,6 @@ static int forward_header(const char *name) {
     return 1;
 }
 
-/* Appends a string literal without formatting. */
-#define ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
-
 /* Appends "<len in hex>\r\n", a chunk header (RFC 9112 §7.1), without printf. */
 static void add_chunk_size(struct evbuffer *out, size_t len) {
     char buf[2 * sizeof len + 2];
@@ -244,21 +241,6 @@ static void add_chunk_size(struct evbuffer *out, size_t len) {
         len >>= 4;
     } while (len);
     evbuffer_add(out, buf + i, sizeof buf - i);
-}
-
-/* Decimal text of v at d (no NUL); returns the end. d needs room for 20 bytes. */
-static char *put_num(char *d, long long v) {
-    char tmp[24];
-    size_t i = sizeof tmp;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        tmp[--i] = '-';
-    memcpy(d, tmp + i, sizeof tmp - i);
-    return d + (sizeof tmp - i);
 }
 
 static char *put(char *d, const char *s, size_t n) {
@@ -297,7 +279,7 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     }
     char *d = v.iov_base;
     d = PUT_LIT(d, "HTTP/1.1 ");
-    d = put_num(d, status);
+    d = aor_http_put_dec(d, (unsigned long long)status);
     *d++ = ' ';
     d = put(d, reason, lreason);
     d = PUT_LIT(d, "\r\n");
@@ -315,11 +297,11 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     d = PUT_LIT(d, "\r\nx-aor-key: ");
     d = put(d, cand->key_name, lkey);
     d = PUT_LIT(d, "\r\nx-aor-attempts: ");
-    d = put_num(d, p->attempts);
+    d = aor_http_put_dec(d, (unsigned long long)p->attempts);
     d = PUT_LIT(d, "\r\n");
     if (content_length >= 0) {
         d = PUT_LIT(d, "Content-Length: ");
-        d = put_num(d, content_length);
+        d = aor_http_put_dec(d, (unsigned long long)content_length);
         d = PUT_LIT(d, "\r\n");
     } else if (p->chunked_out) {
         d = PUT_LIT(d, "Transfer-Encoding: chunked\r\n");
@@ -415,7 +397,6 @@ static void on_up_header(void *arg, const char *line, size_t len) {
         hset_clear(&p->hdrs);
         const char *sp = memchr(line, ' ', len);
         p->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        p->mode = MODE_HEADERS;
         return;
     }
     if (len == 0) {
@@ -429,7 +410,8 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             p->mode = MODE_SSE_PEEK;
         } else {
             p->mode = MODE_STREAM;
-            p->no_body = p->req->method == HTTP_HEAD || p->status == 204 || p->status == 304;
+            /* (a 304 is not 2xx: it is buffered and sent with its length, 0) */
+            p->no_body = p->req->method == HTTP_HEAD || p->status == 204;
             const char *cl = hset_get(&p->hdrs, "content-length");
             long long n = -1;
             if (cl) {

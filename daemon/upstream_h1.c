@@ -1,6 +1,7 @@
 #include "upstream_h1.h"
 
 #include "curl_api.h"
+#include "http.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -1210,14 +1211,8 @@ static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t 
     if (req->header_block)
         HEAD_PUT(req->header_block, req->header_block_len);
     if (with_length || req->body_len) {
-        char num[24];
-        size_t i = sizeof num, v = req->body_len;
-        do {
-            num[--i] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
         HEAD_PUT("Content-Length: ", sizeof "Content-Length: " - 1);
-        HEAD_PUT(num + i, sizeof num - i);
+        at = (size_t)(aor_http_put_dec(head + at, req->body_len) - head);
         HEAD_PUT("\r\n", 2);
     }
     HEAD_PUT("\r\n", 3);
