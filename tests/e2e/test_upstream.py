@@ -11,6 +11,7 @@ import threading
 import urllib.parse
 
 import aortest
+import test_walk
 from aortest import check, eq
 
 T0 = 1800000000
@@ -148,25 +149,7 @@ def setup(env, daemon_env=None):
     process's scrubbed one without AOR_UPSTREAM, plus daemon_env.  Returns (mock, d)."""
     mock = env.start_mock(tls=False)
     env.env.pop("AOR_UPSTREAM", None)  # each test picks its path itself
-    port = aortest.free_port()
-    env.set_keys(KEY_A="key-a-secret", KEY_B="key-b-secret")
-    env.write_config(f"""
-        [daemon]
-        listen = 127.0.0.1:{port}
-        [key "A"]
-        env = KEY_A
-        priority = 0
-        [key "B"]
-        env = KEY_B
-        priority = 1
-        [provider "openai"]
-        dialect = openai
-        base_url = {mock.plain_url}
-        keys = A, B
-        models = {MODEL}
-        """)
-    d = env.start_daemon(fake_clock=T0, extra_env=daemon_env)
-    return mock, d
+    return test_walk.two_key_setup(env, fake_clock=T0, mock=mock, daemon_env=daemon_env)
 
 
 def chat(d, stream=False):

@@ -13,10 +13,12 @@ T0 = 1800000000
 CHAT = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
 
 
-def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False):
+def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False, daemon_env=None):
     """aord with provider "openai" (keys A, then B; secrets key-a-secret, key-b-secret)
-    in front of a mock provider (started here unless given), intercepting api.openai.com.
-    debug: AOR_DEBUG=1 for aord and every client. Returns (mock, daemon)."""
+    in front of a mock provider (started here with TLS unless given; a plain-only mock
+    gives a plain http:// base_url), intercepting api.openai.com.
+    debug: AOR_DEBUG=1 for aord and every client; daemon_env: more variables for aord.
+    Returns (mock, daemon)."""
     if mock is None:
         mock = env.start_mock(tls=True)
     if debug:
@@ -36,12 +38,12 @@ def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False):
         dialect = openai
         base_url = {mock.url}
         intercept = api.openai.com
-        ca_file = {mock.ca_path}
+        {"ca_file = %s" % mock.ca_path if mock.ca_path else ""}
         keys = A, B
         models = gpt-4o-mini
         {extra}
         """)
-    d = env.start_daemon(fake_clock=fake_clock)
+    d = env.start_daemon(fake_clock=fake_clock, extra_env=daemon_env)
     return mock, d
 
 
