@@ -10,15 +10,13 @@
 #include "proxy.h"
 
 #include <errno.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/bufferevent_struct.h>
+#include <event2/event.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,11 +25,30 @@
 #define IDLE_TIMEOUT_S 300
 #define OUT_LOW_WATERMARK (256 * 1024)
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
+#define READ_MAX 16384      /* bytes per read (plain) or SSL_read (one TLS record's payload) */
+#define TLS_WRITE_MAX 16384 /* bytes per SSL_write: one full TLS record */
+#define IN_READ_MAX_PER_EVENT (4 * READ_MAX) /* TLS bytes taken per readable event */
 
+/* Why a connection ends (conn_gone). */
+enum { GONE_EOF = 1, GONE_ERROR = 2, GONE_TIMEOUT = 4 };
+
+/* The socket is read and written here, not through bufferevents: libevent's socket
+ * bufferevent asks the kernel for the readable size (ioctl FIONREAD) before every read,
+ * and bufferevent_openssl writes only from its write event, two epoll_ctl and a loop
+ * round per answer or streamed chunk (docs/performance.md). With TLS, OpenSSL does the
+ * handshake inside the first SSL_read, as for any accepting SSL. */
 struct aor_conn {
     aor_daemon *d;
     struct aor_conn *prev, *next; /* d->conns */
-    struct bufferevent *bev;
+    int fd;
+    SSL *ssl;             /* NULL: plain HTTP */
+    struct evbuffer *in;  /* bytes read (decrypted), not yet parsed */
+    struct evbuffer *out; /* bytes the socket did not take yet */
+    struct event *rev;    /* readable, or idle for IDLE_TIMEOUT_S */
+    struct event *wev;    /* writable: added only while out has bytes */
+    int reading;          /* rev is wanted (read_enable) */
+    int read_wants_write; /* SSL_read asked for a writable socket */
+    int write_wants_read; /* SSL_write asked for a readable socket */
     int via_shim;
     aor_preamble pre;
     char *host; /* intercepted host (lower case), NULL on the sidecar */
@@ -39,53 +56,77 @@ struct aor_conn {
     aor_proxy *proxy; /* request in flight through the walk */
     int busy;         /* a request is being answered */
     int closing;      /* close once output is flushed */
+    int peer_eof;     /* the client sends no more: answer what came, then close */
+    int aborted;      /* an answer was cut: close without close_notify (spec §5.3) */
     int http10;
     int depth; /* > 0 while process_input runs: frees are deferred */
     int dead;  /* free when depth drops to 0 */
     void (*drain_cb)(void *);
     void *drain_arg;
+    void (*flushed_cb)(void *); /* aor_conn_on_flushed */
+    void *flushed_arg;
     /* Answers are written to stage; one flush per event-loop pass moves them on (a single
-     * writev, or one TLS record) instead of a write per piece. On a plain socket the flush
-     * writes straight to the fd while the bufferevent's output is empty, so EV_WRITE is
-     * only enabled when the kernel did not take everything (docs/performance.md). */
+     * writev, or one TLS record) instead of a write per piece (docs/performance.md). */
     struct evbuffer *stage;
     struct evbuffer_cb_entry *stage_cb;
     struct event *flush_ev;
     int flush_pending;
-    int plain; /* not TLS: direct writes, and reads by rev */
-    /* Plain sockets are read by this event into the bufferevent's input, not by the
-     * bufferevent: libevent's socket read asks the kernel for the readable size
-     * (ioctl FIONREAD) before every read, one system call per request more. */
-    struct event *rev;
 };
 
 static size_t out_len(aor_conn *c) {
-    return evbuffer_get_length(c->stage) + evbuffer_get_length(bufferevent_get_output(c->bev));
+    return evbuffer_get_length(c->stage) + evbuffer_get_length(c->out);
 }
 
-/* Starts or stops reading from the client. */
-static void read_enable(aor_conn *c, int on) {
-    if (c->rev) {
-        if (on) {
-            struct timeval idle = {IDLE_TIMEOUT_S, 0};
-            if (!event_pending(c->rev, EV_READ, NULL))
-                event_add(c->rev, &idle);
-        } else {
-            event_del(c->rev);
-        }
-    } else if (on) {
-        bufferevent_enable(c->bev, EV_READ);
-    } else {
-        bufferevent_disable(c->bev, EV_READ);
+/* Adds or removes rev as reading and a pending SSL_write need it. */
+static void update_rev(aor_conn *c) {
+    int want = c->reading || c->write_wants_read;
+    int pending = event_pending(c->rev, EV_READ, NULL);
+    if (want && !pending) {
+        struct timeval idle = {IDLE_TIMEOUT_S, 0};
+        event_add(c->rev, &idle);
+    } else if (!want && pending) {
+        event_del(c->rev);
     }
 }
 
+/* Adds or removes wev as unsent bytes and a pending SSL_read need it. */
+static void update_wev(aor_conn *c) {
+    int want = (evbuffer_get_length(c->out) > 0 && !c->write_wants_read) || c->read_wants_write;
+    int pending = event_pending(c->wev, EV_WRITE, NULL);
+    if (want && !pending)
+        event_add(c->wev, NULL);
+    else if (!want && pending)
+        event_del(c->wev);
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg);
+
+/* Starts or stops reading from the client. */
+static void read_enable(aor_conn *c, int on) {
+    c->reading = on;
+    update_rev(c);
+    /* Decrypted bytes OpenSSL still holds raise no readiness of the socket. */
+    if (on && c->ssl && SSL_pending(c->ssl) > 0)
+        event_active(c->rev, EV_READ, 0);
+}
+
 /* Preamble stage: a bare fd waiting for "AOR/1 ...\n" plus the first client byte. */
-typedef struct {
+typedef struct aor_conn_pending {
     aor_daemon *d;
+    struct aor_conn_pending *prev, *next; /* d->pendings, for shutdown */
     int fd;
     struct event *ev;
 } pending_unix;
+
+/* Logs (at debug level) and clears OpenSSL's error queue. */
+static void log_tls_errors(void) {
+    unsigned long e;
+    while ((e = ERR_get_error())) {
+        char buf[256];
+        ERR_error_string_n(e, buf, sizeof buf);
+        aor_debug("client TLS: %s", buf);
+    }
+}
 
 static void conn_free(aor_conn *c) {
     if (c->prev)
@@ -98,6 +139,8 @@ static void conn_free(aor_conn *c) {
         aor_proxy_cancel(c->proxy);
     if (c->rev)
         event_free(c->rev);
+    if (c->wev)
+        event_free(c->wev);
     if (c->flush_ev)
         event_free(c->flush_ev);
     if (c->stage) {
@@ -105,8 +148,23 @@ static void conn_free(aor_conn *c) {
             evbuffer_remove_cb_entry(c->stage, c->stage_cb);
         evbuffer_free(c->stage);
     }
-    if (c->bev)
-        bufferevent_free(c->bev);
+    if (c->in)
+        evbuffer_free(c->in);
+    if (c->out)
+        evbuffer_free(c->out);
+    if (c->ssl) {
+        /* A close that sent everything says so (close_notify, best effort: the socket
+         * is non-blocking and closed right after). */
+        if (c->closing && !c->dead && !c->aborted && out_len(c) == 0 &&
+            !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN) && SSL_is_init_finished(c->ssl)) {
+            ERR_clear_error();
+            SSL_shutdown(c->ssl);
+            ERR_clear_error();
+        }
+        SSL_free(c->ssl);
+    }
+    if (c->fd >= 0)
+        close(c->fd);
     aor_http_reader_free(c->reader);
     free(c->host);
     free(c);
@@ -121,8 +179,29 @@ static void conn_release(aor_conn *c) {
     conn_free(c);
 }
 
+static void process_input(aor_conn *c);
+
+/* The client sends no more (FIN, or a close_notify without one): it may still read, as
+ * after `nc -N` or shutdown(SHUT_WR). The complete requests already received are
+ * answered in order, then the connection closes (process_input). A client that is
+ * really gone shows up as a write error. */
+static void peer_eof_seen(aor_conn *c) {
+    c->peer_eof = 1;
+    read_enable(c, 0);
+}
+
+/* The client is gone (EOF, error or idle timeout), or only stopped sending. */
+static void conn_gone(aor_conn *c, int why) {
+    if (why == GONE_EOF) {
+        peer_eof_seen(c);
+        process_input(c); /* answers what is complete, or closes */
+        return;
+    }
+    conn_release(c);
+}
+
 static void process_input(aor_conn *c) {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = c->in;
     c->depth++;
     while (!c->dead && !c->busy && !c->closing && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v[8];
@@ -191,6 +270,8 @@ static void process_input(aor_conn *c) {
     c->depth--;
     if (c->depth > 0)
         return;
+    if (c->peer_eof && !c->busy)
+        c->closing = 1; /* every complete request is answered */
     if (c->dead || (c->closing && out_len(c) == 0)) {
         conn_free(c);
         return;
@@ -201,38 +282,6 @@ static void process_input(aor_conn *c) {
         read_enable(c, 0);
 }
 
-static void on_read(struct bufferevent *bev, void *arg) {
-    process_input(arg);
-}
-
-static void on_event(struct bufferevent *bev, short what, void *arg);
-
-#define PLAIN_READ_MAX 16384 /* bytes per read of a plain client socket */
-
-/* Plain client socket readable (or idle for IDLE_TIMEOUT_S). */
-static void on_plain_read(evutil_socket_t fd, short what, void *arg) {
-    aor_conn *c = arg;
-    if (what & EV_TIMEOUT) {
-        on_event(c->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, c);
-        return;
-    }
-    /* Into a scratch buffer, then only the bytes read are added: reserving room in the
-     * input buffer would allocate a 16 KiB chain per request (a slow, large malloc). */
-    static char scratch[PLAIN_READ_MAX];
-    ssize_t n = read(fd, scratch, sizeof scratch);
-    if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return;
-        on_event(c->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
-        return;
-    }
-    if (evbuffer_add(bufferevent_get_input(c->bev), scratch, (size_t)n) != 0) {
-        on_event(c->bev, BEV_EVENT_READING | BEV_EVENT_ERROR, c);
-        return;
-    }
-    process_input(c);
-}
-
 /* Output went out: close a closing connection that has sent everything, or tell the
  * request in flight that there is room again. */
 static void after_write(aor_conn *c) {
@@ -240,14 +289,165 @@ static void after_write(aor_conn *c) {
         conn_release(c);
         return;
     }
-    if (c->drain_cb)
+    if (c->drain_cb && evbuffer_get_length(c->out) < OUT_LOW_WATERMARK)
         c->drain_cb(c->drain_arg);
 }
 
-static void on_write(struct bufferevent *bev, void *arg) {
+/* Writes what out holds until the socket takes no more. 0, or -1 when the client is
+ * gone (a write error). */
+static int write_out(aor_conn *c) {
+    while (evbuffer_get_length(c->out) > 0) {
+        if (!c->ssl) {
+            int n = evbuffer_write(c->out, c->fd);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    break;
+                if (errno == EINTR)
+                    continue;
+                return -1;
+            }
+            continue;
+        }
+        size_t len = evbuffer_get_length(c->out);
+        if (len > TLS_WRITE_MAX)
+            len = TLS_WRITE_MAX;
+        const unsigned char *data = evbuffer_pullup(c->out, (ev_ssize_t)len);
+        if (!data)
+            return -1;
+        ERR_clear_error();
+        int n = SSL_write(c->ssl, data, (int)len);
+        if (n > 0) {
+            evbuffer_drain(c->out, (size_t)n);
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_WANT_WRITE)
+            break;
+        if (e == SSL_ERROR_WANT_READ) {
+            c->write_wants_read = 1;
+            break;
+        }
+        log_tls_errors();
+        return -1;
+    }
+    update_rev(c);
+    update_wev(c);
+    return 0;
+}
+
+/* Reads what the socket has (decrypting with TLS) into in. Returns 0, or a GONE_*
+ * reason. */
+static int read_in(aor_conn *c) {
+    /* Into a scratch buffer, then only the bytes read are added: reserving room in the
+     * input buffer would allocate a 16 KiB chain per request (a slow, large malloc). */
+    static char scratch[READ_MAX];
+    if (!c->ssl) {
+        ssize_t n = read(c->fd, scratch, sizeof scratch);
+        if (n < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
+        if (n == 0)
+            return GONE_EOF;
+        return evbuffer_add(c->in, scratch, (size_t)n) == 0 ? 0 : GONE_ERROR;
+    }
+    c->read_wants_write = 0;
+    int gone = 0;
+    for (size_t got = 0;;) {
+        if (got >= IN_READ_MAX_PER_EVENT) {
+            /* Other connections get their turn; rev fires again for what the socket
+             * has, and for what OpenSSL decrypted already: */
+            if (SSL_pending(c->ssl) > 0)
+                event_active(c->rev, EV_READ, 0);
+            break;
+        }
+        ERR_clear_error();
+        int n = SSL_read(c->ssl, scratch, sizeof scratch);
+        if (n > 0) {
+            if (evbuffer_add(c->in, scratch, (size_t)n) != 0) {
+                gone = GONE_ERROR;
+                break;
+            }
+            got += (size_t)n;
+            continue; /* until OpenSSL holds nothing and the socket is empty */
+        }
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_WANT_READ)
+            break;
+        if (e == SSL_ERROR_WANT_WRITE) { /* a handshake message the socket did not take */
+            c->read_wants_write = 1;
+            break;
+        }
+        /* close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF makes that a clean end) */
+        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && !ERR_peek_error())) {
+            gone = GONE_EOF;
+            break;
+        }
+        log_tls_errors();
+        gone = GONE_ERROR;
+        break;
+    }
+    update_wev(c);
+    return gone;
+}
+
+/* Client socket readable, or idle for IDLE_TIMEOUT_S. */
+static void on_readable(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
-    if (c->plain && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-        bufferevent_disable(bev, EV_WRITE); /* the next flush writes directly again */
+    if (what & EV_TIMEOUT) {
+        /* Idle means no request in flight: a long answer (a stream) is not idle. The
+         * timeout starts again when it is done (aor_conn_response_done). */
+        if (!c->busy)
+            conn_gone(c, GONE_TIMEOUT);
+        return;
+    }
+    if (c->write_wants_read) {
+        c->write_wants_read = 0;
+        c->depth++;
+        int r = write_out(c);
+        c->depth--;
+        if (r < 0 || c->dead) {
+            conn_release(c);
+            return;
+        }
+        if (evbuffer_get_length(c->out) == 0) {
+            after_write(c);
+            return; /* reading (if wanted) resumes at the next readiness */
+        }
+        if (!c->reading)
+            return;
+    }
+    if (!c->reading)
+        return;
+    size_t before = evbuffer_get_length(c->in);
+    int gone = read_in(c);
+    if (gone && gone != GONE_EOF) {
+        conn_release(c);
+        return;
+    }
+    if (evbuffer_get_length(c->in) == before) {
+        if (gone)
+            conn_gone(c, gone);
+        return;
+    }
+    if (gone)
+        peer_eof_seen(c); /* bytes, then the end: answer them first */
+    process_input(c);
+}
+
+/* Client socket writable again (only while out had bytes left, or a handshake
+ * message waits). */
+static void on_writable(evutil_socket_t fd, short what, void *arg) {
+    aor_conn *c = arg;
+    if (c->read_wants_write) {
+        c->read_wants_write = 0;
+        if (c->reading) {
+            on_readable(fd, EV_READ, c); /* the SSL_read goes on (and writes) */
+            return;
+        }
+    }
+    if (write_out(c) < 0) {
+        conn_release(c);
+        return;
+    }
     after_write(c);
 }
 
@@ -256,27 +456,20 @@ static void on_flush(evutil_socket_t fd, short what, void *arg) {
     c->flush_pending = 0;
     if (evbuffer_get_length(c->stage) == 0)
         return;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    if (c->plain && evbuffer_get_length(out) == 0) {
-        int n = evbuffer_write(c->stage, bufferevent_getfd(c->bev));
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            on_event(c->bev, BEV_EVENT_WRITING | BEV_EVENT_ERROR, c);
-            return;
-        }
-        if (evbuffer_get_length(c->stage) == 0) {
-            after_write(c);
-            return;
-        }
+    int was_empty = evbuffer_get_length(c->out) == 0;
+    evbuffer_add_buffer(c->out, c->stage);
+    if (was_empty && !c->write_wants_read && write_out(c) < 0) {
+        conn_release(c);
+        return;
     }
-    int was_empty = evbuffer_get_length(out) == 0;
-    evbuffer_add_buffer(out, c->stage);
-    if (c->plain) {
-        bufferevent_enable(c->bev, EV_WRITE);
-    } else if (was_empty) {
-        /* bufferevent_openssl writes only from its write event, which waits for the next
-         * epoll_wait: run it in this pass instead (the socket is writable as a rule). */
-        event_active(&c->bev->ev_write, EV_WRITE, 1);
+    /* else wev (or rev) is waiting for the socket: the order of bytes stays */
+    if (c->flushed_cb) {
+        void (*cb)(void *) = c->flushed_cb;
+        c->flushed_cb = NULL;
+        cb(c->flushed_arg);
     }
+    if (evbuffer_get_length(c->out) == 0)
+        after_write(c);
 }
 
 static void on_stage(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
@@ -288,79 +481,38 @@ static void on_stage(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
     }
 }
 
-static void on_event(struct bufferevent *bev, short what, void *arg) {
-    aor_conn *c = arg;
-    if (what & BEV_EVENT_CONNECTED)
-        return;
-    if (what & BEV_EVENT_ERROR) {
-        unsigned long e;
-        while ((e = bufferevent_get_openssl_error(bev))) {
-            char buf[256];
-            ERR_error_string_n(e, buf, sizeof buf);
-            aor_debug("client TLS: %s", buf);
-        }
-    }
-    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c->busy && !c->closing) {
-        /* Half-close after a complete request (`nc -N`, shutdown(SHUT_WR)): the client
-         * still reads; answer, then close. A client that is really gone shows up as a
-         * write error. */
-        c->closing = 1;
-        read_enable(c, 0);
-        return;
-    }
-    /* EOF, error or timeout: the client is gone. */
-    conn_release(c);
-}
-
-/* Takes bev (plain: a socket bufferevent, else TLS). NULL on ENOMEM (bev not freed). */
-static aor_conn *conn_new(aor_daemon *d, struct bufferevent *bev, int plain) {
+/* Takes fd and ssl (NULL: plain). NULL on ENOMEM, with both freed and closed. */
+static aor_conn *conn_new(aor_daemon *d, int fd, SSL *ssl) {
     aor_conn *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        SSL_free(ssl);
+        close(fd);
         return NULL;
+    }
     c->d = d;
-    c->plain = plain;
+    c->fd = fd;
+    c->ssl = ssl;
     c->reader = aor_http_reader_new((size_t)d->cfg->body_max);
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
     c->stage = evbuffer_new();
     c->flush_ev = event_new(d->base, -1, 0, on_flush, c);
-    if (!c->reader || !c->stage || !c->flush_ev)
+    c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+    c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+    if (!c->reader || !c->in || !c->out || !c->stage || !c->flush_ev || !c->rev || !c->wev)
         goto fail;
     c->stage_cb = evbuffer_add_cb(c->stage, on_stage, c);
     if (!c->stage_cb)
         goto fail;
-    if (plain) {
-        c->rev = event_new(d->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST, on_plain_read, c);
-        if (!c->rev)
-            goto fail;
-    }
-    c->bev = bev;
-    bufferevent_setcb(bev, on_read, on_write, on_event, c);
-    bufferevent_setwatermark(bev, EV_WRITE, OUT_LOW_WATERMARK, 0);
-    if (plain) {
-        bufferevent_disable(bev, EV_READ | EV_WRITE);
-        /* A socket bufferevent freezes the end of its input (only it may add); here
-         * on_plain_read adds instead. */
-        evbuffer_unfreeze(bufferevent_get_input(bev), 0);
-        read_enable(c, 1);
-    } else {
-        struct timeval idle = {IDLE_TIMEOUT_S, 0};
-        bufferevent_set_timeouts(bev, &idle, NULL);
-        bufferevent_enable(bev, EV_READ | EV_WRITE);
-    }
     d->m.connections++;
     c->next = d->conns;
     if (d->conns)
         d->conns->prev = c;
     d->conns = c;
+    read_enable(c, 1);
     return c;
 fail:
-    if (c->rev)
-        event_free(c->rev);
-    aor_http_reader_free(c->reader);
-    if (c->stage)
-        evbuffer_free(c->stage);
-    if (c->flush_ev)
-        event_free(c->flush_ev);
-    free(c);
+    conn_free(c); /* not linked yet: unlinking is a no-op */
     return NULL;
 }
 
@@ -368,48 +520,28 @@ void aor_conn_accept_tcp(aor_daemon *d, int fd) {
     evutil_make_socket_nonblocking(fd);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct bufferevent *bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev) {
-        close(fd);
-        return;
-    }
-    if (!conn_new(d, bev, 1))
-        bufferevent_free(bev);
+    conn_new(d, fd, NULL);
 }
 
 static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tls) {
-    struct bufferevent *bev;
+    SSL *ssl = NULL;
     if (tls) {
-        SSL *ssl = SSL_new(aor_tls_server_ctx(d->tls));
-        if (!ssl) {
-            close(fd);
-            return;
-        }
-        /* The leaf for clients that send no SNI: the host the shim saw. */
-        aor_tls_set_conn_host(ssl, pre->host[0] ? pre->host : pre->ip);
-        /* No deferred callbacks: answers leave through the flush event (stage), never
-         * from inside a bufferevent callback, so OpenSSL cannot report an error into a
-         * half-written answer; a deferred read would cost a loop round per request. */
-        bev = bufferevent_openssl_socket_new(d->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                             BEV_OPT_CLOSE_ON_FREE);
-        if (!bev) {
+        ssl = SSL_new(aor_tls_server_ctx(d->tls));
+        if (!ssl || SSL_set_fd(ssl, fd) != 1) {
             SSL_free(ssl);
             close(fd);
             return;
         }
-        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    } else {
-        bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
-        if (!bev) {
-            close(fd);
-            return;
-        }
+        SSL_set_accept_state(ssl);
+        /* A write may return after a part (each SSL_write is up to one record), and is
+         * retried with the buffer where it then is (write_out). */
+        SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        /* The leaf for clients that send no SNI: the host the shim saw. */
+        aor_tls_set_conn_host(ssl, pre->host[0] ? pre->host : pre->ip);
     }
-    aor_conn *c = conn_new(d, bev, !tls);
-    if (!c) {
-        bufferevent_free(bev);
+    aor_conn *c = conn_new(d, fd, ssl);
+    if (!c)
         return;
-    }
     c->via_shim = 1;
     c->pre = *pre;
     if (pre->host[0]) {
@@ -422,6 +554,12 @@ static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tl
 }
 
 static void pending_free(pending_unix *p, int close_fd) {
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (p->d->pendings == p)
+        p->d->pendings = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
     if (p->ev)
         event_free(p->ev);
     if (close_fd)
@@ -528,6 +666,10 @@ void aor_conn_accept_unix(aor_daemon *d, int fd) {
     }
     p->d = d;
     p->fd = fd;
+    p->next = d->pendings;
+    if (d->pendings)
+        d->pendings->prev = p;
+    d->pendings = p;
     p->ev = event_new(d->base, fd, EV_READ | EV_PERSIST | EV_ET, on_preamble, p);
     struct timeval tv = {PREAMBLE_TIMEOUT_S, 0};
     if (!p->ev || event_add(p->ev, &tv) < 0)
@@ -551,22 +693,35 @@ void aor_conn_on_drain(aor_conn *c, void (*cb)(void *arg), void *arg) {
     c->drain_arg = arg;
 }
 
+void aor_conn_on_flushed(aor_conn *c, void (*cb)(void *arg), void *arg) {
+    c->flushed_cb = cb;
+    c->flushed_arg = arg;
+}
+
 void aor_conn_response_done(aor_conn *c, int keep_alive) {
     c->proxy = NULL;
     c->busy = 0;
     c->drain_cb = NULL;
+    c->flushed_cb = NULL;
     if (!keep_alive)
         c->closing = 1;
     if (c->depth > 0)
         return; /* the running process_input goes on */
-    if (!c->closing)
+    if (!c->closing && !c->peer_eof) {
         read_enable(c, 1);
+        /* Idle from now: the timeout counts again from here (a timer change only, no
+         * system call). */
+        struct timeval idle = {IDLE_TIMEOUT_S, 0};
+        event_add(c->rev, &idle);
+    }
     process_input(c);
 }
 
 void aor_conn_abort(aor_conn *c) {
+    c->aborted = 1;
     c->proxy = NULL;
     c->drain_cb = NULL;
+    c->flushed_cb = NULL;
     c->busy = 0;
     /* Bytes already queued (headers, events) still reach the client; then the connection
      * closes with the response unfinished, which the client sees as an error. */
@@ -581,6 +736,8 @@ void aor_conn_abort(aor_conn *c) {
 void aor_conn_close_all(aor_daemon *d) {
     while (d->conns)
         conn_free(d->conns); /* unlinks itself */
+    while (d->pendings)
+        pending_free(d->pendings, 1); /* shim connections still in the preamble stage */
 }
 
 void aor_conn_flush(aor_conn *c) {

@@ -38,7 +38,8 @@ typedef struct aor_daemon {
     int tcp_port;         /* bound sidecar port (0 when off) */
     aor_metrics m;
     double started;
-    struct aor_conn *conns; /* open client connections (daemon/conn.c), for shutdown */
+    struct aor_conn *conns;            /* open client connections (daemon/conn.c), for shutdown */
+    struct aor_conn_pending *pendings; /* shim connections before their preamble, too */
 } aor_daemon;
 
 #endif

@@ -1,0 +1,339 @@
+"""aord's own client socket I/O (daemon/conn.c: read()/evbuffer_write on plain sockets,
+SSL_read/SSL_write on the shim's TLS connections), attacked by hostile clients on
+loopback. Clients here talk to aord's Unix socket directly (preamble, then TLS with
+aord's CA, the way the shim's connections arrive) or to the sidecar; the upstream is a
+raw HTTP/1.1 server written in the test. Found by a review of the switch away from
+bufferevents: an aborted answer must not end with a TLS close_notify, a client's
+close_notify is an end of its requests even without a TCP FIN, requests pipelined
+before a half-close are all answered, and a connection still in the preamble stage is
+freed at shutdown. Also guards the new paths: slow TLS readers get every byte once, a
+pipelined burst over TLS is answered in order, an HTTP/1.0 answer over TLS ends with
+close_notify."""
+import socket
+import ssl
+import threading
+import time
+
+import aortest
+from aortest import check, eq
+from test_upstream_answers import RawUpstream, numbered, request
+
+HOST = "api.openai.com"
+SSE = b'data: {"x":1}\n\n'
+SSE_CHUNK = b"%x\r\n" % len(SSE) + SSE + b"\r\n"
+
+
+def start(env, handler):
+    """A raw upstream running handler(up, sock) per connection, and aord intercepting
+    HOST with it as the provider. Returns (up, daemon)."""
+    up = RawUpstream(lambda s, n: handler(up, s))
+    port = aortest.free_port()
+    env.set_keys(OPENAI_API_KEY="sk-" + "test-conn-io")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "a"]
+        env = OPENAI_API_KEY
+        [provider "openai"]
+        dialect = openai
+        base_url = http://127.0.0.1:{up.port}
+        intercept = {HOST}
+        keys = a
+        models = *
+        """)
+    return up, env.start_daemon()
+
+
+def echo(up, s):
+    """Answers every request with its own body (Content-Length)."""
+    while True:
+        head, body = up.read_request(s)
+        if head is None:
+            return
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def unix_conn(env):
+    """A connection to aord's socket after the shim's preamble for HOST:443."""
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.connect(env.socket_path)
+    u.settimeout(20)
+    u.sendall(b"AOR/1 %s 127.0.0.1 443\n" % HOST.encode())
+    return u
+
+
+def tls_conn(env):
+    """TLS over aord's socket; recv raises SSLEOFError on an end without close_notify."""
+    ctx = ssl.create_default_context(cafile=env.ca_path)
+    s = ctx.wrap_socket(unix_conn(env), server_hostname=HOST, suppress_ragged_eofs=False)
+    s.settimeout(20)
+    return s
+
+
+class MemTLS:
+    """TLS over aord's socket with memory BIOs: the test decides when close_notify and
+    the TCP-level end go out."""
+
+    def __init__(self, env):
+        self.u = unix_conn(env)
+        ctx = ssl.create_default_context(cafile=env.ca_path)
+        self.inc, self.outg = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.o = ctx.wrap_bio(self.inc, self.outg, server_hostname=HOST)
+        while True:
+            try:
+                self.o.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.u.sendall(self.outg.read())
+                d = self.u.recv(65536)
+                if not d:
+                    raise AssertionError("aord closed during the handshake")
+                self.inc.write(d)
+        self.u.sendall(self.outg.read())
+
+    def send(self, data):
+        self.o.write(data)
+        self.u.sendall(self.outg.read())
+
+    def close_notify(self):
+        try:
+            self.o.unwrap()
+        except ssl.SSLWantReadError:
+            pass
+        self.u.sendall(self.outg.read())
+
+    def read_all(self, timeout):
+        """(bytes, how): how is 'close_notify', 'no close_notify' (EOF) or 'open'."""
+        self.u.settimeout(timeout)
+        out = b""
+        while True:
+            try:
+                d = self.o.read(65536)
+                if not d:
+                    return out, "close_notify"
+                out += d
+                continue
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLZeroReturnError:
+                return out, "close_notify"
+            try:
+                d = self.u.recv(65536)
+            except socket.timeout:
+                return out, "open"
+            if not d:
+                return out, "no close_notify"
+            self.inc.write(d)
+
+
+def read_all(s):
+    """Plain or TLS socket: (bytes, how) to its end; how as in MemTLS.read_all."""
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return out, "close_notify" if isinstance(s, ssl.SSLSocket) else "eof"
+            out += d
+    except ssl.SSLEOFError:
+        return out, "no close_notify"
+    except socket.timeout:
+        return out, "open"
+
+
+class Reader:
+    """Buffered reader of HTTP/1.1 answers (keeps the bytes of the next answer);
+    n bytes per recv, pause seconds before each: a slow reader."""
+
+    def __init__(self, s, n=65536, pause=0.0):
+        self.s, self.n, self.pause, self.buf = s, n, pause, b""
+
+    def _more(self):
+        if self.pause:
+            time.sleep(self.pause)
+        d = self.s.recv(self.n)
+        if not d:
+            raise AssertionError("connection ended, %d bytes buffered" % len(self.buf))
+        self.buf += d
+
+    def _take(self, n):
+        while len(self.buf) < n:
+            self._more()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._more()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def answer(self):
+        """(status, head, body) of the next answer (Content-Length or chunked)."""
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += self._line() + b"\r\n"
+        status = int(head.split(b" ", 2)[1])
+        for line in head.lower().split(b"\r\n"):
+            if line.startswith(b"content-length:"):
+                return status, head, self._take(int(line.split(b":")[1]))
+        chunks = []
+        while True:
+            size = int(self._line().split(b";")[0], 16)
+            chunks.append(self._take(size))
+            self._take(2)
+            if size == 0:
+                return status, head, b"".join(chunks)
+
+
+def no_sanitizer_report(d):
+    rc = d.stop()
+    err = d.stderr_text()
+    check("Sanitizer" not in err, "no sanitizer report: %s" % err[-2000:])
+    eq(rc, 0, "aord's exit status")
+
+
+def test_aborted_answer_over_tls_has_no_close_notify(env):
+    """§5.3: an upstream failure after the answer started must look like an error to the
+    client. An HTTP/1.0 client's streamed answer is delimited by the connection's end,
+    so over TLS only a missing close_notify tells it the answer is cut. Here the cut
+    happens while aord still holds unsent output (the client has not read yet)."""
+
+    def cut(up, s):
+        up.read_request(s)
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + SSE_CHUNK * 40000)  # 600 KB
+
+    up, d = start(env, cut)
+    body = b'{"model":"gpt-4o","stream":true,"messages":[]}'
+    for http10 in (True, False):
+        eq(d.admin("POST", "/admin/api/backoff/clear")[0], 200, "backoff cleared")
+        s = tls_conn(env)
+        req = request(body=body)
+        s.sendall(req.replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1) if http10 else req)
+        n = d.stderr_text().count("upstream failed after the answer started")
+        aortest.wait_until(
+            lambda: d.stderr_text().count("upstream failed after the answer started") > n,
+            what="aord saw the upstream's cut")
+        out, how = read_all(s)
+        check(out.startswith(b"HTTP/1.1 200") and len(out) > 500000, "the events that came")
+        eq(how, "no close_notify", "end of a cut answer (HTTP/1.%d)" % (0 if http10 else 1))
+        s.close()
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_http10_answer_over_tls_ends_with_close_notify(env):
+    up, d = start(env, echo)
+    s = tls_conn(env)
+    s.sendall(request().replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1))
+    out, how = read_all(s)
+    check(out.startswith(b"HTTP/1.1 200") and out.endswith(b"}"), "the answer: %r" % out[:80])
+    eq(how, "close_notify", "end of a complete HTTP/1.0 answer")
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_close_notify_without_fin_ends_the_connection(env):
+    """A client's close_notify says it sends nothing more, even when its socket stays
+    open (TLS 1.3 half-close): aord answers what came before, then closes."""
+    up, d = start(env, echo)
+    for n in (1, 2):
+        c = MemTLS(env)
+        c.send(request() * n)
+        c.close_notify()
+        out, how = c.read_all(timeout=10)
+        eq(out.count(b"HTTP/1.1 200"), n, "answers to %d requests sent before close_notify" % n)
+        check(how != "open", "aord closed the connection after its answers (%s)" % how)
+        c.u.close()
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_requests_pipelined_before_half_close_are_all_answered(env):
+    """`printf 'req1req2' | nc -N`: two requests, then SHUT_WR; both get answered."""
+    up, d = start(env, echo)
+    for kind in ("sidecar", "tls"):
+        for n in (2, 3):
+            if kind == "tls":
+                c = MemTLS(env)
+                c.send(request() * n)
+                c.u.shutdown(socket.SHUT_WR)
+                out, how = c.read_all(timeout=20)
+                c.u.close()
+            else:
+                s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+                s.sendall(request() * n)
+                s.shutdown(socket.SHUT_WR)
+                out, how = read_all(s)
+                s.close()
+            eq(out.count(b"HTTP/1.1 200"), n, "%s: answers to %d pipelined requests" % (kind, n))
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_stop_with_a_connection_in_the_preamble_stage_is_clean(env):
+    """A shim connection that sent its preamble but no byte of its own yet (the client
+    has not written) when aord stops: freed, nothing leaked."""
+    up, d = start(env, echo)
+    u = unix_conn(env)
+    s = tls_conn(env)  # a served one too
+    s.sendall(request())
+    eq(Reader(s).answer()[0], 200, "served")
+    no_sanitizer_report(d)
+    u.close()
+    s.close()
+    up.close()
+
+
+def test_slow_tls_reader_gets_every_byte_once(env):
+    """Big answers to a slow TLS reader (partial SSL_writes, flow control), Content-Length
+    and chunked, two on one connection."""
+    size = 3 << 20
+    payload = numbered(size)
+
+    def big(up, s):
+        while True:
+            head, body = up.read_request(s)
+            if head is None:
+                return
+            if b"chunked" in body:
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\n")
+                for i in range(0, size, 777):
+                    piece = payload[i:i + 777]
+                    s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                s.sendall(b"0\r\n\r\n")
+            else:
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + payload)
+
+    up, d = start(env, big)
+    s = tls_conn(env)
+    s.sendall(request(body=b'{"model":"gpt-4o","chunked":1}') + request())
+    r = Reader(s, n=1500, pause=0.0003)
+    for what in ("chunked", "Content-Length"):
+        status, head, body = r.answer()
+        eq((status, len(body)), (200, size), "%s answer" % what)
+        check(body == payload, "%s: the upstream's bytes, every block once" % what)
+    s.close()
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_pipelined_burst_over_tls_answered_in_order(env):
+    up, d = start(env, echo)
+    n = 300
+    body = b'{"model":"gpt-4o","n":%d,"pad":"%s"}'
+    reqs = b"".join(request(body=body % (i, b"x" * (i * 37 % 5000))) for i in range(n))
+    s = tls_conn(env)
+    t = threading.Thread(target=s.sendall, args=(reqs,), daemon=True)
+    t.start()
+    r = Reader(s)
+    for i in range(n):
+        status, head, body = r.answer()
+        check(status == 200 and b'"n":%d,' % i in body, "answer %d in order: %r" % (i, body[:40]))
+    t.join()
+    s.close()
+    no_sanitizer_report(d)
+    up.close()
