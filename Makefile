@@ -22,8 +22,9 @@ BASE_CFLAGS := $(filter-out -O2,$(BASE_CFLAGS)) -O1
 endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -lm
-# aord does not link libcurl: it loads it only when a proxy needs it (daemon/curl_api.h).
-AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl,$(PKGS)) 2>/dev/null) -lhttp_parser -lm
+# aord does not link libcurl (it loads it only when a proxy needs it: daemon/curl_api.h)
+# nor libevent_openssl (its TLS sockets are read and written with OpenSSL directly).
+AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl libevent_openssl,$(PKGS)) 2>/dev/null) -lhttp_parser -lm
 CFLAGS_ALL = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
 # The shim lives inside other programs: libc, libdl and pthread only, never sanitized.
 SHIM_CFLAGS = $(BASE_CFLAGS) -fvisibility=hidden $(CFLAGS)
@@ -54,6 +55,7 @@ all: deps $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
 # deps for building, deps-demo for the demo, deps-test for the tests.
 deps:
 	@pkg-config --exists $(PKGS) 2>/dev/null && [ -f /usr/include/http_parser.h ] \
+	  && [ -f /usr/include/xxhash.h ] \
 	  || scripts/install-deps
 
 deps-demo: deps

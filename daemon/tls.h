@@ -105,7 +105,7 @@ int aor_tls_reload_config(aor_tls *t, const aor_config *cfg, char *err, size_t e
 void aor_tls_free(aor_tls *t);
 
 /* The server context, owned by t (do not free; valid until aor_tls_free). Make one SSL
- * per accepted connection with SSL_new(ctx) (or bufferevent_openssl_socket_new).
+ * per accepted connection with SSL_new(ctx) and SSL_set_fd + SSL_set_accept_state.
  * Behaviour:
  *   - TLS 1.2 and 1.3 only; no renegotiation; SSL_OP_IGNORE_UNEXPECTED_EOF (a peer that
  *     closes without close_notify reads as EOF, not an error); stateless session

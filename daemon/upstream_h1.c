@@ -7,8 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/util.h>
 #include <http_parser.h>
@@ -29,7 +27,8 @@
 
 #define IDLE_MAX 128                /* idle connections kept for reuse, all origins together */
 #define IDLE_MAX_AGE_MS 60000       /* an idle connection older than this is closed, not reused */
-#define READ_CHUNK 16384            /* bytes per recv() of a plain connection */
+#define READ_CHUNK 16384            /* bytes per recv() or SSL_read (a whole TLS record) */
+#define TLS_WRITE_MAX 16384         /* bytes per SSL_write: one full TLS record */
 #define READS_PER_EVENT 4           /* recv() calls per readable event before yielding */
 #define CONNECT_TIMEOUT_MS 10000    /* default: name lookup + TCP + TLS handshake */
 #define MIN_ATTEMPT_MS 250          /* least time one address gets when more remain */
@@ -59,16 +58,18 @@ struct h1_conn {
     h1_conn *inext, *iprev; /* h->idle, most recently used first */
     int idle;
     evutil_socket_t fd;
-    struct event *rev;       /* plain: persistent read event while connected */
-    struct event *wev;       /* connect completion, then unsent request bytes */
-    struct bufferevent *bev; /* TLS, once TCP is connected (owns fd then) */
-    struct event *timer;     /* connect phase: the current address's time */
+    struct event *rev;        /* persistent read event once TCP is connected */
+    struct event *wev;        /* connect completion, then the handshake or unsent request bytes */
+    SSL *ssl;                 /* TLS origins, once TCP is connected (handshake: !connected) */
+    int tls_write_wants_read; /* an SSL_write waits for the socket to be readable */
+    int tls_read_wants_write; /* an SSL_read waits for the socket to be writable */
+    struct event *timer;      /* connect phase: the current address's time */
     struct evutil_addrinfo *ai, *ai_next;
     struct evdns_getaddrinfo_request *dnsreq; /* a lookup in flight */
     int ai_left;
     long long deadline_ms; /* connect phase ends (monotonic ms) */
     long long idle_since_ms;
-    struct evbuffer *out; /* plain: request bytes not yet written */
+    struct evbuffer *out; /* request bytes not yet written */
     http_parser parser;
     h1_xfer *x;
     int served; /* answers completed on this connection */
@@ -313,9 +314,7 @@ static void detach_conn(h1_xfer *x, int reusable) {
     c->x = NULL;
     if (reusable && c->connected && c->fd >= 0) {
         c->served++;
-        if (c->bev)
-            bufferevent_enable(c->bev, EV_READ);
-        else if (c->rev)
+        if (c->rev)
             event_add(c->rev, NULL);
         idle_push(c);
     } else {
@@ -333,11 +332,9 @@ static void conn_close(h1_conn *c) {
         event_free(c->rev);
     if (c->wev)
         event_free(c->wev);
-    if (c->bev) {
-        bufferevent_free(c->bev); /* closes fd and frees the SSL */
-    } else if (c->fd >= 0) {
+    SSL_free(c->ssl); /* no close_notify: the connection is dropped, as curl does */
+    if (c->fd >= 0)
         close(c->fd);
-    }
     if (c->dnsreq) {
         struct evdns_getaddrinfo_request *r = c->dnsreq;
         c->dnsreq = NULL;
@@ -522,9 +519,7 @@ static int on_message_complete(http_parser *p) {
 static void finish_ok(h1_xfer *x) {
     h1_conn *c = x->c;
     int reusable = c && !x->cut && !x->leftover && http_should_keep_alive(&c->parser) &&
-                   x->status >= 200 &&
-                   (c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) == 0
-                           : !c->out || evbuffer_get_length(c->out) == 0);
+                   x->status >= 200 && (!c->out || evbuffer_get_length(c->out) == 0);
     detach_conn(x, reusable);
     xfer_end(x, CURLE_OK, NULL);
 }
@@ -618,20 +613,87 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
     return (ssize_t)n;
 }
 
-static void on_plain_read(evutil_socket_t fd, short what, void *arg) {
+static void tls_handshake(h1_conn *c);
+static int tls_flush(h1_conn *c);
+
+/* The first OpenSSL error queued as text, and the queue cleared; NULL if none. */
+static const char *tls_error(char *buf, size_t cap) {
+    unsigned long e = ERR_get_error();
+    ERR_clear_error();
+    if (!e)
+        return NULL;
+    ERR_error_string_n(e, buf, cap);
+    return buf;
+}
+
+/* One read from c: recv, or SSL_read with TLS. Returns the bytes read, 0 at the end of
+ * the connection, or -1 with errno (EAGAIN: nothing now; EIO: a TLS error, its text in
+ * ebuf). */
+static ssize_t conn_read(h1_conn *c, char *buf, size_t cap, char *ebuf, size_t ecap) {
+    if (!c->ssl)
+        return recv(c->fd, buf, cap, 0);
+    ERR_clear_error();
+    int n = SSL_read(c->ssl, buf, (int)cap);
+    if (n > 0)
+        return n;
+    switch (SSL_get_error(c->ssl, n)) {
+    case SSL_ERROR_WANT_READ:
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        /* OpenSSL has an answer of its own to send (a TLS 1.3 key update) and the socket
+         * is full: the write event reads again once it has gone. */
+        c->tls_read_wants_write = 1;
+        event_add(c->wev, NULL);
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN: /* close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF) */
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        if (!ERR_peek_error()) {
+            if (errno == 0)
+                return 0;
+            return -1;
+        }
+        /* fall through */
+    default:
+        if (!tls_error(ebuf, ecap))
+            snprintf(ebuf, ecap, "TLS error");
+        errno = EIO;
+        return -1;
+    }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg) {
     h1_conn *c = arg;
     aor_h1 *h = c->h;
+    char ebuf[200] = "";
+    if (c->ssl && !c->connected) {
+        tls_handshake(c);
+        return;
+    }
+    if (c->tls_write_wants_read && c->x) {
+        c->tls_write_wants_read = 0;
+        if (tls_flush(c) < 0)
+            return;
+    }
     if (!c->x) {
-        /* Idle: the server closed it, or sent something unasked. Either way it is done. */
+        /* Idle: the server closed it, or sent something unasked. Either way it is done.
+         * With TLS, records of the protocol itself (session tickets) are read and fine. */
+        if (c->ssl) {
+            ssize_t n = conn_read(c, h->scratch, sizeof h->scratch, ebuf, sizeof ebuf);
+            if (n < 0 && errno == EAGAIN)
+                return;
+        }
         conn_close(c);
         return;
     }
     for (int i = 0; i < READS_PER_EVENT; i++) {
-        ssize_t n = recv(fd, h->scratch, sizeof h->scratch, 0);
+        ssize_t n = conn_read(c, h->scratch, sizeof h->scratch, ebuf, sizeof ebuf);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return;
-            conn_lost(c->x, errno, NULL);
+            conn_lost(c->x, errno, ebuf[0] ? ebuf : NULL);
             return;
         }
         if (n == 0) {
@@ -652,106 +714,93 @@ static void on_plain_read(evutil_socket_t fd, short what, void *arg) {
             event_del(c->rev); /* paused: aor_h1_resume reads on */
             return;
         }
-        if ((size_t)n < sizeof h->scratch)
-            return;
+        if (!c->ssl && (size_t)n < sizeof h->scratch)
+            return; /* the socket is empty (a TLS record holds at most the scratch size) */
     }
-}
-
-/* Feeds what the TLS connection has read. Returns 1 when c still waits for more of x's
- * answer, 0 when x ended, paused or c is gone (neither may be used then). */
-static int tls_read_input(h1_conn *c) {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
-    while (c->x && evbuffer_get_length(in) > 0) {
-        h1_xfer *x = c->x;
-        struct evbuffer_iovec v;
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-            return 1;
-        ssize_t n = feed(c, v.iov_base, v.iov_len);
-        if (n < 0)
-            return 0;
-        evbuffer_drain(in, (size_t)n);
-        if (x->complete) {
-            if (evbuffer_get_length(in) > 0)
-                x->leftover = 1;
-            if (x->held_len)
-                bufferevent_disable(c->bev, EV_READ);
-            else
-                finish_ok(x);
-            return 0;
-        }
-        if (x->held_len) {
-            bufferevent_disable(c->bev, EV_READ);
-            return 0;
-        }
-    }
-    return c->x != NULL;
-}
-
-static void on_tls_read(struct bufferevent *bev, void *arg) {
-    h1_conn *c = arg;
-    if (!c->x) {
-        conn_close(c);
-        return;
-    }
-    tls_read_input(c);
-}
-
-/* The last OpenSSL error on bev as text, or NULL. */
-static const char *tls_error(h1_conn *c, char *buf, size_t cap) {
-    unsigned long e = bufferevent_get_openssl_error(c->bev);
-    if (!e)
-        return NULL;
-    ERR_error_string_n(e, buf, cap);
-    return buf;
+    /* More may be there: go on in the next loop pass, after other connections. */
+    if (c->ssl && SSL_pending(c->ssl) > 0)
+        event_active(c->rev, EV_READ, 0);
 }
 
 static void send_request(h1_conn *c);
 
-static void on_tls_event(struct bufferevent *bev, short what, void *arg) {
-    h1_conn *c = arg;
+/* Goes on with the TLS handshake of c; once done, sends the request. */
+static void tls_handshake(h1_conn *c) {
     h1_xfer *x = c->x;
-    char ebuf[200];
-    if (what & BEV_EVENT_CONNECTED) {
+    if (!x) {
+        conn_close(c);
+        return;
+    }
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
         if (c->timer) {
             event_free(c->timer);
             c->timer = NULL;
         }
         c->connected = 1;
-        if (x)
-            send_request(c);
+        send_request(c);
         return;
     }
-    if (!x) {
-        conn_close(c);
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ)
+        return; /* rev is added */
+    if (e == SSL_ERROR_WANT_WRITE) {
+        event_add(c->wev, NULL);
         return;
     }
-    if (!c->connected) {
-        long vr = SSL_get_verify_result(bufferevent_openssl_get_ssl(bev));
-        const char *te = tls_error(c, ebuf, sizeof ebuf);
-        if (vr != X509_V_OK)
-            xfer_fail_later(x, CURLE_PEER_FAILED_VERIFICATION,
-                            "TLS certificate of %s not accepted: %s", x->o->prefix,
-                            X509_verify_cert_error_string(vr));
-        else
-            xfer_fail_later(x, CURLE_SSL_CONNECT_ERROR, "TLS handshake with %s failed: %s",
-                            x->o->prefix,
-                            te                       ? te
-                            : (what & BEV_EVENT_EOF) ? "connection closed"
-                                                     : strerror(EVUTIL_SOCKET_ERROR()));
-        return;
+    char ebuf[200];
+    int err = errno;
+    long vr = SSL_get_verify_result(c->ssl);
+    const char *te = tls_error(ebuf, sizeof ebuf);
+    if (vr != X509_V_OK)
+        xfer_fail_later(x, CURLE_PEER_FAILED_VERIFICATION, "TLS certificate of %s not accepted: %s",
+                        x->o->prefix, X509_verify_cert_error_string(vr));
+    else
+        xfer_fail_later(x, CURLE_SSL_CONNECT_ERROR, "TLS handshake with %s failed: %s",
+                        x->o->prefix,
+                        te                                       ? te
+                        : e == SSL_ERROR_ZERO_RETURN || err == 0 ? "connection closed"
+                                                                 : strerror(err));
+}
+
+/* Writes what c->out holds through TLS until the socket takes no more. 0, or -1 when
+ * the connection failed (x is told). */
+static int tls_flush(h1_conn *c) {
+    while (c->out && evbuffer_get_length(c->out) > 0) {
+        size_t len = evbuffer_get_length(c->out);
+        if (len > TLS_WRITE_MAX)
+            len = TLS_WRITE_MAX;
+        const unsigned char *data = evbuffer_pullup(c->out, (ev_ssize_t)len);
+        if (!data) {
+            xfer_fail_later(c->x, CURLE_OUT_OF_MEMORY, "out of memory sending to %s", c->o->prefix);
+            return -1;
+        }
+        ERR_clear_error();
+        int n = SSL_write(c->ssl, data, (int)len);
+        if (n > 0) {
+            evbuffer_drain(c->out, (size_t)n);
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_WANT_WRITE) {
+            event_add(c->wev, NULL);
+            return 0;
+        }
+        if (e == SSL_ERROR_WANT_READ) {
+            c->tls_write_wants_read = 1; /* on_read flushes again when rev fires */
+            return 0;
+        }
+        char ebuf[200];
+        const char *te = tls_error(ebuf, sizeof ebuf);
+        h1_xfer *x = c->x;
+        if (retry_fresh(x))
+            return -1;
+        xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix,
+                        te ? te : strerror(errno ? errno : EIO));
+        return -1;
     }
-    if (what & BEV_EVENT_EOF) {
-        /* Bytes still in the input were read: the read callback runs first. */
-        if (evbuffer_get_length(bufferevent_get_input(bev)) > 0 && !tls_read_input(c))
-            return;
-        conn_lost(x, 0, NULL);
-        return;
-    }
-    if (what & BEV_EVENT_ERROR) {
-        int err = EVUTIL_SOCKET_ERROR();
-        const char *te = tls_error(c, ebuf, sizeof ebuf);
-        conn_lost(x, err ? err : EIO, te);
-    }
+    return 0;
 }
 
 /* ---- sending ---------------------------------------------------------------------- */
@@ -763,8 +812,21 @@ static void send_failed(h1_conn *c, int err) {
     xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix, strerror(err));
 }
 
-static void on_plain_write(evutil_socket_t fd, short what, void *arg) {
+static void on_write_ready(evutil_socket_t fd, short what, void *arg) {
     h1_conn *c = arg;
+    if (c->ssl) {
+        if (!c->connected) {
+            tls_handshake(c);
+            return;
+        }
+        if (c->tls_read_wants_write) {
+            c->tls_read_wants_write = 0;
+            event_active(c->rev, EV_READ, 0);
+        }
+        if (c->x)
+            tls_flush(c);
+        return;
+    }
     if (!c->x || !c->out)
         return;
     int n = evbuffer_write(c->out, fd);
@@ -783,16 +845,19 @@ static void send_request(h1_conn *c) {
     x->got_bytes = 0;
     x->complete = 0;
     x->leftover = 0;
-    if (c->bev) {
-        struct evbuffer *out = bufferevent_get_output(c->bev);
-        if (evbuffer_add(out, x->head, x->head_len) != 0)
+    if (c->ssl) {
+        /* Head and a small body go out as one TLS record (tls_flush). */
+        if (!c->out && !(c->out = evbuffer_new()))
+            goto fail_mem;
+        if (evbuffer_add(c->out, x->head, x->head_len) != 0)
             goto fail_mem;
         if (x->body_len >= BODY_REF_MIN) {
-            if (evbuffer_add_reference(out, x->body, x->body_len, NULL, NULL) != 0)
+            if (evbuffer_add_reference(c->out, x->body, x->body_len, NULL, NULL) != 0)
                 goto fail_mem;
-        } else if (x->body_len && evbuffer_add(out, x->body, x->body_len) != 0) {
+        } else if (x->body_len && evbuffer_add(c->out, x->body, x->body_len) != 0) {
             goto fail_mem;
         }
+        tls_flush(c);
         return;
     }
     /* Plain: straight to the socket; only what the kernel does not take waits. */
@@ -842,15 +907,14 @@ static void tls_start(h1_conn *c) {
     } else if (!SSL_set_tlsext_host_name(ssl, o->host) || !SSL_set1_host(ssl, o->host)) {
         goto fail_ssl;
     }
-    event_free(c->wev);
-    c->wev = NULL;
-    c->bev = bufferevent_openssl_socket_new(c->h->base, c->fd, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                            BEV_OPT_CLOSE_ON_FREE);
-    if (!c->bev)
-        goto fail; /* libevent frees ssl with the failed bufferevent */
-    bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
-    bufferevent_setcb(c->bev, on_tls_read, NULL, on_tls_event, c);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    if (SSL_set_fd(ssl, c->fd) != 1)
+        goto fail_ssl;
+    SSL_set_connect_state(ssl);
+    /* A write may return after a part (one record), and is retried with the buffer
+     * where it then is (tls_flush). */
+    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    c->ssl = ssl;
+    tls_handshake(c); /* sends the ClientHello; rev and wev carry it on */
     return;
 fail_ssl:
     SSL_free(ssl);
@@ -865,6 +929,12 @@ static void on_connected(h1_conn *c) {
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    event_assign(c->wev, c->h->base, c->fd, EV_WRITE, on_write_ready, c);
+    c->rev = event_new(c->h->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
+    if (!c->rev || event_add(c->rev, NULL) != 0) {
+        xfer_fail_later(c->x, CURLE_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
     if (c->o->tls) {
         arm_timer(c); /* the handshake gets what is left of the connect time */
         tls_start(c);
@@ -873,12 +943,6 @@ static void on_connected(h1_conn *c) {
     if (c->timer) {
         event_free(c->timer);
         c->timer = NULL;
-    }
-    event_assign(c->wev, c->h->base, c->fd, EV_WRITE, on_plain_write, c);
-    c->rev = event_new(c->h->base, c->fd, EV_READ | EV_PERSIST, on_plain_read, c);
-    if (!c->rev || event_add(c->rev, NULL) != 0) {
-        xfer_fail_later(c->x, CURLE_OUT_OF_MEMORY, "out of memory");
-        return;
     }
     c->connected = 1;
     send_request(c);
@@ -950,7 +1014,7 @@ static void on_connect_timeout(evutil_socket_t fd, short what, void *arg) {
         conn_close(c);
         return;
     }
-    if (c->wev && !c->bev && !c->connected && c->ai_next && mono_ms() < c->deadline_ms) {
+    if (c->wev && !c->rev && !c->connected && c->ai_next && mono_ms() < c->deadline_ms) {
         /* This address is slow: try the next one. */
         snprintf(c->last_err, sizeof c->last_err, "timed out");
         event_free(c->wev);
@@ -1277,7 +1341,9 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
             return NULL; /* headers stay with the caller */
         goto fail_headers;
     }
-    h1_xfer *x = calloc(1, sizeof *x);
+    h1_xfer *x = malloc(sizeof *x); /* not calloc: see aor_proxy_start */
+    if (x)
+        memset(x, 0, sizeof *x);
     if (!x)
         goto fail_headers;
     x->base.backend = AOR_XFER_H1;
@@ -1333,11 +1399,11 @@ static void on_deferred(evutil_socket_t fd, short what, void *arg) {
             continue;
         if (x->complete) {
             finish_ok(x);
-        } else if (c->bev) {
-            bufferevent_enable(c->bev, EV_READ);
-            tls_read_input(c);
         } else if (c->rev) {
             event_add(c->rev, NULL);
+            /* Bytes OpenSSL decrypted already raise no readiness of the socket. */
+            if (c->ssl && SSL_pending(c->ssl) > 0)
+                event_active(c->rev, EV_READ, 0);
         }
     }
 }

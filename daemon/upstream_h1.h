@@ -3,8 +3,8 @@
  * libcurl's per-transfer machinery. One request per connection at a time (RFC 9112
  * keep-alive, no pipelining); idle connections are pooled per origin (scheme, host,
  * port, CA file) and reused most-recently-used first. Sockets and the event loop are
- * libevent's, answers are parsed by http_parser (HTTP_RESPONSE), TLS is OpenSSL through
- * bufferevent_openssl (peer verified against the system store or the provider's
+ * libevent's, answers are parsed by http_parser (HTTP_RESPONSE), TLS is OpenSSL on the
+ * socket, SSL_read/SSL_write (peer verified against the system store or the provider's
  * ca_file, host name checked, SNI sent for names), host names are resolved by evdns
  * (resolv.conf, /etc/hosts) and each address is tried in turn. A request that finds its
  * reused connection closed before any byte of the answer is sent once more on a new
