@@ -366,8 +366,9 @@ int aor_dialect_is_auth_header(const char *name) {
     static const char *const names[] = {"authorization", "x-api-key", "x-goog-api-key", "api-key"};
     if (!name)
         return 0;
+    char first = (char)(name[0] | 0x20); /* most names differ here: no strcasecmp */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcasecmp(name, names[i]) == 0)
+        if (names[i][0] == first && strcasecmp(name, names[i]) == 0)
             return 1;
     return 0;
 }

@@ -3,6 +3,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     const unsigned char *s;
@@ -38,8 +41,6 @@ static int hexval(unsigned char c) {
     return -1;
 }
 
-/* At the opening quote: moves past the closing one. *escaped = 1 when the string has an
- * escape. 0, or -1 (invalid, or an escaped surrogate: left to the full parser). */
 /* 1 when one of the 8 bytes in w is '"', '\\' or below 0x20 (exact for "any"; the
  * classic bit tricks of "Bit Twiddling Hacks": haszero(w ^ c), hasless(w, 0x20)). */
 static int word_has_stop(uint64_t w) {
@@ -49,10 +50,36 @@ static int word_has_stop(uint64_t w) {
     return (hit & highs) != 0;
 }
 
+#ifdef __SSE2__
+/* Bit k set when byte k of the 16 at p is '"', '\\' or below 0x20 (SSE2, which every
+ * x86-64 CPU has): prompts of 64 KiB and more are scanned 16 bytes per step. */
+static unsigned stop_mask16(const unsigned char *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    /* unsigned v <= 0x1f exactly when max(v, 0x1f) == 0x1f */
+    __m128i low = _mm_set1_epi8(0x1f);
+    __m128i c = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+}
+#endif
+
+/* At the opening quote: moves past the closing one. *escaped = 1 when the string has an
+ * escape. 0, or -1 (invalid, or an escaped surrogate: left to the full parser). */
 static int scan_string(scan *sc, int *escaped) {
     size_t i = sc->i + 1;
     *escaped = 0;
     for (;;) {
+#ifdef __SSE2__
+        while (sc->n - i >= 16) {
+            unsigned m = stop_mask16(sc->s + i);
+            if (m) {
+                i += (size_t)__builtin_ctz(m); /* the first stop byte */
+                break;
+            }
+            i += 16;
+        }
+#endif
         /* 8 bytes at a time through the plain text of long strings (prompts) */
         while (sc->n - i >= 8) {
             uint64_t w;

@@ -424,7 +424,9 @@ int aor_route_select(const aor_route_ctx *ctx, const char *model, const char *cl
 
     size_t np = cfg->nproviders > 0 ? cfg->nproviders : 1;
     sel = malloc(np * sizeof *sel);
-    brstate = calloc(np, 1);
+    brstate = malloc(np); /* not calloc: glibc's skips the thread cache */
+    if (brstate)
+        memset(brstate, 0, np);
     if (sel == NULL || brstate == NULL)
         goto fail_oom;
     size_t nsel = select_providers(cfg, model, host, dialect, sel);

@@ -20,22 +20,28 @@ typedef struct {
     char strs[];
 } usage_entry;
 
-/* The headers of each window (indexed by aor_usage_window_id). */
+/* The headers of each window (indexed by aor_usage_window_id), with their lengths. */
 static const struct {
     const char *remaining;
+    size_t remaining_len;
     const char *reset;
+    size_t reset_len;
     int rfc3339; /* reset is an RFC 3339 timestamp (Anthropic), else a Go duration */
 } windows[AOR_USAGE_NWINDOWS] = {
-    [AOR_USAGE_REQUESTS] = {"x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", 0},
-    [AOR_USAGE_TOKENS] = {"x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", 0},
-    [AOR_USAGE_A_REQUESTS] = {"anthropic-ratelimit-requests-remaining",
-                              "anthropic-ratelimit-requests-reset", 1},
-    [AOR_USAGE_A_TOKENS] = {"anthropic-ratelimit-tokens-remaining",
-                            "anthropic-ratelimit-tokens-reset", 1},
-    [AOR_USAGE_A_INPUT_TOKENS] = {"anthropic-ratelimit-input-tokens-remaining",
-                                  "anthropic-ratelimit-input-tokens-reset", 1},
-    [AOR_USAGE_A_OUTPUT_TOKENS] = {"anthropic-ratelimit-output-tokens-remaining",
-                                   "anthropic-ratelimit-output-tokens-reset", 1},
+#define WINDOW(rem, res, rfc)                                                                      \
+    { rem, sizeof rem - 1, res, sizeof res - 1, rfc }
+    [AOR_USAGE_REQUESTS] =
+        WINDOW("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", 0),
+    [AOR_USAGE_TOKENS] = WINDOW("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", 0),
+    [AOR_USAGE_A_REQUESTS] =
+        WINDOW("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset", 1),
+    [AOR_USAGE_A_TOKENS] =
+        WINDOW("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset", 1),
+    [AOR_USAGE_A_INPUT_TOKENS] = WINDOW("anthropic-ratelimit-input-tokens-remaining",
+                                        "anthropic-ratelimit-input-tokens-reset", 1),
+    [AOR_USAGE_A_OUTPUT_TOKENS] = WINDOW("anthropic-ratelimit-output-tokens-remaining",
+                                         "anthropic-ratelimit-output-tokens-reset", 1),
+#undef WINDOW
 };
 
 aor_usage *aor_usage_new(void) {
@@ -139,7 +145,7 @@ static void read_windows(const aor_header *hdrs, size_t n, double now, aor_usage
     for (size_t h = 0; h < n; h++) {
         size_t len = strlen(hdrs[h].name);
         for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
-            if (len == strlen(windows[i].remaining) &&
+            if (len == windows[i].remaining_len &&
                 strcasecmp(hdrs[h].name, windows[i].remaining) == 0) {
                 double r = parse_remaining(hdrs[h].value);
                 named[i] = 1;
@@ -147,8 +153,7 @@ static void read_windows(const aor_header *hdrs, size_t n, double now, aor_usage
                     fresh[i].remaining = r; /* the last valid one wins */
                 break;
             }
-            if (len == strlen(windows[i].reset) &&
-                strcasecmp(hdrs[h].name, windows[i].reset) == 0) {
+            if (len == windows[i].reset_len && strcasecmp(hdrs[h].name, windows[i].reset) == 0) {
                 double t = parse_reset(i, hdrs[h].value, now);
                 named[i] = 1;
                 if (t > 0)

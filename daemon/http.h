@@ -78,7 +78,7 @@ const char *aor_http_reason(int status);
 
 /* 1 when a header is hop-by-hop (RFC 9110 §7.6.1) or otherwise re-made by aor
  * (connection, keep-alive, proxy-*, te, trailer(s), transfer-encoding, upgrade, host,
- * content-length, expect). */
+ * content-length, expect, http2-settings). */
 int aor_http_is_hop_header(const char *name);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -31,6 +32,9 @@ typedef struct hdr_chunk {
 
 typedef struct {
     aor_header *h;
+    struct hdr_len {
+        uint32_t name, value; /* strlen of h[i].name and h[i].value */
+    } * len;
     size_t n, cap;
     hdr_chunk *mem; /* where the names and values live: one malloc for most answers */
 } hdr_set;
@@ -73,6 +77,9 @@ struct aor_proxy {
     int chunked_out;
     int no_body;   /* the answer has no body: to HEAD, or a 204 (RFC 9110 §6.4.1) */
     int committed; /* a byte went to the client */
+    /* A 2xx answer forwarded as it comes (MODE_STREAM) whose usage headers and success
+     * are not recorded yet: done right after the answer is sent (flush_bookkeeping). */
+    int ok_pending;
     int sse_error; /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
     int cut;             /* we stopped the transfer */
@@ -88,6 +95,7 @@ struct aor_proxy {
 
 /* Starts the next attempt; returns 1 when one is in flight, 0 when it answered (p freed). */
 static int start_next(aor_proxy *p);
+static void flush_bookkeeping(aor_proxy *p);
 
 static void hset_clear(hdr_set *s) {
     for (hdr_chunk *c = s->mem; c;) {
@@ -96,6 +104,7 @@ static void hset_clear(hdr_set *s) {
         c = next;
     }
     free(s->h);
+    free(s->len);
     memset(s, 0, sizeof *s);
 }
 
@@ -103,7 +112,7 @@ static void hset_clear(hdr_set *s) {
  * so is everything past MAX_RESP_HEADERS. Out of memory drops the line. */
 static void hset_add(hdr_set *s, const char *line, size_t len) {
     const char *colon = memchr(line, ':', len);
-    if (!colon || colon == line || s->n >= MAX_RESP_HEADERS)
+    if (!colon || colon == line || s->n >= MAX_RESP_HEADERS || len > UINT32_MAX)
         return;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -111,6 +120,10 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
         if (!h)
             return;
         s->h = h;
+        struct hdr_len *l = realloc(s->len, cap * sizeof *l);
+        if (!l)
+            return; /* s->cap unchanged: the next add retries both */
+        s->len = l;
         s->cap = cap;
     }
     hdr_chunk *c = s->mem;
@@ -134,6 +147,10 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
         v++;
     s->h[s->n].name = blk;
     s->h[s->n].value = blk + v;
+    /* strlen, not the offsets: a NUL inside the line (possible from libcurl) ends the
+     * name or value here, as it does for every other reader of h[]. */
+    s->len[s->n].name = (uint32_t)strlen(blk);
+    s->len[s->n].value = (uint32_t)strlen(blk + v);
     s->n++;
 }
 
@@ -147,6 +164,7 @@ static const char *hset_get(const hdr_set *s, const char *name) {
 }
 
 static void proxy_free(aor_proxy *p) {
+    flush_bookkeeping(p);
     if (p->x)
         aor_xfer_cancel(p->x);
     aor_http_request_free(p->req);
@@ -225,7 +243,7 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
 static int forward_header(const char *name) {
     if (aor_http_is_hop_header(name))
         return 0;
-    if (strncasecmp(name, "x-aor-", 6) == 0)
+    if ((name[0] | 0x20) == 'x' && name[1] == '-' && strncasecmp(name, "x-aor-", 6) == 0)
         return 0;
     return 1;
 }
@@ -269,7 +287,7 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     }
     size_t need = 9 + 24 + 1 + lreason + 2;
     for (size_t i = 0; i < hs->n; i++)
-        need += strlen(hs->h[i].name) + 2 + strlen(hs->h[i].value) + 2;
+        need += (size_t)hs->len[i].name + 2 + hs->len[i].value + 2;
     need += 16 + lprov + 2 + 11 + lkey + 2 + 16 + 24 + 2;
     need += 16 + 24 + 2 + 28 + 19 + 2;
     struct evbuffer_iovec v;
@@ -286,9 +304,9 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     /* Forwarded lines are copied as they are (docs/performance.md). */
     for (size_t i = 0; i < hs->n; i++) {
         if (forward_header(hs->h[i].name)) {
-            d = put(d, hs->h[i].name, strlen(hs->h[i].name));
+            d = put(d, hs->h[i].name, hs->len[i].name);
             d = PUT_LIT(d, ": ");
-            d = put(d, hs->h[i].value, strlen(hs->h[i].value));
+            d = put(d, hs->h[i].value, hs->len[i].value);
             d = PUT_LIT(d, "\r\n");
         }
     }
@@ -350,6 +368,7 @@ static void send_buffered(aor_proxy *p, long status, const hdr_set *hs, struct e
 /* ---- recording ---------------------------------------------------------------- */
 
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
+    flush_bookkeeping(p); /* an earlier success is recorded first */
     const aor_provider_cfg *pc = &p->d->cfg->providers[cand->provider];
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
                       hint_s, p->attempt_started, aor_clock_now());
@@ -388,6 +407,23 @@ static void observe_usage(aor_proxy *p) {
         aor_warn("usage: out of memory");
 }
 
+/* Records the usage headers and the success of a forwarded 2xx answer, if still to be
+ * done. Runs once the answer's head has been sent (the client waits for the bytes, not
+ * for the bookkeeping; docs/performance.md), before any later record of the attempt, and
+ * at the latest when p is freed. */
+static void flush_bookkeeping(aor_proxy *p) {
+    if (!p->ok_pending)
+        return;
+    p->ok_pending = 0;
+    aor_conn_on_flushed(p->c, NULL, NULL);
+    observe_usage(p);
+    record(p, p->cand, AOR_KIND_OK, -1);
+}
+
+static void on_flushed(void *arg) {
+    flush_bookkeeping(arg);
+}
+
 static void on_up_header(void *arg, const char *line, size_t len) {
     aor_proxy *p = arg;
     if (p->mode != MODE_HEADERS)
@@ -402,11 +438,12 @@ static void on_up_header(void *arg, const char *line, size_t len) {
     if (len == 0) {
         if (p->status >= 100 && p->status < 200)
             return;
-        observe_usage(p);
         int ok = p->status >= 200 && p->status < 300;
         if (!ok || is_content_type(&p->hdrs, "text/html")) {
+            observe_usage(p);
             p->mode = MODE_BUFFER;
         } else if (is_content_type(&p->hdrs, "text/event-stream")) {
+            observe_usage(p);
             p->mode = MODE_SSE_PEEK;
         } else {
             p->mode = MODE_STREAM;
@@ -423,7 +460,9 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             }
             if (p->status == 204)
                 n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
-            record(p, p->cand, AOR_KIND_OK, -1);
+            /* observe_usage + record(OK) once the head is sent (flush_bookkeeping) */
+            p->ok_pending = 1;
+            aor_conn_on_flushed(p->c, on_flushed, p);
             write_head(p, p->status, &p->hdrs, p->cand, n);
         }
         return;
@@ -1060,7 +1099,10 @@ static int start_next(aor_proxy *p) {
 }
 
 aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host) {
-    aor_proxy *p = calloc(1, sizeof *p);
+    /* malloc + memset: glibc's calloc skips the thread cache (docs/performance.md). */
+    aor_proxy *p = malloc(sizeof *p);
+    if (p)
+        memset(p, 0, sizeof *p);
     if (!p) {
         aor_http_request_free(req);
         aor_conn_abort(c);
