@@ -2,7 +2,7 @@
  *
  *   loadgen --host H --port P [--tls] [--path /v1/chat/completions] [--model M]
  *           [--body-bytes N | --body JSON] [--conns N] [--rate R] [--duration S]
- *           [--warmup S] [--cpu-pid PID]...
+ *           [--warmup S] [--cpu-pid PID]... [--samples]
  *
  * The request is a POST of an OpenAI chat body for model M (default "bench") whose user
  * message is padded so the body is about N bytes (default: a short "hi"), or --body as
@@ -17,7 +17,8 @@
  * omission); a request sent on a timer wake counts from when it was sent.
  * Only requests due after the warm-up and answered before the end are counted; the CPU
  * time of each --cpu-pid (all its threads, /proc/PID/task/ * /schedstat) is read at the
- * same two moments. Prints one JSON object on stdout. The host is resolved with
+ * same two moments. Prints one JSON object on stdout (with --samples also every counted
+ * latency, "samples_us"). The host is resolved with
  * getaddrinfo, so LD_PRELOAD=libaor.so redirects provider hosts. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -50,7 +51,7 @@ typedef struct {
 static const char *opt_host = "127.0.0.1", *opt_port = "80", *opt_path = "/v1/chat/completions";
 static const char *opt_body, *opt_model = "bench";
 static long opt_body_bytes;
-static int opt_tls, opt_conns = 1;
+static int opt_tls, opt_samples, opt_conns = 1;
 static double opt_rate, opt_duration = 2, opt_warmup = 0.5;
 static pid_t opt_pids[MAX_PIDS];
 static int opt_npids;
@@ -71,7 +72,7 @@ static double parse_num(const char *s, const char *what) {
 static void usage(void) {
     fprintf(stderr, "usage: loadgen --host H --port P [--tls] [--path P] [--model M] "
                     "[--body-bytes N | --body JSON] [--conns N] [--rate R] [--duration S] "
-                    "[--warmup S] [--cpu-pid PID]\n");
+                    "[--warmup S] [--cpu-pid PID] [--samples]\n");
     exit(2);
 }
 
@@ -81,6 +82,10 @@ static void parse_args(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--tls") == 0) {
             opt_tls = 1;
+            continue;
+        }
+        if (strcmp(a, "--samples") == 0) {
+            opt_samples = 1;
             continue;
         }
         if (!v)
@@ -321,7 +326,15 @@ int main(int argc, char **argv) {
            bc_samples_pct(&lat, 100) / 1e3);
     for (int i = 0; i < opt_npids; i++)
         printf("%s%" PRIu64, i ? "," : "", cpu1[i] - cpu0[i]);
-    printf("]}\n");
+    printf("]");
+    if (opt_samples) {
+        /* Every request's latency (µs), for a caller that pools several runs. */
+        printf(",\"samples_us\":[");
+        for (size_t i = 0; i < lat.n; i++)
+            printf("%s%.1f", i ? "," : "", (double)lat.v[i] / 1e3);
+        printf("]");
+    }
+    printf("}\n");
     bc_samples_free(&lat);
     for (int i = 0; i < opt_conns; i++)
         bc_close(&conns[i].c);

@@ -1,7 +1,7 @@
 /* streamlat — SSE chunk latency for `make bench` (docs/performance.md).
  *
  *   streamlat --host H --port P [--tls] [--path /v1/chat/completions] [--model M]
- *             [--streams N] [--count K] [--chunks C] [--interval-us U]
+ *             [--streams N] [--count K] [--chunks C] [--interval-us U] [--samples]
  *
  * Opens N connections and runs K streaming requests on each, one after the other (all N
  * at once). bench/mockfast stamps every event with "bench_t": CLOCK_MONOTONIC ns just
@@ -9,7 +9,8 @@
  * event returned, so latency = time from the mock writing a chunk to the client having
  * it, through whatever path sits between them. The first event of a stream (it leaves
  * with the response headers) is reported apart as time to first event. Also reports the
- * highest number of streams open at the same moment. Prints one JSON object. */
+ * highest number of streams open at the same moment. Prints one JSON object; with
+ * --samples it also holds every chunk latency ("samples_us"). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -39,7 +40,7 @@ typedef struct {
 
 static const char *opt_host = "127.0.0.1", *opt_port = "80", *opt_path = "/v1/chat/completions";
 static const char *opt_model = "bench";
-static int opt_tls, opt_streams = 1, opt_count = 1;
+static int opt_tls, opt_samples, opt_streams = 1, opt_count = 1;
 static long opt_chunks = 200, opt_interval_us = 2000;
 
 static bc_samples lat, first;
@@ -60,6 +61,10 @@ static void parse_args(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--tls") == 0) {
             opt_tls = 1;
+            continue;
+        }
+        if (strcmp(a, "--samples") == 0) {
+            opt_samples = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -244,11 +249,19 @@ int main(int argc, char **argv) {
     double secs = (double)(bc_now_ns() - t0) / 1e9;
     printf("{\"streams\":%lu,\"failed\":%lu,\"events\":%lu,\"bad_events\":%lu,\"open_max\":%d,"
            "\"seconds\":%.3f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
-           "\"first_p50_us\":%.1f,\"first_p99_us\":%.1f}\n",
+           "\"first_p50_us\":%.1f,\"first_p99_us\":%.1f",
            done, failed, events_total, bad_events, open_max, secs, bc_samples_pct(&lat, 50) / 1e3,
            bc_samples_pct(&lat, 90) / 1e3, bc_samples_pct(&lat, 99) / 1e3,
            bc_samples_pct(&lat, 100) / 1e3, bc_samples_pct(&first, 50) / 1e3,
            bc_samples_pct(&first, 99) / 1e3);
+    if (opt_samples) {
+        /* Every chunk latency (µs), for a caller that pools several runs. */
+        printf(",\"samples_us\":[");
+        for (size_t i = 0; i < lat.n; i++)
+            printf("%s%.1f", i ? "," : "", (double)lat.v[i] / 1e3);
+        printf("]");
+    }
+    printf("}\n");
     free(ss);
     free(request);
     if (ctx)
