@@ -106,7 +106,7 @@ static void read_enable(aor_conn *c, int on) {
     c->reading = on;
     update_rev(c);
     /* Decrypted bytes OpenSSL still holds raise no readiness of the socket. */
-    if (on && c->ssl && SSL_pending(c->ssl) > 0)
+    if (on && c->ssl && SSL_has_pending(c->ssl))
         event_active(c->rev, EV_READ, 0);
 }
 
@@ -355,7 +355,7 @@ static int read_in(aor_conn *c) {
         if (got >= IN_READ_MAX_PER_EVENT) {
             /* Other connections get their turn; rev fires again for what the socket
              * has, and for what OpenSSL decrypted already: */
-            if (SSL_pending(c->ssl) > 0)
+            if (SSL_has_pending(c->ssl))
                 event_active(c->rev, EV_READ, 0);
             break;
         }
@@ -367,7 +367,12 @@ static int read_in(aor_conn *c) {
                 break;
             }
             got += (size_t)n;
-            continue; /* until OpenSSL holds nothing and the socket is empty */
+            /* With read-ahead, OpenSSL read what the socket had (up to its buffer): once
+             * it holds nothing, stop instead of a read() that finds nothing; rev fires
+             * again if more came meanwhile. */
+            if (!SSL_has_pending(c->ssl))
+                break;
+            continue;
         }
         int e = SSL_get_error(c->ssl, n);
         if (e == SSL_ERROR_WANT_READ)
@@ -533,6 +538,8 @@ static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tl
             return;
         }
         SSL_set_accept_state(ssl);
+        /* One read() per readable event for whole records (header and body), not two. */
+        SSL_set_read_ahead(ssl, 1);
         /* A write may return after a part (each SSL_write is up to one record), and is
          * retried with the buffer where it then is (write_out). */
         SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);

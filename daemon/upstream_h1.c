@@ -714,11 +714,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
             event_del(c->rev); /* paused: aor_h1_resume reads on */
             return;
         }
-        if (!c->ssl && (size_t)n < sizeof h->scratch)
-            return; /* the socket is empty (a TLS record holds at most the scratch size) */
+        /* The socket is empty; with TLS (read-ahead), OpenSSL holds nothing more: rev
+         * fires again if more came meanwhile, without a read() that finds nothing. */
+        if (c->ssl ? !SSL_has_pending(c->ssl) : (size_t)n < sizeof h->scratch)
+            return;
     }
     /* More may be there: go on in the next loop pass, after other connections. */
-    if (c->ssl && SSL_pending(c->ssl) > 0)
+    if (c->ssl && SSL_has_pending(c->ssl))
         event_active(c->rev, EV_READ, 0);
 }
 
@@ -910,6 +912,8 @@ static void tls_start(h1_conn *c) {
     if (SSL_set_fd(ssl, c->fd) != 1)
         goto fail_ssl;
     SSL_set_connect_state(ssl);
+    /* One read() per readable event for whole records (header and body), not two. */
+    SSL_set_read_ahead(ssl, 1);
     /* A write may return after a part (one record), and is retried with the buffer
      * where it then is (tls_flush). */
     SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -1402,7 +1406,7 @@ static void on_deferred(evutil_socket_t fd, short what, void *arg) {
         } else if (c->rev) {
             event_add(c->rev, NULL);
             /* Bytes OpenSSL decrypted already raise no readiness of the socket. */
-            if (c->ssl && SSL_pending(c->ssl) > 0)
+            if (c->ssl && SSL_has_pending(c->ssl))
                 event_active(c->rev, EV_READ, 0);
         }
     }
