@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -31,6 +32,47 @@ static pthread_mutex_t g_reload_mu = PTHREAD_MUTEX_INITIALIZER; /* one reloader 
 static aor_pubset *g_pub;
 static atomic_int g_pub_present;         /* g_pub != NULL, readable without the lock */
 static atomic_long g_checked = LONG_MIN; /* monotonic second of the last check */
+
+/* Bit n set when a host of n bytes (normalised) is in g_static or g_pub. A name of any
+ * other length is not intercepted, which aor_hosts_intercepted tells without
+ * normalising, scanning the lists or taking g_pub_mu: a program's own lookups and
+ * connections pay next to nothing (docs/performance.md, shim cost). */
+#define LEN_WORDS ((AOR_HOST_MAX + 64) / 64)
+static _Atomic uint64_t g_lens[LEN_WORDS];
+static uint64_t g_static_lens[LEN_WORDS]; /* read-only after init */
+
+static void lens_of(const aor_hostlist *l, uint64_t *bits) {
+    for (size_t i = 0; l != NULL && i < aor_hostlist_count(l); i++) {
+        size_t n = strlen(aor_hostlist_name(l, i));
+        if (n <= AOR_HOST_MAX)
+            bits[n >> 6] |= (uint64_t)1 << (n & 63);
+    }
+}
+
+/* Makes g_lens the lengths of g_static and s. Caller holds g_pub_mu and swaps g_pub
+ * between the two steps: readers see the old set's bits and the new one's meanwhile, so
+ * a host in either is never skipped. */
+static void lens_widen(const aor_pubset *s, uint64_t *out) {
+    memcpy(out, g_static_lens, sizeof g_static_lens);
+    if (s != NULL)
+        lens_of(aor_pubset_hosts(s), out);
+    for (size_t w = 0; w < LEN_WORDS; w++)
+        atomic_fetch_or_explicit(&g_lens[w], out[w], memory_order_release);
+}
+
+static void lens_settle(const uint64_t *bits) {
+    for (size_t w = 0; w < LEN_WORDS; w++)
+        atomic_store_explicit(&g_lens[w], bits[w], memory_order_release);
+}
+
+/* 0 when no intercepted host has the length name (len bytes) has once normalised. */
+static int len_possible(const char *name, size_t len) {
+    if (len > 0 && name[len - 1] == '.')
+        len--; /* the normalised form drops one trailing dot */
+    if (len > AOR_HOST_MAX)
+        return 0;
+    return (int)((atomic_load_explicit(&g_lens[len >> 6], memory_order_acquire) >> (len & 63)) & 1);
+}
 static struct {
     int present;
     dev_t dev;
@@ -64,6 +106,9 @@ void aor_hosts_init(void) {
         g_static = aor_hostlist_builtin();
     }
     g_map = aor_addrmap_new(AOR_ADDRMAP_DEFAULT_CAP);
+    lens_of(g_static, g_static_lens);
+    for (size_t w = 0; w < LEN_WORDS; w++)
+        atomic_store_explicit(&g_lens[w], g_static_lens[w], memory_order_release);
     port_set(443);
     for (size_t i = 0; i < aor_hostlist_count(g_static); i++)
         port_set(aor_hostlist_port(g_static, i));
@@ -121,10 +166,13 @@ out_close:
 }
 
 static void swap_pub(aor_pubset *s) {
+    uint64_t bits[LEN_WORDS];
     pthread_mutex_lock(&g_pub_mu);
+    lens_widen(s, bits);
     aor_pubset *old = g_pub;
     g_pub = s;
     atomic_store_explicit(&g_pub_present, s != NULL, memory_order_release);
+    lens_settle(bits);
     pthread_mutex_unlock(&g_pub_mu);
     aor_pubset_free(old);
 }
@@ -213,9 +261,11 @@ int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
     size_t len = strnlen(name, AOR_HOST_MAX + 2);
     if (len == 0 || len > AOR_HOST_MAX + 1)
         return 0;
+    maybe_refresh(); /* at most once a second: the published set may have changed */
+    if (!len_possible(name, len))
+        return 0;
     int hit = aor_hostlist_find(g_static, name, len) >= 0;
     if (!hit) {
-        maybe_refresh();
         if (!atomic_load_explicit(&g_pub_present, memory_order_acquire))
             return 0;
         pthread_mutex_lock(&g_pub_mu);

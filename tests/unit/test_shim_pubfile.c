@@ -211,11 +211,20 @@ static void test_live_reload(void **state) {
     /* malformed replacement: ignored entirely */
     write_file(path, "garbage\n");
     assert_int_equal(aor_hosts_refresh_from(path, 102), 0);
-    /* removed: nothing published */
+    assert_int_equal(aor_hosts_intercepted("live.test", norm, sizeof(norm)), 0);
     write_file(path, "aor-hosts 1\na 192.0.2.77 7443 live.test\n");
     assert_int_equal(aor_hosts_refresh_from(path, 103), 1);
+    /* a host of another length replaces it: names are pre-filtered by length, and the
+     * filter follows the published set both ways */
+    write_file(path, "aor-hosts 1\na 192.0.2.78 7443 longer-live.test\n");
+    assert_int_equal(aor_hosts_refresh_from(path, 104), 1);
+    assert_int_equal(aor_hosts_intercepted("Longer-Live.test.", norm, sizeof(norm)), 1);
+    assert_string_equal(norm, "longer-live.test");
+    assert_int_equal(aor_hosts_intercepted("live.test", norm, sizeof(norm)), 0);
+    /* removed: nothing published */
     unlink(path);
-    assert_int_equal(aor_hosts_refresh_from(path, 104), 0);
+    assert_int_equal(aor_hosts_refresh_from(path, 105), 0);
+    assert_int_equal(aor_hosts_intercepted("longer-live.test", norm, sizeof(norm)), 0);
     rmdir(dir);
 }
 
