@@ -342,7 +342,8 @@ static int read_in(aor_conn *c) {
      * input buffer would allocate a 16 KiB chain per request (a slow, large malloc). */
     static char scratch[READ_MAX];
     if (!c->ssl) {
-        ssize_t n = read(c->fd, scratch, sizeof scratch);
+        /* recv, not read: the socket call without the VFS layer (as nginx reads) */
+        ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
         if (n < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
         if (n == 0)
