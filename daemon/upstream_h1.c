@@ -515,11 +515,28 @@ static int on_message_complete(http_parser *p) {
 
 /* ---- reading ---------------------------------------------------------------------- */
 
+/* 1 when OpenSSL holds more than protocol records after an answer: bytes of a next
+ * "answer", or the end of the connection (close_notify). With read-ahead they came in
+ * with the answer's last record, so the idle connection's socket would never show them
+ * and the next request would get them. Session tickets and key updates are consumed
+ * here and leave the connection reusable. */
+static int tls_more_after_answer(h1_conn *c) {
+    if (!c->ssl || !SSL_has_pending(c->ssl))
+        return 0;
+    char b;
+    ERR_clear_error();
+    int r = SSL_peek(c->ssl, &b, 1);
+    int e = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    return r > 0 || e != SSL_ERROR_WANT_READ;
+}
+
 /* Ends x after its answer is complete and on_data has taken every byte. */
 static void finish_ok(h1_xfer *x) {
     h1_conn *c = x->c;
     int reusable = c && !x->cut && !x->leftover && http_should_keep_alive(&c->parser) &&
-                   x->status >= 200 && (!c->out || evbuffer_get_length(c->out) == 0);
+                   x->status >= 200 && (!c->out || evbuffer_get_length(c->out) == 0) &&
+                   !tls_more_after_answer(c);
     detach_conn(x, reusable);
     xfer_end(x, CURLE_OK, NULL);
 }
@@ -1028,8 +1045,13 @@ static void on_connect_timeout(evutil_socket_t fd, short what, void *arg) {
         connect_next(c);
         return;
     }
-    xfer_fail_later(x, CURLE_OPERATION_TIMEDOUT, "connecting to %s timed out after %ld ms",
-                    x->o->prefix, x->connect_timeout_ms);
+    if (c->ssl)
+        xfer_fail_later(x, CURLE_OPERATION_TIMEDOUT,
+                        "TLS handshake with %s timed out (connect time %ld ms)", x->o->prefix,
+                        x->connect_timeout_ms);
+    else
+        xfer_fail_later(x, CURLE_OPERATION_TIMEDOUT, "connecting to %s timed out after %ld ms",
+                        x->o->prefix, x->connect_timeout_ms);
 }
 
 static void on_resolved(int result, struct evutil_addrinfo *res, void *arg) {

@@ -1391,6 +1391,7 @@ static void test_tls_connect_timeout(void **state) {
     srv_listen(f, ctx);
     fetch(f, &f->r[0], "GET", url_of(f, 0, "https", "127.0.0.1", "/"), NULL, NULL, 0, g.ca1, 150);
     assert_fail(&f->r[0], CURLE_OPERATION_TIMEDOUT);
+    assert_non_null(strstr(f->r[0].errtext, "TLS handshake")); /* not "connecting" */
     assert_int_equal(f->r[0].status, 0);
     assert_int_equal(f->accepted, 1);
 }
