@@ -4,7 +4,8 @@
  *
  * Builds two configurations through aor_config_load (an INI file in a temp dir, secrets
  * in environment variables BENCH_RK_<name>):
- *   small: 1 provider, 2 keys (a typical user);
+ *   small: 1 provider, 2 keys (a typical user), a random client per call, and one
+ *          client again and again (an agent process);
  *   large: 10 providers x 100 keys = 1,000 keys, all serving the model, 100 keys in a
  *          running backoff window; provider priorities 0..9 in list order, keys of equal
  *          priority (every candidate ties with the 99 others of its provider and gets a
@@ -180,6 +181,14 @@ int main(int argc, char **argv) {
         aor_sequence_free(&seq);
     });
     size_t small_n = sink / (size_t)iters_small;
+    /* One client again and again, as an agent process with one credential sends. */
+    const char *one = clients[7];
+    double sel_small_one = TIME_LOOP(iters_small, {
+        if (aor_route_select(&cs, MODEL, one, NULL, AOR_DIALECT_OPENAI, NOW, &seq) < 0)
+            die("route_select");
+        sink += seq.n;
+        aor_sequence_free(&seq);
+    });
     sink = 0;
     double sel_large = TIME_LOOP(iters_large, {
         const char *c = clients[next_rand() % NCLIENTS];
@@ -230,13 +239,14 @@ int main(int argc, char **argv) {
     double breaker_allow =
         TIME_LOOP(iters_lookup, { sink += (size_t)aor_breaker_allow(br, "p3", MODEL, NOW); });
 
-    printf("{\"route_select_small_ns\":%.0f,\"route_select_small_candidates\":%zu,"
+    printf("{\"route_select_small_ns\":%.0f,\"route_select_small_one_client_ns\":%.0f,"
+           "\"route_select_small_candidates\":%zu,"
            "\"route_select_1000keys_ns\":%.0f,\"route_select_1000keys_candidates\":%zu,"
            "\"route_select_1000keys_reversed_ns\":%.0f,\"route_select_1000keys_graded_ns\":%.0f,"
            "\"sticky_get_100k_rows_ns\":%.0f,\"backoff_blocked_1000_keys_ns\":%.0f,"
            "\"breaker_allow_ns\":%.0f,\"client_id_sha256_ns\":%.0f,"
            "\"sticky_insert_ns\":%.0f,\"sticky_rows\":%zu,\"sink\":%zu}\n",
-           sel_small, small_n, sel_large, large_n, sel_reversed, sel_graded, sticky_get,
+           sel_small, sel_small_one, small_n, sel_large, large_n, sel_reversed, sel_graded, sticky_get,
            backoff_blocked - snprintf_ns > 0 ? backoff_blocked - snprintf_ns : backoff_blocked,
            breaker_allow, hash_ns, sticky_insert_ns, aor_sticky_count(st), sink % 7);
     aor_sticky_free(st);
