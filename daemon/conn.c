@@ -25,9 +25,10 @@
 #define IDLE_TIMEOUT_S 300
 #define OUT_LOW_WATERMARK (256 * 1024)
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
-#define READ_MAX 16384      /* bytes per read (plain) or SSL_read (one TLS record's payload) */
-#define TLS_WRITE_MAX 16384 /* bytes per SSL_write: one full TLS record */
-#define IN_READ_MAX_PER_EVENT (4 * READ_MAX) /* TLS bytes taken per readable event */
+#define READ_MAX 16384       /* bytes per SSL_read (one TLS record's payload) */
+#define PLAIN_READ_MAX 65536 /* bytes per recv of a plain socket (a big prompt in one) */
+#define TLS_WRITE_MAX 16384  /* bytes per SSL_write: one full TLS record */
+#define IN_READ_MAX_PER_EVENT (256 * 1024) /* bytes taken per readable event */
 
 /* Why a connection ends (conn_gone). */
 enum { GONE_EOF = 1, GONE_ERROR = 2, GONE_TIMEOUT = 4 };
@@ -340,15 +341,24 @@ static int write_out(aor_conn *c) {
 static int read_in(aor_conn *c) {
     /* Into a scratch buffer, then only the bytes read are added: reserving room in the
      * input buffer would allocate a 16 KiB chain per request (a slow, large malloc). */
-    static char scratch[READ_MAX];
+    static char scratch[PLAIN_READ_MAX];
     if (!c->ssl) {
-        /* recv, not read: the socket call without the VFS layer (as nginx reads) */
-        ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
-        if (n < 0)
-            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
-        if (n == 0)
-            return GONE_EOF;
-        return evbuffer_add(c->in, scratch, (size_t)n) == 0 ? 0 : GONE_ERROR;
+        /* recv, not read: the socket call without the VFS layer (as nginx reads). A
+         * full read means more may wait: read on (up to IN_READ_MAX_PER_EVENT) instead
+         * of a loop round per read. */
+        for (size_t got = 0; got < IN_READ_MAX_PER_EVENT;) {
+            ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
+            if (n < 0)
+                return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
+            if (n == 0)
+                return GONE_EOF;
+            if (evbuffer_add(c->in, scratch, (size_t)n) != 0)
+                return GONE_ERROR;
+            if ((size_t)n < sizeof scratch)
+                break;
+            got += (size_t)n;
+        }
+        return 0;
     }
     c->read_wants_write = 0;
     int gone = 0;
@@ -361,7 +371,7 @@ static int read_in(aor_conn *c) {
             break;
         }
         ERR_clear_error();
-        int n = SSL_read(c->ssl, scratch, sizeof scratch);
+        int n = SSL_read(c->ssl, scratch, READ_MAX);
         if (n > 0) {
             if (evbuffer_add(c->in, scratch, (size_t)n) != 0) {
                 gone = GONE_ERROR;
@@ -369,9 +379,9 @@ static int read_in(aor_conn *c) {
             }
             got += (size_t)n;
             /* With read-ahead, OpenSSL read what the socket had (up to its buffer): once
-             * it holds nothing, stop instead of a read() that finds nothing; rev fires
-             * again if more came meanwhile. */
-            if (!SSL_has_pending(c->ssl))
+             * it holds nothing, stop instead of a read() that finds nothing, unless the
+             * record was a full one (a big body goes on); rev fires again for the rest. */
+            if (!SSL_has_pending(c->ssl) && n < READ_MAX)
                 break;
             continue;
         }

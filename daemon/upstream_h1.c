@@ -731,9 +731,10 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
             event_del(c->rev); /* paused: aor_h1_resume reads on */
             return;
         }
-        /* The socket is empty; with TLS (read-ahead), OpenSSL holds nothing more: rev
-         * fires again if more came meanwhile, without a read() that finds nothing. */
-        if (c->ssl ? !SSL_has_pending(c->ssl) : (size_t)n < sizeof h->scratch)
+        /* Less than a full read: the socket is empty, and with TLS (read-ahead) OpenSSL
+         * holds nothing more either: no read() that finds nothing; rev fires again if
+         * more came meanwhile. A full read (or record) means more may wait: read on. */
+        if ((size_t)n < sizeof h->scratch && (!c->ssl || !SSL_has_pending(c->ssl)))
             return;
     }
     /* More may be there: go on in the next loop pass, after other connections. */
