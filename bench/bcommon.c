@@ -54,6 +54,13 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+void bc_samples_print_json(const bc_samples *s, const char *key) {
+    printf(",\"%s\":[", key);
+    for (size_t i = 0; i < s->n; i++)
+        printf("%s%.1f", i ? "," : "", (double)s->v[i] / 1e3);
+    printf("]");
+}
+
 uint64_t bc_samples_pct(bc_samples *s, double p) {
     if (s->n == 0)
         return 0;

@@ -33,6 +33,10 @@ uint64_t bc_samples_pct(bc_samples *s, double p);
 
 void bc_samples_free(bc_samples *s);
 
+/* Prints ,"<key>":[v1,v2,...] with every sample in µs (one decimal) to stdout: the end
+ * of a JSON object, for a caller that pools the samples of several runs. */
+void bc_samples_print_json(const bc_samples *s, const char *key);
+
 /* ---- CPU time of other processes -------------------------------------------------- */
 
 /* On-CPU time of every thread of pid (sum of the first field of

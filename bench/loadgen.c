@@ -327,13 +327,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < opt_npids; i++)
         printf("%s%" PRIu64, i ? "," : "", cpu1[i] - cpu0[i]);
     printf("]");
-    if (opt_samples) {
-        /* Every request's latency (µs), for a caller that pools several runs. */
-        printf(",\"samples_us\":[");
-        for (size_t i = 0; i < lat.n; i++)
-            printf("%s%.1f", i ? "," : "", (double)lat.v[i] / 1e3);
-        printf("]");
-    }
+    if (opt_samples)
+        bc_samples_print_json(&lat, "samples_us");
     printf("}\n");
     bc_samples_free(&lat);
     for (int i = 0; i < opt_conns; i++)

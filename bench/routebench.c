@@ -246,7 +246,8 @@ int main(int argc, char **argv) {
            "\"sticky_get_100k_rows_ns\":%.0f,\"backoff_blocked_1000_keys_ns\":%.0f,"
            "\"breaker_allow_ns\":%.0f,\"client_id_sha256_ns\":%.0f,"
            "\"sticky_insert_ns\":%.0f,\"sticky_rows\":%zu,\"sink\":%zu}\n",
-           sel_small, sel_small_one, small_n, sel_large, large_n, sel_reversed, sel_graded, sticky_get,
+           sel_small, sel_small_one, small_n, sel_large, large_n, sel_reversed, sel_graded,
+           sticky_get,
            backoff_blocked - snprintf_ns > 0 ? backoff_blocked - snprintf_ns : backoff_blocked,
            breaker_allow, hash_ns, sticky_insert_ns, aor_sticky_count(st), sink % 7);
     aor_sticky_free(st);

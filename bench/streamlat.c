@@ -254,13 +254,8 @@ int main(int argc, char **argv) {
            bc_samples_pct(&lat, 90) / 1e3, bc_samples_pct(&lat, 99) / 1e3,
            bc_samples_pct(&lat, 100) / 1e3, bc_samples_pct(&first, 50) / 1e3,
            bc_samples_pct(&first, 99) / 1e3);
-    if (opt_samples) {
-        /* Every chunk latency (µs), for a caller that pools several runs. */
-        printf(",\"samples_us\":[");
-        for (size_t i = 0; i < lat.n; i++)
-            printf("%s%.1f", i ? "," : "", (double)lat.v[i] / 1e3);
-        printf("]");
-    }
+    if (opt_samples)
+        bc_samples_print_json(&lat, "samples_us");
     printf("}\n");
     free(ss);
     free(request);

@@ -6,6 +6,7 @@
 #include "passthru.h"
 #include "publish.h"
 #include "sni.h"
+#include "tls_io.h"
 #include "preamble.h"
 #include "proxy.h"
 
@@ -27,7 +28,6 @@
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
 #define READ_MAX 16384       /* bytes per SSL_read (one TLS record's payload) */
 #define PLAIN_READ_MAX 65536 /* bytes per recv of a plain socket (a big prompt in one) */
-#define TLS_WRITE_MAX 16384  /* bytes per SSL_write: one full TLS record */
 #define IN_READ_MAX_PER_EVENT (256 * 1024) /* bytes taken per readable event */
 
 /* Why a connection ends (conn_gone). */
@@ -309,27 +309,15 @@ static int write_out(aor_conn *c) {
             }
             continue;
         }
-        size_t len = evbuffer_get_length(c->out);
-        if (len > TLS_WRITE_MAX)
-            len = TLS_WRITE_MAX;
-        const unsigned char *data = evbuffer_pullup(c->out, (ev_ssize_t)len);
-        if (!data)
-            return -1;
-        ERR_clear_error();
-        int n = SSL_write(c->ssl, data, (int)len);
-        if (n > 0) {
-            evbuffer_drain(c->out, (size_t)n);
-            continue;
-        }
-        int e = SSL_get_error(c->ssl, n);
-        if (e == SSL_ERROR_WANT_WRITE)
-            break;
-        if (e == SSL_ERROR_WANT_READ) {
+        aor_tls_io_status st = aor_tls_io_write(c->ssl, c->out);
+        if (st == AOR_TLS_IO_WANT_READ)
             c->write_wants_read = 1;
+        if (st == AOR_TLS_IO_WANT_READ || st == AOR_TLS_IO_WANT_WRITE)
             break;
+        if (st != AOR_TLS_IO_DONE) {
+            log_tls_errors();
+            return -1;
         }
-        log_tls_errors();
-        return -1;
     }
     update_rev(c);
     update_wev(c);
@@ -543,17 +531,11 @@ static void start_session(aor_daemon *d, int fd, const aor_preamble *pre, int tl
     SSL *ssl = NULL;
     if (tls) {
         ssl = SSL_new(aor_tls_server_ctx(d->tls));
-        if (!ssl || SSL_set_fd(ssl, fd) != 1) {
+        if (!ssl || aor_tls_io_attach(ssl, fd, 1) != 0) {
             SSL_free(ssl);
             close(fd);
             return;
         }
-        SSL_set_accept_state(ssl);
-        /* One read() per readable event for whole records (header and body), not two. */
-        SSL_set_read_ahead(ssl, 1);
-        /* A write may return after a part (each SSL_write is up to one record), and is
-         * retried with the buffer where it then is (write_out). */
-        SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         /* The leaf for clients that send no SNI: the host the shim saw. */
         aor_tls_set_conn_host(ssl, pre->host[0] ? pre->host : pre->ip);
     }

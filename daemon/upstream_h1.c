@@ -3,6 +3,7 @@
 #include "curl_api.h"
 #include "http.h"
 #include "log.h"
+#include "tls_io.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,7 +29,6 @@
 #define IDLE_MAX 128                /* idle connections kept for reuse, all origins together */
 #define IDLE_MAX_AGE_MS 60000       /* an idle connection older than this is closed, not reused */
 #define READ_CHUNK 16384            /* bytes per recv() or SSL_read (a whole TLS record) */
-#define TLS_WRITE_MAX 16384         /* bytes per SSL_write: one full TLS record */
 #define READS_PER_EVENT 4           /* recv() calls per readable event before yielding */
 #define CONNECT_TIMEOUT_MS 10000    /* default: name lookup + TCP + TLS handshake */
 #define MIN_ATTEMPT_MS 250          /* least time one address gets when more remain */
@@ -787,40 +787,31 @@ static void tls_handshake(h1_conn *c) {
 /* Writes what c->out holds through TLS until the socket takes no more. 0, or -1 when
  * the connection failed (x is told). */
 static int tls_flush(h1_conn *c) {
-    while (c->out && evbuffer_get_length(c->out) > 0) {
-        size_t len = evbuffer_get_length(c->out);
-        if (len > TLS_WRITE_MAX)
-            len = TLS_WRITE_MAX;
-        const unsigned char *data = evbuffer_pullup(c->out, (ev_ssize_t)len);
-        if (!data) {
-            xfer_fail_later(c->x, CURLE_OUT_OF_MEMORY, "out of memory sending to %s", c->o->prefix);
-            return -1;
-        }
-        ERR_clear_error();
-        int n = SSL_write(c->ssl, data, (int)len);
-        if (n > 0) {
-            evbuffer_drain(c->out, (size_t)n);
-            continue;
-        }
-        int e = SSL_get_error(c->ssl, n);
-        if (e == SSL_ERROR_WANT_WRITE) {
-            event_add(c->wev, NULL);
-            return 0;
-        }
-        if (e == SSL_ERROR_WANT_READ) {
-            c->tls_write_wants_read = 1; /* on_read flushes again when rev fires */
-            return 0;
-        }
-        char ebuf[200];
-        const char *te = tls_error(ebuf, sizeof ebuf);
-        h1_xfer *x = c->x;
-        if (retry_fresh(x))
-            return -1;
-        xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix,
-                        te ? te : strerror(errno ? errno : EIO));
+    if (!c->out)
+        return 0;
+    switch (aor_tls_io_write(c->ssl, c->out)) {
+    case AOR_TLS_IO_DONE:
+        return 0;
+    case AOR_TLS_IO_WANT_WRITE:
+        event_add(c->wev, NULL);
+        return 0;
+    case AOR_TLS_IO_WANT_READ:
+        c->tls_write_wants_read = 1; /* on_read flushes again when rev fires */
+        return 0;
+    case AOR_TLS_IO_NOMEM:
+        xfer_fail_later(c->x, CURLE_OUT_OF_MEMORY, "out of memory sending to %s", c->o->prefix);
         return -1;
+    case AOR_TLS_IO_ERROR:
+        break;
     }
-    return 0;
+    char ebuf[200];
+    const char *te = tls_error(ebuf, sizeof ebuf);
+    h1_xfer *x = c->x;
+    if (retry_fresh(x))
+        return -1;
+    xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix,
+                    te ? te : strerror(errno ? errno : EIO));
+    return -1;
 }
 
 /* ---- sending ---------------------------------------------------------------------- */
@@ -927,14 +918,8 @@ static void tls_start(h1_conn *c) {
     } else if (!SSL_set_tlsext_host_name(ssl, o->host) || !SSL_set1_host(ssl, o->host)) {
         goto fail_ssl;
     }
-    if (SSL_set_fd(ssl, c->fd) != 1)
+    if (aor_tls_io_attach(ssl, c->fd, 0) != 0)
         goto fail_ssl;
-    SSL_set_connect_state(ssl);
-    /* One read() per readable event for whole records (header and body), not two. */
-    SSL_set_read_ahead(ssl, 1);
-    /* A write may return after a part (one record), and is retried with the buffer
-     * where it then is (tls_flush). */
-    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     c->ssl = ssl;
     tls_handshake(c); /* sends the ClientHello; rev and wev carry it on */
     return;

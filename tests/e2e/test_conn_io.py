@@ -17,6 +17,7 @@ import time
 import aortest
 from aortest import check, eq
 from test_upstream_answers import RawUpstream, numbered, request
+from test_upstream_answers import start as raw_start
 
 HOST = "api.openai.com"
 SSE = b'data: {"x":1}\n\n'
@@ -27,21 +28,7 @@ def start(env, handler):
     """A raw upstream running handler(up, sock) per connection, and aord intercepting
     HOST with it as the provider. Returns (up, daemon)."""
     up = RawUpstream(lambda s, n: handler(up, s))
-    port = aortest.free_port()
-    env.set_keys(OPENAI_API_KEY="sk-" + "test-conn-io")
-    env.write_config(f"""
-        [daemon]
-        listen = 127.0.0.1:{port}
-        [key "a"]
-        env = OPENAI_API_KEY
-        [provider "openai"]
-        dialect = openai
-        base_url = http://127.0.0.1:{up.port}
-        intercept = {HOST}
-        keys = a
-        models = *
-        """)
-    return up, env.start_daemon()
+    return up, raw_start(env, up, provider_lines="intercept = " + HOST)
 
 
 def echo(up, s):

@@ -74,7 +74,9 @@ class RawUpstream:
         self.lsock.close()
 
 
-def start(env, up, extra_env=None):
+def start(env, up, extra_env=None, scheme="http", provider_lines=""):
+    """aord with one openai provider at up (scheme://127.0.0.1:up.port), one key, the
+    sidecar on a free port; provider_lines go into the provider section."""
     port = aortest.free_port()
     env.set_keys(OPENAI_API_KEY="sk-" + "test-raw-upstream")
     env.write_config(f"""
@@ -84,7 +86,8 @@ def start(env, up, extra_env=None):
         env = OPENAI_API_KEY
         [provider "openai"]
         dialect = openai
-        base_url = http://127.0.0.1:{up.port}
+        base_url = {scheme}://127.0.0.1:{up.port}
+        {provider_lines}
         keys = a
         models = *
         """)

@@ -17,12 +17,12 @@ import re
 import socket
 import ssl
 import sys
-import threading
 import time
 
 import aortest
 from aortest import check, eq
-from test_upstream_answers import numbered, read_answer, request
+from test_upstream_answers import RawUpstream, numbered, read_answer, request
+from test_upstream_answers import start as raw_start
 
 sys.path.insert(0, os.path.join(aortest.REPO, "tests", "mockprov"))
 import tlsgen  # noqa: E402
@@ -112,33 +112,17 @@ class TlsConn:
         self.sock.sendall(wire)
 
 
-class TlsUpstream:
-    """Accepts TLS connections on 127.0.0.1 and runs handler(conn, n) for each in a thread
-    (n counts connections from 0); .requests lists (connection number, head)."""
+class TlsUpstream(RawUpstream):
+    """RawUpstream with TLS: runs handler(conn, n) for each connection in a thread, conn a
+    TlsConn after the handshake (n counts connections from 0); .requests lists
+    (connection number, head)."""
 
     def __init__(self, env, handler):
         self.paths = tlsgen.ensure_tls(env.path("upstream-tls"))
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(self.paths["server.pem"], self.paths["server.key"])
-        self.handler = handler
-        self.lsock = socket.socket()
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
-        self.conns = 0
         self.requests = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            n = self.conns
-            self.conns += 1
-            threading.Thread(target=self._run, args=(s, n), daemon=True).start()
+        super().__init__(handler)
 
     def _run(self, s, n):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -160,26 +144,9 @@ class TlsUpstream:
             self.requests.append((n, head))
             yield head, body
 
-    def close(self):
-        self.lsock.close()
-
 
 def start(env, up):
-    port = aortest.free_port()
-    env.set_keys(OPENAI_API_KEY="sk-" + "test-tls-upstream")
-    env.write_config(f"""
-        [daemon]
-        listen = 127.0.0.1:{port}
-        [key "a"]
-        env = OPENAI_API_KEY
-        [provider "openai"]
-        dialect = openai
-        base_url = https://127.0.0.1:{up.port}
-        ca_file = {up.paths["ca.pem"]}
-        keys = a
-        models = *
-        """)
-    return env.start_daemon()
+    return raw_start(env, up, scheme="https", provider_lines="ca_file = " + up.paths["ca.pem"])
 
 
 def ask(d):
