@@ -114,11 +114,11 @@ void aor_hosts_init(void) {
         port_set(aor_hostlist_port(g_static, i));
 }
 
+/* The current second, for the once-a-second look at the published file: time() is
+ * the cheapest clock (the vDSO reads one word); a jump of the wall clock only moves that
+ * look (any change of the second makes it due). */
 static long now_mono_s(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-        return 0;
-    return (long)ts.tv_sec;
+    return (long)time(NULL);
 }
 
 static void close_quietly(int fd) {
@@ -272,7 +272,7 @@ int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
         hit = g_pub != NULL && aor_hostlist_find(aor_pubset_hosts(g_pub), name, len) >= 0;
         pthread_mutex_unlock(&g_pub_mu);
     }
-    if (hit && aor_host_normalize(name, len, norm, normlen) < 0)
+    if (hit && norm != NULL && aor_host_normalize(name, len, norm, normlen) < 0)
         hit = 0;
     return hit;
 }

@@ -14,8 +14,8 @@
 void aor_hosts_init(void);
 
 /* 1 when name is an intercepted host (static list or published file); then its
- * normalised form is written to norm (normlen bytes, 254 always enough). May re-check
- * the published file. */
+ * normalised form is written to norm (normlen bytes, 254 always enough) unless norm is
+ * NULL (only the answer). May re-check the published file (at most once a second). */
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen);
 
 /* Fast check for connect(): 1 when port can be a redirect port (443, an AOR_HOSTS port,

@@ -69,15 +69,15 @@ static void record_hostent(const struct hostent *he, const char *host) {
     aor_debug("resolve %s: recorded %d address%s", host, n, n == 1 ? "" : "es");
 }
 
-AOR_EXPORT int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
-                           struct addrinfo **res) {
+/* getaddrinfo for an intercepted host (normalised in host): the real answer, recorded, or
+ * the offline fallback. Apart from the hook so the hook's common path (a name aor does
+ * not route) has a small frame. */
+__attribute__((noinline)) static int resolve_intercepted(const char *node, const char *service,
+                                                         const struct addrinfo *hints,
+                                                         struct addrinfo **res) {
     char host[AOR_HOST_MAX + 1];
-    aor_shim_ensure();
-    if (!aor_shim_on() || node == NULL || res == NULL ||
-        (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)) ||
-        !aor_hosts_intercepted(node, host, sizeof(host)))
+    if (!aor_hosts_intercepted(node, host, sizeof(host))) /* not a valid name after all */
         return aor_real.getaddrinfo(node, service, hints, res);
-
     int saved = errno;
     int rc = aor_real.getaddrinfo(node, service, hints, res);
     if (rc == 0) {
@@ -110,6 +110,16 @@ AOR_EXPORT int getaddrinfo(const char *node, const char *service, const struct a
     *res = fb;
     errno = saved;
     return 0;
+}
+
+AOR_EXPORT int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                           struct addrinfo **res) {
+    aor_shim_ensure();
+    if (!aor_shim_on() || node == NULL || res == NULL ||
+        (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)) ||
+        !aor_hosts_intercepted(node, NULL, 0))
+        return aor_real.getaddrinfo(node, service, hints, res);
+    return resolve_intercepted(node, service, hints, res);
 }
 
 /* Per-thread storage for gethostbyname's fallback answer (that API returns storage
