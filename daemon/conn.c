@@ -90,12 +90,15 @@ static void update_rev(aor_conn *c) {
     }
 }
 
-/* Adds or removes wev as unsent bytes and a pending SSL_read need it. */
+/* Adds or removes wev as unsent bytes and a pending SSL_read need it. A client that
+ * takes no byte for IDLE_TIMEOUT_S is gone (it reads nothing, also after a half-close):
+ * the timeout starts again whenever the socket was writable (EV_PERSIST). */
 static void update_wev(aor_conn *c) {
     int want = (evbuffer_get_length(c->out) > 0 && !c->write_wants_read) || c->read_wants_write;
     int pending = event_pending(c->wev, EV_WRITE, NULL);
+    struct timeval idle = {IDLE_TIMEOUT_S, 0};
     if (want && !pending)
-        event_add(c->wev, NULL);
+        event_add(c->wev, &idle);
     else if (!want && pending)
         event_del(c->wev);
 }
@@ -413,8 +416,12 @@ static void on_readable(evutil_socket_t fd, short what, void *arg) {
             return;
         }
         if (evbuffer_get_length(c->out) == 0) {
+            /* Reading (if wanted) resumes at the next readiness, or now for bytes OpenSSL
+             * read during the write (read-ahead). */
+            if (c->reading && SSL_has_pending(c->ssl))
+                event_active(c->rev, EV_READ, 0);
             after_write(c);
-            return; /* reading (if wanted) resumes at the next readiness */
+            return;
         }
         if (!c->reading)
             return;
@@ -441,6 +448,11 @@ static void on_readable(evutil_socket_t fd, short what, void *arg) {
  * message waits). */
 static void on_writable(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
+    if (what & EV_TIMEOUT) {
+        aor_debug("client took no byte for %d s: closed", IDLE_TIMEOUT_S);
+        conn_release(c);
+        return;
+    }
     if (c->read_wants_write) {
         c->read_wants_write = 0;
         if (c->reading) {

@@ -38,8 +38,9 @@ void aor_conn_abort(aor_conn *c);
  * (flow control); cb NULL to stop. */
 void aor_conn_on_drain(aor_conn *c, void (*cb)(void *arg), void *arg);
 
-/* Calls cb(arg) once, right after the next flush of staged bytes to the socket (within
- * the event-loop pass that staged them, or from aor_conn_flush); cb NULL to cancel. Not
+/* Calls cb(arg) once, right after the next flush of staged bytes (within the event-loop
+ * pass that staged them, or from aor_conn_flush): they were handed to the socket, or
+ * queued behind bytes it has not taken yet; cb NULL to cancel. Not
  * called when the connection ends first: the owner of arg must then do the work itself
  * (the proxy records in proxy_free). The callback must not end the connection. */
 void aor_conn_on_flushed(aor_conn *c, void (*cb)(void *arg), void *arg);

@@ -188,6 +188,7 @@ static void proxy_free(aor_proxy *p) {
 }
 
 void aor_proxy_cancel(aor_proxy *p) {
+    p->c = NULL; /* the connection is going away: not touched from here on */
     proxy_free(p);
 }
 
@@ -399,7 +400,8 @@ static int is_content_type(const hdr_set *hs, const char *prefix) {
 }
 
 /* Feeds the rate-limit headers of the answer to the usage snapshots (spec §6); called
- * once per attempt, when its header block is complete. In memory only: no disk I/O. */
+ * once per attempt: when its header block is complete, or for a 2xx answer forwarded as
+ * it comes, right after its head is sent (flush_bookkeeping). In memory only. */
 static void observe_usage(aor_proxy *p) {
     const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
     if (p->hdrs.n && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name,
@@ -415,7 +417,8 @@ static void flush_bookkeeping(aor_proxy *p) {
     if (!p->ok_pending)
         return;
     p->ok_pending = 0;
-    aor_conn_on_flushed(p->c, NULL, NULL);
+    if (p->c)
+        aor_conn_on_flushed(p->c, NULL, NULL);
     observe_usage(p);
     record(p, p->cand, AOR_KIND_OK, -1);
 }

@@ -17,7 +17,8 @@ typedef struct aor_proxy aor_proxy;
  * NULL when it answered at once. */
 aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host);
 
-/* The client went away: stop the upstream transfer and free, without touching c. */
+/* The client went away: stop the upstream transfer and free, without touching c. A 2xx
+ * answer whose head was already staged is recorded first (success, usage snapshot). */
 void aor_proxy_cancel(aor_proxy *p);
 
 #endif

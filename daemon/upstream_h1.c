@@ -26,12 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IDLE_MAX 128                /* idle connections kept for reuse, all origins together */
-#define IDLE_MAX_AGE_MS 60000       /* an idle connection older than this is closed, not reused */
-#define READ_CHUNK 16384            /* bytes per recv() or SSL_read (a whole TLS record) */
-#define READS_PER_EVENT 4           /* recv() calls per readable event before yielding */
-#define CONNECT_TIMEOUT_MS 10000    /* default: name lookup + TCP + TLS handshake */
-#define MIN_ATTEMPT_MS 250          /* least time one address gets when more remain */
+#define IDLE_MAX 128             /* idle connections kept for reuse, all origins together */
+#define IDLE_MAX_AGE_MS 60000    /* an idle connection older than this is closed, not reused */
+#define READ_CHUNK 16384         /* bytes per recv() or SSL_read (a whole TLS record) */
+#define READS_PER_EVENT 4        /* recv() or SSL_read calls per readable event before yielding */
+#define CONNECT_TIMEOUT_MS 10000 /* default: name lookup + TCP + TLS handshake */
+#define MIN_ATTEMPT_MS 250       /* least time one address gets when more remain */
 #define LINE_MAX_BYTES (256 * 1024) /* one header line (http_parser stops at 80 KiB) */
 #define BODY_REF_MIN 16384          /* TLS: larger bodies are referenced, not copied */
 

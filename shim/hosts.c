@@ -31,7 +31,7 @@ static pthread_mutex_t g_pub_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_reload_mu = PTHREAD_MUTEX_INITIALIZER; /* one reloader */
 static aor_pubset *g_pub;
 static atomic_int g_pub_present;         /* g_pub != NULL, readable without the lock */
-static atomic_long g_checked = LONG_MIN; /* monotonic second of the last check */
+static atomic_long g_checked = LONG_MIN; /* second (time()) of the last check */
 
 /* Bit n set when a host of n bytes (normalised) is in g_static or g_pub. A name of any
  * other length is not intercepted, which aor_hosts_intercepted tells without
@@ -117,7 +117,7 @@ void aor_hosts_init(void) {
 /* The current second, for the once-a-second look at the published file: time() is
  * the cheapest clock (the vDSO reads one word); a jump of the wall clock only moves that
  * look (any change of the second makes it due). */
-static long now_mono_s(void) {
+static long now_s(void) {
     return (long)time(NULL);
 }
 
@@ -249,7 +249,7 @@ static void maybe_refresh(void) {
     const aor_shim_env *env = aor_env();
     if (!env->sock_ok)
         return;
-    long now = now_mono_s();
+    long now = now_s();
     if (atomic_load_explicit(&g_checked, memory_order_relaxed) == now)
         return;
     aor_hosts_refresh_from(env->hosts_path, now);

@@ -40,7 +40,7 @@ void aor_hosts_record(const aor_ip *ip, const char *host, int synthetic);
  * it; records it (synthetic). Writes it to *out. Can't fail. */
 void aor_hosts_fallback(const char *host, aor_ip *out);
 
-/* Re-reads the published file at path when now_s (monotonic seconds) differs from the
+/* Re-reads the published file at path when now_s (seconds, time() in the hooks) differs from the
  * last check and the file's identity (inode, size, mtime) changed. A missing or
  * malformed file leaves no published set. Returns 1 when a set is loaded afterwards,
  * 0 when not. Exposed for tests; hooks go through the functions above. */
