@@ -11,6 +11,8 @@
 
 #define PASSTHROUGH_PREFIX "client-"
 #define PASSTHROUGH_HEX 12 /* hex digits of the client hash in a passthrough key name */
+#define ROOM_PROVIDERS 16  /* providers handled without a malloc (more: malloc) */
+#define ROOM_CANDIDATES 32 /* candidates handled without a malloc (more: malloc) */
 
 /* A candidate while the sequence is built. */
 typedef struct {
@@ -213,9 +215,11 @@ static long order_candidates(const aor_config *cfg, const char *client, cand *cs
 }
 
 /* Step 2 + 3: every (provider, key) of the selected providers, ordered. Returns the
- * number written to *out (malloc'd) or -1 (ENOMEM). */
+ * number written to *out or -1 (ENOMEM). *out is room (room_n entries, the caller's) when
+ * they fit, else malloc'd. */
 static long build_candidates(const aor_config *cfg, const size_t *sel, size_t nsel,
-                             const char *client, aor_sequence *seq, cand **out) {
+                             const char *client, aor_sequence *seq, cand *room, size_t room_n,
+                             cand **out) {
     size_t total = 0, n = 0;
     cand *cs;
 
@@ -228,7 +232,7 @@ static long build_candidates(const aor_config *cfg, const size_t *sel, size_t ns
                 return -1;
         }
     }
-    cs = malloc((total > 0 ? total : 1) * sizeof *cs);
+    cs = total <= room_n ? room : malloc(total * sizeof *cs);
     if (cs == NULL)
         return -1;
     for (size_t i = 0; i < nsel; i++) {
@@ -256,7 +260,8 @@ static long build_candidates(const aor_config *cfg, const size_t *sel, size_t ns
     }
     long kept = order_candidates(cfg, client, cs, n);
     if (kept < 0) {
-        free(cs);
+        if (cs != room)
+            free(cs);
         return -1;
     }
     *out = cs;
@@ -422,15 +427,24 @@ int aor_route_select(const aor_route_ctx *ctx, const char *model, const char *cl
     if (client == NULL)
         client = "";
 
+    /* Working arrays on the stack for the usual sizes, else malloc'd: no allocation per
+     * request but the sequence's own (docs/performance.md). */
+    size_t sel_room[ROOM_PROVIDERS];
+    unsigned char br_room[ROOM_PROVIDERS];
+    cand cand_room[ROOM_CANDIDATES];
     size_t np = cfg->nproviders > 0 ? cfg->nproviders : 1;
-    sel = malloc(np * sizeof *sel);
-    brstate = malloc(np); /* not calloc: glibc's skips the thread cache */
-    if (brstate)
-        memset(brstate, 0, np);
-    if (sel == NULL || brstate == NULL)
-        goto fail_oom;
+    if (np <= ROOM_PROVIDERS) {
+        sel = sel_room;
+        brstate = br_room;
+    } else {
+        sel = malloc(np * sizeof *sel);
+        brstate = malloc(np);
+        if (sel == NULL || brstate == NULL)
+            goto fail_oom;
+    }
+    memset(brstate, 0, np);
     size_t nsel = select_providers(cfg, model, host, dialect, sel);
-    nc = build_candidates(cfg, sel, nsel, client, out, &cs);
+    nc = build_candidates(cfg, sel, nsel, client, out, cand_room, ROOM_CANDIDATES, &cs);
     if (nc < 0)
         goto fail_oom;
     kept = drop_unavailable(ctx, model, now, cs, (size_t)nc, brstate, out);
@@ -443,15 +457,21 @@ int aor_route_select(const aor_route_ctx *ctx, const char *model, const char *cl
     for (size_t i = 0; i < kept; i++)
         out->items[i] = cs[i].c;
     out->n = kept;
-    free(cs);
-    free(brstate);
-    free(sel);
+    if (cs != cand_room)
+        free(cs);
+    if (sel != sel_room) {
+        free(brstate);
+        free(sel);
+    }
     return 0;
 
 fail_oom:
-    free(cs);
-    free(brstate);
-    free(sel);
+    if (cs != cand_room)
+        free(cs);
+    if (sel != sel_room) {
+        free(brstate);
+        free(sel);
+    }
     aor_sequence_free(out);
     errno = ENOMEM;
     return -1;

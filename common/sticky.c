@@ -131,6 +131,18 @@ int aor_sticky_preview_success(const aor_sticky *s, const char *client, const ch
     return !same;
 }
 
+int aor_sticky_touch(aor_sticky *s, const char *client, const char *model, const char *provider,
+                     const char *key, double now) {
+    if (!s || !client || !model || !provider || !key)
+        return 0;
+    sticky_entry *e = aor_map_get(s->rows, client, model);
+    if (!e || strcmp(e->row.provider, provider) != 0 || strcmp(e->row.key, key) != 0)
+        return 0;
+    e->row.streak = e->row.streak < 1 ? 1 : e->row.streak < INT_MAX ? e->row.streak + 1 : INT_MAX;
+    e->row.last_success = now;
+    return 1;
+}
+
 int aor_sticky_success(aor_sticky *s, const char *client, const char *model, const char *provider,
                        const char *key, double now) {
     aor_sticky_row row;

@@ -40,6 +40,14 @@ int aor_sticky_get(const aor_sticky *s, const char *client, const char *model, a
 int aor_sticky_success(aor_sticky *s, const char *client, const char *model, const char *provider,
                        const char *key, double now);
 
+/* The common case of aor_sticky_success in one lookup (the request hot path; spec §5.4,
+ * docs/performance.md): when (client, model) already sticks to (provider, key), refreshes
+ * last_success = now and streak + 1 (saturating) and returns 1; otherwise changes nothing
+ * and returns 0 (the sticky moves or is new: the caller persists it and calls
+ * aor_sticky_success). NULL arguments: 0. Cannot fail. */
+int aor_sticky_touch(aor_sticky *s, const char *client, const char *model, const char *provider,
+                     const char *key, double now);
+
 /* Computes the row aor_sticky_success(s, client, model, provider, key, now) would leave,
  * without changing the table (write-ahead, §4.5). *out (required) gets the row; its
  * strings point to the caller's arguments. Returns what aor_sticky_success would return

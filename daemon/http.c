@@ -1,5 +1,7 @@
 #include "http.h"
 
+#include "pool.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +48,64 @@ static void request_reset(aor_http_request *req) {
     memset(req, 0, sizeof *req);
 }
 
+#define FIELDS_KEEP_MAX 64 /* a kept request keeps a field array of up to this many */
+
+/* Spare requests (pool.h): aord parses requests on one thread. */
+static _Thread_local aor_pool spares;
+
+/* Poisons (AddressSanitizer) what a kept request holds besides itself. */
+static void request_poison(const aor_http_request *req, int poison) {
+    void (*f)(const void *, size_t) = poison ? aor_pool_poison : aor_pool_unpoison;
+    const str_chunk *c = req->strings;
+    if (c)
+        f(c->data, c->cap);
+    f(req->fields, req->fields_cap * sizeof *req->fields);
+}
+
 void aor_http_request_free(aor_http_request *req) {
     if (!req)
         return;
+    if (req->body && evbuffer_drain(req->body, evbuffer_get_length(req->body)) == 0) {
+        /* Kept for the next request: the body buffer, the field array and the first
+         * string block, when they have the usual sizes. */
+        str_chunk *keep = NULL;
+        for (str_chunk *c = req->strings; c;) {
+            str_chunk *next = c->next;
+            if (!next && c->cap == STR_CHUNK_MIN)
+                keep = c;
+            else
+                free(c);
+            c = next;
+        }
+        req->strings = keep;
+        if (keep)
+            keep->used = 0;
+        if (req->fields_cap > FIELDS_KEEP_MAX) {
+            free(req->fields);
+            req->fields = NULL;
+            req->fields_cap = 0;
+        }
+        aor_http_request kept = {.body = req->body,
+                                 .fields = req->fields,
+                                 .fields_cap = req->fields_cap,
+                                 .strings = keep};
+        *req = kept;
+        request_poison(req, 1);
+        if (aor_pool_keep(&spares, req, sizeof *req))
+            return;
+        request_poison(req, 0);
+    }
     request_reset(req);
     free(req);
+}
+
+void aor_http_spares_free(void) {
+    aor_http_request *req;
+    while ((req = aor_pool_take(&spares, sizeof *req))) {
+        request_poison(req, 0);
+        request_reset(req);
+        free(req);
+    }
 }
 
 static int fail(aor_http_reader *r, int status, const char *why) {
@@ -93,6 +148,11 @@ static int append(aor_http_request *q, char **s, const char *at, size_t len) {
 static int ensure_req(aor_http_reader *r) {
     if (r->req)
         return 0;
+    r->req = aor_pool_take(&spares, sizeof *r->req);
+    if (r->req) {
+        request_poison(r->req, 0);
+        return 0;
+    }
     r->req = malloc(sizeof *r->req); /* not calloc: glibc's skips the thread cache */
     if (r->req)
         memset(r->req, 0, sizeof *r->req);
@@ -147,12 +207,13 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
         if (q->nfields >= AOR_HTTP_MAX_HEADERS)
             return fail(r, 431, "too many request header fields");
         /* Room for 8, then doubled: not a realloc per field (docs/performance.md). */
-        size_t nf = q->nfields;
-        if (nf == 0 || (nf >= 8 && (nf & (nf - 1)) == 0)) {
-            aor_http_field *n = realloc(q->fields, (nf ? 2 * nf : 8) * sizeof *n);
+        if (q->nfields == q->fields_cap) {
+            size_t cap = q->fields_cap ? 2 * q->fields_cap : 8;
+            aor_http_field *n = realloc(q->fields, cap * sizeof *n);
             if (!n)
                 return fail(r, 500, "out of memory");
             q->fields = n;
+            q->fields_cap = cap;
         }
         q->fields[q->nfields].name = NULL;
         q->fields[q->nfields].value = NULL;

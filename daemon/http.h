@@ -27,7 +27,8 @@ typedef struct {
     int keep_alive;        /* connection may carry another request after this one */
     int upgrade;           /* Upgrade header present (WebSocket) */
     unsigned short http_major, http_minor;
-    void *strings; /* internal: the memory of url, names and values (freed with the request) */
+    void *strings;     /* internal: the memory of url, names and values (freed with the request) */
+    size_t fields_cap; /* internal: room in fields */
 } aor_http_request;
 
 typedef struct aor_http_reader aor_http_reader;
@@ -56,6 +57,11 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
 aor_http_request *aor_http_reader_take(aor_http_reader *r);
 
 void aor_http_request_free(aor_http_request *req);
+
+/* Frees the spare requests this thread keeps for reuse (daemon/pool.h: a freed request
+ * waits there with its string memory, field array and body buffer for the next one
+ * parsed). Called once at shutdown; the pool starts over empty. */
+void aor_http_spares_free(void);
 
 /* Value of the first field named `name` (case-insensitive), or NULL. */
 const char *aor_http_request_field(const aor_http_request *req, const char *name);

@@ -6,6 +6,7 @@
 #include "listen.h"
 #include "log.h"
 #include "paths.h"
+#include "proxy.h"
 #include "version.h"
 #include "publish.h"
 
@@ -279,6 +280,8 @@ out_listen:
     }
 out_up:
     aor_conn_close_all(&d);
+    aor_proxy_spares_free();
+    aor_http_spares_free();
     aor_upstream_free(d.up);
 out_rs:
     aor_rstate_close(d.rs);

@@ -5,10 +5,12 @@
 #include "dialect.h"
 #include "hash.h"
 #include "log.h"
+#include "pool.h"
 #include "route.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -93,9 +95,15 @@ struct aor_proxy {
     const aor_candidate *last_cand;
 };
 
+/* Spare proxies (pool.h): aord's requests all run on one thread. */
+static _Thread_local aor_pool spares;
+
 /* Starts the next attempt; returns 1 when one is in flight, 0 when it answered (p freed). */
 static int start_next(aor_proxy *p);
 static void flush_bookkeeping(aor_proxy *p);
+
+#define HDR_CHUNK 2048  /* bytes of names and values in a header set's first block */
+#define HDR_KEEP_MAX 64 /* a recycled set keeps arrays of up to this many headers */
 
 static void hset_clear(hdr_set *s) {
     for (hdr_chunk *c = s->mem; c;) {
@@ -106,6 +114,42 @@ static void hset_clear(hdr_set *s) {
     free(s->h);
     free(s->len);
     memset(s, 0, sizeof *s);
+}
+
+/* Empties s but keeps its memory for the next answer: the arrays (up to HDR_KEEP_MAX
+ * entries) and the first block of HDR_CHUNK bytes; bigger or further blocks are freed.
+ * Nothing may point into the old headers afterwards. */
+static void hset_reset(hdr_set *s) {
+    hdr_chunk *keep = NULL;
+    for (hdr_chunk *c = s->mem; c;) {
+        hdr_chunk *next = c->next;
+        if (!next && c->cap == HDR_CHUNK) {
+            keep = c; /* the oldest block: the one made with the default size */
+        } else {
+            free(c);
+        }
+        c = next;
+    }
+    if (keep)
+        keep->used = 0;
+    s->mem = keep;
+    s->n = 0;
+    if (s->cap > HDR_KEEP_MAX) {
+        free(s->h);
+        free(s->len);
+        s->h = NULL;
+        s->len = NULL;
+        s->cap = 0;
+    }
+}
+
+/* Poisons (AddressSanitizer) the memory s keeps while its proxy waits in the pool. */
+static void hset_poison(const hdr_set *s, int poison) {
+    void (*f)(const void *, size_t) = poison ? aor_pool_poison : aor_pool_unpoison;
+    f(s->h, s->cap * sizeof *s->h);
+    f(s->len, s->cap * sizeof *s->len);
+    if (s->mem)
+        f(s->mem->data, s->mem->cap);
 }
 
 /* Adds the line "Name: value" (len bytes, no CRLF). Lines without a name are dropped;
@@ -128,7 +172,7 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
     }
     hdr_chunk *c = s->mem;
     if (!c || c->cap - c->used < len + 1) {
-        size_t cap = len + 1 > 2048 ? len + 1 : 2048;
+        size_t cap = len + 1 > HDR_CHUNK ? len + 1 : HDR_CHUNK;
         hdr_chunk *n = malloc(sizeof *n + cap);
         if (!n)
             return;
@@ -178,13 +222,52 @@ static void proxy_free(aor_proxy *p) {
     }
     free(p->upstream_body);
     aor_sequence_free(&p->seq);
-    hset_clear(&p->hdrs);
     hset_clear(&p->last_hdrs);
-    if (p->held)
-        evbuffer_free(p->held);
     if (p->last_body)
         evbuffer_free(p->last_body);
+    /* Kept for the next request with its header memory and held buffer (pool.h). */
+    hset_reset(&p->hdrs);
+    if (p->held && evbuffer_drain(p->held, evbuffer_get_length(p->held)) == 0) {
+        hset_poison(&p->hdrs, 1);
+        if (aor_pool_keep(&spares, p, sizeof *p))
+            return;
+        hset_poison(&p->hdrs, 0);
+    }
+    hset_clear(&p->hdrs);
+    if (p->held)
+        evbuffer_free(p->held);
     free(p);
+}
+
+void aor_proxy_spares_free(void) {
+    aor_proxy *p;
+    while ((p = aor_pool_take(&spares, sizeof *p))) {
+        hset_poison(&p->hdrs, 0);
+        hset_clear(&p->hdrs);
+        evbuffer_free(p->held);
+        free(p);
+    }
+}
+
+/* A proxy for a new request: a kept one (its header memory and held buffer reused, the
+ * rest zero), or a new one without them. NULL when out of memory. */
+static aor_proxy *proxy_new(void) {
+    aor_proxy *p = aor_pool_take(&spares, sizeof *p);
+    if (p) {
+        hset_poison(&p->hdrs, 0);
+        hdr_set hdrs = p->hdrs;
+        struct evbuffer *held = p->held;
+        memset(p, 0, sizeof *p);
+        p->hdrs = hdrs;
+        p->held = held;
+        return p;
+    }
+    /* malloc + memset, not calloc: glibc's calloc skips the thread cache (and GCC turns
+     * the pair into calloc: the pool is what avoids it; docs/performance.md). */
+    p = malloc(sizeof *p);
+    if (p)
+        memset(p, 0, sizeof *p);
+    return p;
 }
 
 void aor_proxy_cancel(aor_proxy *p) {
@@ -378,7 +461,7 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
 /* ---- upstream callbacks ------------------------------------------------------- */
 
 static void reset_attempt(aor_proxy *p) {
-    hset_clear(&p->hdrs);
+    hset_reset(&p->hdrs);
     p->status = 0;
     p->mode = MODE_HEADERS;
     p->sse_error = 0;
@@ -394,9 +477,25 @@ static void on_drain(void *arg) {
         aor_xfer_resume(p->x);
 }
 
-static int is_content_type(const hdr_set *hs, const char *prefix) {
-    const char *ct = hset_get(hs, "content-type");
-    return ct && strncasecmp(ct, prefix, strlen(prefix)) == 0;
+/* 1 when the media type ct (a Content-Type value, or NULL) starts with prefix. */
+static int is_type(const char *ct, const char *prefix, size_t plen) {
+    return ct && strncasecmp(ct, prefix, plen) == 0;
+}
+
+#define IS_TYPE(ct, lit) is_type((ct), (lit), sizeof(lit) - 1)
+
+/* A decimal Content-Length value ("0" to 2^63-1, digits only), or -1 when it is not one
+ * (RFC 9110 §8.6); no strtoll on the hot path (docs/performance.md). */
+static long long content_length_of(const char *v) {
+    if (!v || *v < '0' || *v > '9')
+        return -1;
+    long long n = 0;
+    for (; *v >= '0' && *v <= '9'; v++) {
+        if (n > (LLONG_MAX - (*v - '0')) / 10)
+            return -1;
+        n = n * 10 + (*v - '0');
+    }
+    return *v == '\0' ? n : -1;
 }
 
 /* Feeds the rate-limit headers of the answer to the usage snapshots (spec §6); called
@@ -431,36 +530,35 @@ static void on_up_header(void *arg, const char *line, size_t len) {
     aor_proxy *p = arg;
     if (p->mode != MODE_HEADERS)
         return; /* after the final header block: trailers (libcurl reports them here) */
-    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+    if (len >= 5 && line[0] == 'H' && memcmp(line, "HTTP/", 5) == 0) {
         /* A new status line (also after 1xx): forget earlier headers. */
-        hset_clear(&p->hdrs);
+        hset_reset(&p->hdrs);
         const char *sp = memchr(line, ' ', len);
-        p->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        p->status = 0;
+        /* The 3-digit status code (RFC 9112 §4); both backends give it so. */
+        for (size_t i = sp ? (size_t)(sp + 1 - line) : len; i < len && p->status < 1000; i++) {
+            if (line[i] < '0' || line[i] > '9')
+                break;
+            p->status = p->status * 10 + (line[i] - '0');
+        }
         return;
     }
     if (len == 0) {
         if (p->status >= 100 && p->status < 200)
             return;
         int ok = p->status >= 200 && p->status < 300;
-        if (!ok || is_content_type(&p->hdrs, "text/html")) {
+        const char *ct = hset_get(&p->hdrs, "content-type");
+        if (!ok || IS_TYPE(ct, "text/html")) {
             observe_usage(p);
             p->mode = MODE_BUFFER;
-        } else if (is_content_type(&p->hdrs, "text/event-stream")) {
+        } else if (IS_TYPE(ct, "text/event-stream")) {
             observe_usage(p);
             p->mode = MODE_SSE_PEEK;
         } else {
             p->mode = MODE_STREAM;
             /* (a 304 is not 2xx: it is buffered and sent with its length, 0) */
             p->no_body = p->req->method == HTTP_HEAD || p->status == 204;
-            const char *cl = hset_get(&p->hdrs, "content-length");
-            long long n = -1;
-            if (cl) {
-                char *end;
-                errno = 0;
-                long long v = strtoll(cl, &end, 10);
-                if (!errno && end != cl && *end == '\0' && v >= 0)
-                    n = v;
-            }
+            long long n = content_length_of(hset_get(&p->hdrs, "content-length"));
             if (p->status == 204)
                 n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
             /* observe_usage + record(OK) once the head is sent (flush_bookkeeping) */
@@ -1102,10 +1200,7 @@ static int start_next(aor_proxy *p) {
 }
 
 aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host) {
-    /* malloc + memset: glibc's calloc skips the thread cache (docs/performance.md). */
-    aor_proxy *p = malloc(sizeof *p);
-    if (p)
-        memset(p, 0, sizeof *p);
+    aor_proxy *p = proxy_new();
     if (!p) {
         aor_http_request_free(req);
         aor_conn_abort(c);
@@ -1121,7 +1216,8 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
         p->query = strdup(qm + 1);
     if (host)
         p->host = strdup(host);
-    p->held = evbuffer_new();
+    if (!p->held)
+        p->held = evbuffer_new();
     if (!p->path || !p->held || (qm && !p->query) || (host && !p->host)) {
         proxy_free(p);
         aor_conn_abort(c);

@@ -21,4 +21,9 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
  * answer whose head was already staged is recorded first (success, usage snapshot). */
 void aor_proxy_cancel(aor_proxy *p);
 
+/* Frees the spare proxies this thread keeps for reuse (daemon/pool.h; a finished proxy
+ * waits there with its header memory and buffers). Called once at shutdown, after the
+ * last proxy ended; the pool starts over empty. */
+void aor_proxy_spares_free(void);
+
 #endif

@@ -81,13 +81,12 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
             return store_failed(rs, "circuit close");
     }
     aor_breaker_success(rs->breaker, provider, model);
-    aor_sticky_row cur;
-    int have = aor_sticky_get(rs->sticky, client, model, &cur);
-    if (!have || strcmp(cur.provider, provider) != 0 || strcmp(cur.key, key) != 0) {
-        aor_sticky_row row = {client, model, provider, key, now, 1};
-        if (aor_store_log_sticky(rs->store, &row) < 0)
-            return store_failed(rs, "sticky");
-    }
+    /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
+    if (aor_sticky_touch(rs->sticky, client, model, provider, key, now))
+        return 0;
+    aor_sticky_row row = {client, model, provider, key, now, 1};
+    if (aor_store_log_sticky(rs->store, &row) < 0)
+        return store_failed(rs, "sticky");
     if (aor_sticky_success(rs->sticky, client, model, provider, key, now) < 0) {
         aor_error("sticky: out of memory");
         return -1;

@@ -3,6 +3,7 @@
 #include "curl_api.h"
 #include "http.h"
 #include "log.h"
+#include "pool.h"
 #include "tls_io.h"
 
 #include <arpa/inet.h>
@@ -90,7 +91,7 @@ struct h1_xfer {
     aor_xfer_callbacks cb;
     void *arg;
     char *head; /* the request head */
-    size_t head_len;
+    size_t head_len, head_cap;
     const char *body;
     size_t body_len;
     long connect_timeout_ms;
@@ -107,6 +108,11 @@ struct h1_xfer {
     int lstate; /* header line being built: LS_* */
     char *line;
     size_t line_len, line_cap;
+    /* The header line being built when it lies whole in the bytes being parsed: "Name:
+     * value" as received, handed on without a copy; copied into line when the parse call
+     * ends before the line does (docs/performance.md). NULL: none (line has it). */
+    const char *raw;
+    size_t raw_len;
     char *held; /* body bytes on_data has not taken (it paused) */
     size_t held_len, held_cap;
     int paused;
@@ -129,8 +135,11 @@ struct aor_h1 {
     h1_xfer *deferred, *deferred_tail;
     struct event *defer_ev;
     http_parser_settings settings;
+    aor_pool spares; /* ended transfers kept with their head and line buffers (pool.h) */
     char scratch[READ_CHUNK];
 };
+
+#define XFER_KEEP_BYTES 8192 /* a kept transfer keeps head and line buffers up to this */
 
 static void conn_close(h1_conn *c);
 static void conn_start(aor_h1 *h, h1_xfer *x);
@@ -202,10 +211,41 @@ static void defer(h1_xfer *x, int kind) {
 static void xfer_free(h1_xfer *x) {
     undefer(x);
     unlink_xfer(x);
-    free(x->head);
-    free(x->line);
     free(x->held);
+    aor_h1 *h = x->h;
+    char *head = x->head, *line = x->line;
+    size_t head_cap = x->head_cap, line_cap = x->line_cap;
+    if (head_cap <= XFER_KEEP_BYTES && line_cap <= XFER_KEEP_BYTES) {
+        /* Kept for the next transfer (pool.h): zero but for the two buffers. */
+        memset(x, 0, sizeof *x);
+        x->head = head;
+        x->head_cap = head_cap;
+        x->line = line;
+        x->line_cap = line_cap;
+        aor_pool_poison(head, head_cap);
+        aor_pool_poison(line, line_cap);
+        if (aor_pool_keep(&h->spares, x, sizeof *x))
+            return;
+        aor_pool_unpoison(head, head_cap);
+        aor_pool_unpoison(line, line_cap);
+    }
+    free(head);
+    free(line);
     free(x);
+}
+
+/* A zeroed transfer (a kept one with its head and line buffers), or NULL. */
+static h1_xfer *xfer_new(aor_h1 *h) {
+    h1_xfer *x = aor_pool_take(&h->spares, sizeof *x);
+    if (x) {
+        aor_pool_unpoison(x->head, x->head_cap);
+        aor_pool_unpoison(x->line, x->line_cap);
+        return x;
+    }
+    x = malloc(sizeof *x); /* malloc + memset: see aor_proxy_start */
+    if (x)
+        memset(x, 0, sizeof *x);
+    return x;
 }
 
 /* Detaches x from its connection: the connection goes to the idle pool when reusable,
@@ -385,17 +425,36 @@ static int status_prefix(h1_xfer *x, const http_parser *p) {
     return line_add(x, pre, 13);
 }
 
+/* Moves the pending raw line into line. Returns 0, or -1 (out of memory). */
+static int raw_to_line(h1_xfer *x) {
+    const char *r = x->raw;
+    x->raw = NULL;
+    return line_add(x, r, x->raw_len);
+}
+
+/* 1 when from..to (the bytes between a field name and its value, as received) is ": ":
+ * then the received bytes are the line line_add would build, byte for byte. */
+static int plain_separator(const char *from, const char *to) {
+    return to - from == 2 && from[0] == ':' && from[1] == ' ';
+}
+
 /* Hands the line built so far to on_header. Returns nonzero to stop the parser. */
 static int emit_line(h1_xfer *x, const http_parser *p) {
     if (x->lstate == LS_NONE)
         return 0;
     if (x->lstate == LS_STATUS_START && status_prefix(x, p) != 0)
         return -1;
+    const char *line = x->line ? x->line : "";
     size_t n = x->line_len;
-    if (x->lstate == LS_STATUS && n && x->line[n - 1] == ' ')
+    if (x->raw) {
+        line = x->raw;
+        n = x->raw_len;
+        x->raw = NULL;
+    } else if (x->lstate == LS_STATUS && n && x->line[n - 1] == ' ') {
         n--; /* no reason phrase */
+    }
     x->in_cb++;
-    x->cb.on_header(x->arg, x->line ? x->line : "", n);
+    x->cb.on_header(x->arg, line, n);
     x->in_cb--;
     x->line_len = 0;
     x->lstate = LS_NONE;
@@ -410,6 +469,7 @@ static h1_xfer *parser_xfer(http_parser *p) {
 static int on_message_begin(http_parser *p) {
     h1_xfer *x = parser_xfer(p);
     x->line_len = 0;
+    x->raw = NULL;
     x->lstate = LS_STATUS_START;
     x->status = 0;
     return 0;
@@ -426,9 +486,16 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
     if (x->lstate == LS_TRAILER)
         return 0;
-    if (x->lstate != LS_FIELD && emit_line(x, p) != 0)
+    if (x->lstate != LS_FIELD) {
+        if (emit_line(x, p) != 0)
+            return -1;
+        x->lstate = LS_FIELD;
+        x->raw = at; /* a new line: no copy while it stays in one piece */
+        x->raw_len = len;
+        return 0;
+    }
+    if (x->raw && raw_to_line(x) != 0)
         return -1;
-    x->lstate = LS_FIELD;
     return line_add(x, at, len);
 }
 
@@ -437,16 +504,23 @@ static int on_header_value(http_parser *p, const char *at, size_t len) {
     if (x->lstate == LS_TRAILER)
         return 0;
     if (x->lstate == LS_FIELD) {
-        if (line_add(x, ": ", 2) != 0)
-            return -1;
         x->lstate = LS_VALUE;
+        if (x->raw && plain_separator(x->raw + x->raw_len, at)) {
+            x->raw_len = (size_t)(at + len - x->raw); /* "Name: value" as received */
+            return 0;
+        }
+        if ((x->raw && raw_to_line(x) != 0) || line_add(x, ": ", 2) != 0)
+            return -1;
+        return line_add(x, at, len);
     }
+    if (x->raw && raw_to_line(x) != 0)
+        return -1;
     return line_add(x, at, len);
 }
 
 static int on_headers_complete(http_parser *p) {
     h1_xfer *x = parser_xfer(p);
-    if (x->lstate == LS_FIELD && line_add(x, ":", 1) != 0)
+    if (x->lstate == LS_FIELD && ((x->raw && raw_to_line(x) != 0) || line_add(x, ":", 1) != 0))
         return -1; /* a name without a value */
     if (emit_line(x, p) != 0)
         return -1;
@@ -603,6 +677,11 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
     x->in_cb--;
     if (x->cancelled) {
         xfer_kill(x);
+        return -1;
+    }
+    /* A header line the next read goes on with: copied before data is reused. */
+    if (x->raw && raw_to_line(x) != 0) {
+        xfer_end(x, CURLE_OUT_OF_MEMORY, "out of memory reading an answer's header");
         return -1;
     }
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -1247,7 +1326,9 @@ static int skip_header_line(const char *line) {
            (nl == 17 && strncasecmp(line, "transfer-encoding", 17) == 0);
 }
 
-static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t *len) {
+/* Writes the request head into x->head (grown when too small); its length goes to
+ * x->head_len. Returns 0, or -1 when out of memory. */
+static int build_head(h1_xfer *x, const h1_origin *o, const aor_xfer_request *req) {
     const char *path = req->url + o->prefix_len;
     int slash = *path != '/';
     int with_length = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
@@ -1261,9 +1342,15 @@ static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t 
         need += req->header_block_len;
     need += with_length || req->body_len ? 40 : 0;
     need += 3;
-    char *head = malloc(need);
-    if (!head)
-        return NULL;
+    if (need > x->head_cap) {
+        char *n = malloc(need);
+        if (!n)
+            return -1;
+        free(x->head);
+        x->head = n;
+        x->head_cap = need;
+    }
+    char *head = x->head;
     size_t at = 0;
 #define HEAD_PUT(s, n)                                                                             \
     do {                                                                                           \
@@ -1293,8 +1380,8 @@ static char *build_head(const h1_origin *o, const aor_xfer_request *req, size_t 
     }
     HEAD_PUT("\r\n", 3);
 #undef HEAD_PUT
-    *len = at - 1;
-    return head;
+    x->head_len = at - 1;
+    return 0;
 }
 
 /* ---- public ----------------------------------------------------------------------- */
@@ -1327,6 +1414,14 @@ void aor_h1_free(aor_h1 *h) {
         return;
     while (h->xfers)
         aor_h1_cancel(&h->xfers->base);
+    h1_xfer *x;
+    while ((x = aor_pool_take(&h->spares, sizeof *x))) {
+        aor_pool_unpoison(x->head, x->head_cap);
+        aor_pool_unpoison(x->line, x->line_cap);
+        free(x->head);
+        free(x->line);
+        free(x);
+    }
     while (h->idle)
         conn_close(h->idle);
     while (h->origins) {
@@ -1353,9 +1448,7 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
             return NULL; /* headers stay with the caller */
         goto fail_headers;
     }
-    h1_xfer *x = malloc(sizeof *x); /* not calloc: see aor_proxy_start */
-    if (x)
-        memset(x, 0, sizeof *x);
+    h1_xfer *x = xfer_new(h);
     if (!x)
         goto fail_headers;
     x->base.backend = AOR_XFER_H1;
@@ -1368,9 +1461,11 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
     x->is_head = strcmp(req->method, "HEAD") == 0;
     x->connect_timeout_ms =
         req->connect_timeout_ms > 0 ? req->connect_timeout_ms : CONNECT_TIMEOUT_MS;
-    x->head = build_head(o, req, &x->head_len);
+    int built = build_head(x, o, req);
     free_slist(req->headers); /* copied into the head */
-    if (!x->head) {
+    if (built < 0) {
+        free(x->head);
+        free(x->line);
         free(x);
         return NULL;
     }

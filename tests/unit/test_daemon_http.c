@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "http.h"
+#include "pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,53 @@ static void test_path(void **state) {
     assert_string_equal(path, "/x");
     free(path);
     aor_http_request_free(req);
+}
+
+/* A freed request is kept for the next one (daemon/pool.h) with its memory: the next
+ * request parsed must show nothing of the one before, whatever its size was. */
+static void test_reuse_after_free(void **state) {
+    /* A big one first: 70 fields (more than a kept field array holds) and values longer
+     * than a string block, with a body. */
+    buf b = {0};
+    buf_str(&b, "POST /big?q=1 HTTP/1.1\r\n");
+    char *longv = pattern(5000, 7);
+    for (int i = 0; i < 70; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "X-F%d: ", i);
+        buf_str(&b, line);
+        buf_add(&b, longv, i % 10 == 0 ? 5000 : 3);
+        buf_str(&b, "\r\n");
+    }
+    buf_str(&b, "Content-Length: 5\r\n\r\nhello");
+    aor_http_request *big = parse_whole(b.p, b.len);
+    assert_int_equal(big->nfields, 71);
+    assert_memory_equal(big->fields[10].value, longv, 5000);
+    aor_http_request_free(big);
+    for (int round = 0; round < 3; round++) {
+        aor_http_request *req = parse_whole(simple, sizeof simple - 1);
+        check_simple(req);
+        aor_http_request_free(req);
+        req = parse_str("GET /healthz HTTP/1.1\r\n\r\n");
+        assert_string_equal(req->url, "/healthz");
+        assert_int_equal(req->nfields, 0);
+        assert_null(aor_http_request_field(req, "host"));
+        assert_int_equal(evbuffer_get_length(req->body), 0);
+        aor_http_request_free(req);
+    }
+    /* More alive at once than the pool keeps: the rest are freed, none is lost. */
+    aor_http_request *many[AOR_POOL_MAX + 8];
+    for (size_t i = 0; i < sizeof many / sizeof *many; i++)
+        many[i] = parse_whole(simple, sizeof simple - 1);
+    for (size_t i = 0; i < sizeof many / sizeof *many; i++) {
+        check_simple(many[i]);
+        aor_http_request_free(many[i]);
+    }
+    aor_http_spares_free();
+    aor_http_request *req = parse_whole(simple, sizeof simple - 1);
+    check_simple(req);
+    aor_http_request_free(req);
+    free(longv);
+    free(b.p);
 }
 
 static void test_simple_every_split(void **state) {
@@ -1039,6 +1087,12 @@ static void test_hop_header(void **state) {
             fail_msg("%s should be end-to-end", end[i]);
 }
 
+/* The requests kept for reuse are freed at the end, as aord does at shutdown. */
+static int spares_free(void **state) {
+    aor_http_spares_free();
+    return 0;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simple_post),
@@ -1063,6 +1117,7 @@ int main(void) {
         cmocka_unit_test(test_write_response_parses),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_hop_header),
+        cmocka_unit_test(test_reuse_after_free),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, spares_free);
 }

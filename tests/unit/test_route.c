@@ -995,6 +995,37 @@ static void test_round_robin_priorities(void **state) {
     assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), "P/good P/bad");
 }
 
+/* More providers and candidates than route.c handles in its stack arrays (16 providers,
+ * 32 candidates): the same order, the same drops, as with few. */
+static void test_many_providers(void **state) {
+    world *w = *state;
+    char name[32], keys[64], want[4096];
+    size_t off = 0;
+    for (int i = 0; i < 20; i++) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "k%02da", i);
+        snprintf(b, sizeof b, "k%02db", i);
+        add_key(w->cfg, b, 1);
+        add_key(w->cfg, a, 0);
+        snprintf(keys, sizeof keys, "%s,%s", b, a);
+        snprintf(name, sizeof name, "P%02d", i);
+        add_provider(w->cfg, name, AOR_DIALECT_OPENAI, "p.example", 20 - i, "m", keys, NULL);
+    }
+    fail_key(w, "P19", "k19a", AOR_KIND_RATE, 100, NOW);
+    open_circuit(w, "P00", "m", NOW);
+    want[0] = '\0';
+    for (int i = 19; i >= 1; i--) {
+        if (off)
+            off += (size_t)snprintf(want + off, sizeof want - off, " ");
+        if (i != 19)
+            off += (size_t)snprintf(want + off, sizeof want - off, "P%02d/k%02da ", i, i);
+        off += (size_t)snprintf(want + off, sizeof want - off, "P%02d/k%02db", i, i);
+    }
+    assert_string_equal(select_order(w, "m", "c1", NULL, AOR_DIALECT_OPENAI, NOW), want);
+    assert_int_equal(w->seq.n, 37);
+    assert_int_equal(w->seq.dropped, 3);
+}
+
 /* 1,000 keys and 100,000 sticky rows: selection works (and is timed for information). */
 static void test_many_keys_and_stickies(void **state) {
     world *w = *state;
@@ -1318,6 +1349,7 @@ int main(void) {
         T(test_duplicate_key_once),
         T(test_round_robin),
         T(test_round_robin_priorities),
+        T(test_many_providers),
         T(test_many_keys_and_stickies),
         cmocka_unit_test(test_matches_reference),
         T(test_errors),

@@ -56,6 +56,38 @@ static void test_create_and_streak(void **state) {
     assert_int_equal(aor_sticky_count(s), 1);
 }
 
+/* aor_sticky_touch refreshes only a sticky that stays: the same result as
+ * aor_sticky_success then, and no change at all when the pair differs or is new. */
+static void test_touch(void **state) {
+    aor_sticky *s = *state;
+    aor_sticky_row row;
+    assert_int_equal(aor_sticky_touch(s, C1, "m", "openai", "main", 100), 0);
+    assert_int_equal(aor_sticky_count(s), 0);
+    assert_int_equal(aor_sticky_success(s, C1, "m", "openai", "main", 100), 1);
+    assert_int_equal(aor_sticky_touch(s, C1, "m", "openai", "main", 110), 1);
+    assert_int_equal(aor_sticky_touch(s, C1, "m", "openai", "main", 120), 1);
+    assert_int_equal(aor_sticky_get(s, C1, "m", &row), 1);
+    assert_int_equal(row.streak, 3);
+    assert_time(row.last_success, 120);
+    /* Another key, another provider, another model or client: untouched. */
+    assert_int_equal(aor_sticky_touch(s, C1, "m", "openai", "backup", 130), 0);
+    assert_int_equal(aor_sticky_touch(s, C1, "m", "anthropic", "main", 130), 0);
+    assert_int_equal(aor_sticky_touch(s, C1, "other", "openai", "main", 130), 0);
+    assert_int_equal(aor_sticky_touch(s, C2, "m", "openai", "main", 130), 0);
+    assert_int_equal(aor_sticky_touch(s, NULL, "m", "openai", "main", 130), 0);
+    assert_int_equal(aor_sticky_get(s, C1, "m", &row), 1);
+    assert_string_equal(row.key, "main");
+    assert_int_equal(row.streak, 3);
+    assert_time(row.last_success, 120);
+    assert_int_equal(aor_sticky_count(s), 1);
+    /* The streak saturates as aor_sticky_success's does. */
+    row.streak = INT_MAX;
+    assert_int_equal(aor_sticky_restore(s, &row), 0);
+    assert_int_equal(aor_sticky_touch(s, C1, "m", "openai", "main", 140), 1);
+    assert_int_equal(aor_sticky_get(s, C1, "m", &row), 1);
+    assert_int_equal(row.streak, INT_MAX);
+}
+
 /* The sticky moves only when another pair succeeds; the streak restarts at 1. */
 static void test_moves_on_other_success(void **state) {
     aor_sticky *s = *state;
@@ -216,6 +248,7 @@ static void test_hundred_thousand_rows(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_and_streak, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_touch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_moves_on_other_success, setup, teardown),
         cmocka_unit_test_setup_teardown(test_per_client_and_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings_survive_move, setup, teardown),
