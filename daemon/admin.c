@@ -19,10 +19,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int aor_admin_is_local(const char *path) {
-    return strcmp(path, "/healthz") == 0 || strcmp(path, "/metrics") == 0 ||
-           strcmp(path, "/admin") == 0 || strncmp(path, "/admin/", 7) == 0 ||
-           strcmp(path, "/") == 0;
+int aor_admin_is_local(const char *url) {
+    const char *u = url ? url : "/";
+    size_t n = strcspn(u, "?#");
+    return (n == 8 && (memcmp(u, "/healthz", 8) == 0 || memcmp(u, "/metrics", 8) == 0)) ||
+           (n == 6 && memcmp(u, "/admin", 6) == 0) || (n >= 7 && memcmp(u, "/admin/", 7) == 0) ||
+           (n == 1 && u[0] == '/');
 }
 
 int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {

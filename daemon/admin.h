@@ -10,8 +10,9 @@
 #include "daemon.h"
 #include "http.h"
 
-/* 1 when path is a local route (not proxied). */
-int aor_admin_is_local(const char *path);
+/* 1 when the request target url (as received; its path is the part before '?' or '#';
+ * NULL means "/") is a local route (not proxied). No copy of the path is made. */
+int aor_admin_is_local(const char *url);
 
 /* Answers a local route into c's output and calls aor_conn_response_done. Takes req. */
 void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req);

@@ -204,6 +204,70 @@ static void conn_gone(aor_conn *c, int why) {
     conn_release(c);
 }
 
+/* Writes the answer to a refused request (status, why) and ends the connection after. */
+static void refuse(aor_conn *c, int status, const char *why) {
+    aor_warn("bad request from client: %s (answered %d)", why, status);
+    char body[640];
+    int len = snprintf(body, sizeof body,
+                       "{\"error\":{\"message\":\"aor: %s\","
+                       "\"type\":\"invalid_request_error\"}}",
+                       why);
+    /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
+    static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -", "x-aor-attempts: 0",
+                                           NULL};
+    aor_http_write_response(c->stage, status, "application/json", aor_hdrs, body, (size_t)len, 0);
+    c->closing = 1;
+}
+
+/* Acts on a result of aor_http_reader_feed other than NEED_MORE. Returns 1 when the next
+ * request may be read, 0 to stop reading. */
+static int take_result(aor_conn *c, aor_http_result res, int status, const char *why) {
+    if (res == AOR_HTTP_CONTINUE) {
+        evbuffer_add(c->stage, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        return 1;
+    }
+    if (res == AOR_HTTP_ERROR) {
+        refuse(c, status, why);
+        return 0;
+    }
+    /* AOR_HTTP_REQUEST */
+    aor_http_request *req = aor_http_reader_take(c->reader);
+    if (!req)
+        return 0;
+    status = aor_guard_check(req, !c->via_shim, &why);
+    if (status) {
+        aor_http_request_free(req);
+        refuse(c, status, why);
+        return 0;
+    }
+    c->busy = 1;
+    c->http10 = req->http_major == 1 && req->http_minor == 0;
+    c->d->m.requests++;
+    if (!c->via_shim && aor_admin_is_local(req->url)) {
+        aor_admin_handle(c->d, c, req);
+    } else {
+        c->proxy = aor_proxy_start(c->d, c, req, c->host);
+    }
+    return 1;
+}
+
+/* After requests were read: closes, or stops reading, as the state asks. */
+static void input_done(aor_conn *c) {
+    c->depth--;
+    if (c->depth > 0)
+        return;
+    if (c->peer_eof && !c->busy)
+        c->closing = 1; /* every complete request is answered */
+    if (c->dead || (c->closing && out_len(c) == 0)) {
+        conn_free(c);
+        return;
+    }
+    if (c->closing)
+        read_enable(c, 0);
+    else if (c->busy && evbuffer_get_length(c->in) > IN_MAX_WHILE_BUSY)
+        read_enable(c, 0);
+}
+
 static void process_input(aor_conn *c) {
     struct evbuffer *in = c->in;
     c->depth++;
@@ -230,60 +294,36 @@ static void process_input(aor_conn *c) {
                 break;
             continue;
         }
-        if (res == AOR_HTTP_CONTINUE) {
-            evbuffer_add(c->stage, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        if (!take_result(c, res, status, why))
+            break;
+    }
+    input_done(c);
+}
+
+/* process_input for bytes just read while c->in is empty: parsed where they are, and
+ * only what is not taken now (pipelined after a request, or after the end) goes into
+ * c->in; no copy into c->in and back for every request (docs/performance.md). */
+static void process_bytes(aor_conn *c, const char *data, size_t len) {
+    c->depth++;
+    size_t off = 0;
+    while (!c->dead && !c->busy && !c->closing && off < len) {
+        size_t used = 0;
+        int status = 0;
+        const char *why = NULL;
+        aor_http_result res =
+            aor_http_reader_feed(c->reader, data + off, len - off, &used, &status, &why);
+        off += used;
+        if (res == AOR_HTTP_NEED_MORE) {
+            if (used == 0)
+                break;
             continue;
         }
-        if (res == AOR_HTTP_ERROR) {
-        refuse:
-            aor_warn("bad request from client: %s (answered %d)", why, status);
-            char body[640];
-            int len = snprintf(body, sizeof body,
-                               "{\"error\":{\"message\":\"aor: %s\","
-                               "\"type\":\"invalid_request_error\"}}",
-                               why);
-            /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
-            static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -",
-                                                   "x-aor-attempts: 0", NULL};
-            aor_http_write_response(c->stage, status, "application/json", aor_hdrs, body,
-                                    (size_t)len, 0);
-            c->closing = 1;
+        if (!take_result(c, res, status, why))
             break;
-        }
-        /* AOR_HTTP_REQUEST */
-        aor_http_request *req = aor_http_reader_take(c->reader);
-        if (!req)
-            break;
-        status = aor_guard_check(req, !c->via_shim, &why);
-        if (status) {
-            aor_http_request_free(req);
-            goto refuse;
-        }
-        c->busy = 1;
-        c->http10 = req->http_major == 1 && req->http_minor == 0;
-        c->d->m.requests++;
-        char *path = aor_http_request_path(req);
-        int local = !c->via_shim && path && aor_admin_is_local(path);
-        free(path);
-        if (local) {
-            aor_admin_handle(c->d, c, req);
-        } else {
-            c->proxy = aor_proxy_start(c->d, c, req, c->host);
-        }
     }
-    c->depth--;
-    if (c->depth > 0)
-        return;
-    if (c->peer_eof && !c->busy)
-        c->closing = 1; /* every complete request is answered */
-    if (c->dead || (c->closing && out_len(c) == 0)) {
-        conn_free(c);
-        return;
-    }
-    if (c->closing)
-        read_enable(c, 0);
-    else if (c->busy && evbuffer_get_length(in) > IN_MAX_WHILE_BUSY)
-        read_enable(c, 0);
+    if (off < len && !c->dead && evbuffer_add(c->in, data + off, len - off) != 0)
+        c->dead = 1; /* out of memory: the bytes cannot wait, the connection ends */
+    input_done(c);
 }
 
 /* Output went out: close a closing connection that has sent everything, or tell the
@@ -329,7 +369,7 @@ static int write_out(aor_conn *c) {
 
 /* Reads what the socket has (decrypting with TLS) into in. Returns 0, or a GONE_*
  * reason. */
-static int read_in(aor_conn *c) {
+static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
     /* Into a scratch buffer, then only the bytes read are added: reserving room in the
      * input buffer would allocate a 16 KiB chain per request (a slow, large malloc). */
     static char scratch[PLAIN_READ_MAX];
@@ -343,6 +383,13 @@ static int read_in(aor_conn *c) {
                 return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
             if (n == 0)
                 return GONE_EOF;
+            if (got == 0 && (size_t)n < sizeof scratch && evbuffer_get_length(c->in) == 0) {
+                /* All there is, and nothing before it: parsed from scratch (process_bytes),
+                 * valid until the next read. */
+                *direct = scratch;
+                *direct_len = (size_t)n;
+                return 0;
+            }
             if (evbuffer_add(c->in, scratch, (size_t)n) != 0)
                 return GONE_ERROR;
             if ((size_t)n < sizeof scratch)
@@ -429,9 +476,15 @@ static void on_readable(evutil_socket_t fd, short what, void *arg) {
     if (!c->reading)
         return;
     size_t before = evbuffer_get_length(c->in);
-    int gone = read_in(c);
+    const char *direct = NULL;
+    size_t direct_len = 0;
+    int gone = read_in(c, &direct, &direct_len);
     if (gone && gone != GONE_EOF) {
         conn_release(c);
+        return;
+    }
+    if (direct_len) {
+        process_bytes(c, direct, direct_len);
         return;
     }
     if (evbuffer_get_length(c->in) == before) {

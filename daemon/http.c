@@ -460,10 +460,14 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
 }
 
 int aor_http_is_hop_header(const char *name) {
+    return aor_http_is_hop_header_len(name, strlen(name));
+}
+
+int aor_http_is_hop_header_len(const char *name, size_t len) {
     /* Every forwarded header line passes here: pick the one or two candidates of the
      * name's length, then compare (docs/performance.md). */
     const char *a = NULL, *b = NULL;
-    switch (strlen(name)) {
+    switch (len) {
     case 2:
         a = "te";
         break;
@@ -503,7 +507,7 @@ int aor_http_is_hop_header(const char *name) {
     default:
         return 0;
     }
-    return strcasecmp(name, a) == 0 || (b && strcasecmp(name, b) == 0);
+    return strncasecmp(name, a, len) == 0 || (b && strncasecmp(name, b, len) == 0);
 }
 
 char *aor_http_put_dec(char *d, unsigned long long v) {

@@ -87,4 +87,7 @@ const char *aor_http_reason(int status);
  * content-length, expect, http2-settings). */
 int aor_http_is_hop_header(const char *name);
 
+/* aor_http_is_hop_header for a name of len bytes (strlen(name) == len; no NUL inside). */
+int aor_http_is_hop_header_len(const char *name, size_t len);
+
 #endif

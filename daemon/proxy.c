@@ -36,10 +36,21 @@ typedef struct {
     aor_header *h;
     struct hdr_len {
         uint32_t name, value; /* strlen of h[i].name and h[i].value */
+        int fwd;              /* goes to the client (forward_header) */
     } * len;
     size_t n, cap;
+    size_t ct, cl;  /* 1 + index of the first Content-Type / Content-Length; 0: none */
     hdr_chunk *mem; /* where the names and values live: one malloc for most answers */
 } hdr_set;
+
+/* A growing block of header lines; every piece is checked for CR/LF (an injected line).
+ * Also the upstream URL's buffer. Kept with the proxy between attempts and requests. */
+typedef struct {
+    char *b;
+    size_t len, cap;
+} hblock;
+
+#define HB_KEEP_MAX 4096 /* a kept proxy keeps header-block and URL buffers up to this */
 
 typedef enum {
     MODE_HEADERS = 0, /* waiting for the header block */
@@ -86,6 +97,8 @@ struct aor_proxy {
     aor_verdict sse_verdict;
     int cut;             /* we stopped the transfer */
     char *upstream_body; /* rewritten body when the model id differs */
+    hblock hb;           /* the attempt's request headers for the upstream (wiped after) */
+    hblock url;          /* the attempt's upstream URL */
 
     /* last failed answer, returned as it came when the walk runs out */
     long last_status;
@@ -97,6 +110,10 @@ struct aor_proxy {
 
 /* Spare proxies (pool.h): aord's requests all run on one thread. */
 static _Thread_local aor_pool spares;
+static void proxy_release(aor_proxy *p);
+static void kept_poison(const aor_proxy *p, int poison);
+static void hb_wipe(hblock *hb);
+static void hb_free(hblock *hb);
 
 /* Starts the next attempt; returns 1 when one is in flight, 0 when it answered (p freed). */
 static int start_next(aor_proxy *p);
@@ -134,6 +151,7 @@ static void hset_reset(hdr_set *s) {
         keep->used = 0;
     s->mem = keep;
     s->n = 0;
+    s->ct = s->cl = 0;
     if (s->cap > HDR_KEEP_MAX) {
         free(s->h);
         free(s->len);
@@ -150,6 +168,16 @@ static void hset_poison(const hdr_set *s, int poison) {
     f(s->len, s->cap * sizeof *s->len);
     if (s->mem)
         f(s->mem->data, s->mem->cap);
+}
+
+/* Headers of an upstream answer that go to the client: not hop-by-hop, not x-aor-*.
+ * name is nl bytes (strlen). */
+static int forward_header(const char *name, size_t nl) {
+    if (aor_http_is_hop_header_len(name, nl))
+        return 0;
+    if (nl >= 6 && (name[0] | 0x20) == 'x' && name[1] == '-' && strncasecmp(name, "x-aor-", 6) == 0)
+        return 0;
+    return 1;
 }
 
 /* Adds the line "Name: value" (len bytes, no CRLF). Lines without a name are dropped;
@@ -193,18 +221,25 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
     s->h[s->n].value = blk + v;
     /* strlen, not the offsets: a NUL inside the line (possible from libcurl) ends the
      * name or value here, as it does for every other reader of h[]. */
-    s->len[s->n].name = (uint32_t)strlen(blk);
+    size_t name_len = strlen(blk);
+    s->len[s->n].name = (uint32_t)name_len;
     s->len[s->n].value = (uint32_t)strlen(blk + v);
+    /* Classified once here, for write_head and the framing (docs/performance.md). */
+    s->len[s->n].fwd = forward_header(blk, name_len);
+    if (name_len == 12 && !s->ct && strncasecmp(blk, "content-type", 12) == 0)
+        s->ct = s->n + 1;
+    else if (name_len == 14 && !s->cl && strncasecmp(blk, "content-length", 14) == 0)
+        s->cl = s->n + 1;
     s->n++;
 }
 
-/* The value of the first header called name (case-insensitive), or NULL. */
-static const char *hset_get(const hdr_set *s, const char *name) {
-    char first = (char)(name[0] | 0x20);
-    for (size_t i = 0; i < s->n; i++)
-        if ((char)(s->h[i].name[0] | 0x20) == first && strcasecmp(s->h[i].name, name) == 0)
-            return s->h[i].value;
-    return NULL;
+/* The value of the first Content-Type / Content-Length of s, or NULL. */
+static const char *hset_content_type(const hdr_set *s) {
+    return s->ct ? s->h[s->ct - 1].value : NULL;
+}
+
+static const char *hset_content_length(const hdr_set *s) {
+    return s->cl ? s->h[s->cl - 1].value : NULL;
 }
 
 static void proxy_free(aor_proxy *p) {
@@ -225,27 +260,46 @@ static void proxy_free(aor_proxy *p) {
     hset_clear(&p->last_hdrs);
     if (p->last_body)
         evbuffer_free(p->last_body);
-    /* Kept for the next request with its header memory and held buffer (pool.h). */
+    /* Kept for the next request with its header memory, held buffer, header-block and
+     * URL buffers (pool.h). */
     hset_reset(&p->hdrs);
+    hb_wipe(&p->hb);
+    if (p->hb.cap > HB_KEEP_MAX)
+        hb_free(&p->hb);
+    if (p->url.cap > HB_KEEP_MAX)
+        hb_free(&p->url);
     if (p->held && evbuffer_drain(p->held, evbuffer_get_length(p->held)) == 0) {
-        hset_poison(&p->hdrs, 1);
+        kept_poison(p, 1);
         if (aor_pool_keep(&spares, p, sizeof *p))
             return;
-        hset_poison(&p->hdrs, 0);
+        kept_poison(p, 0);
     }
+    proxy_release(p);
+}
+
+/* Frees what a proxy keeps in the pool, then the proxy. */
+static void proxy_release(aor_proxy *p) {
     hset_clear(&p->hdrs);
+    hb_free(&p->hb);
+    hb_free(&p->url);
     if (p->held)
         evbuffer_free(p->held);
     free(p);
 }
 
+/* Poisons or unpoisons (AddressSanitizer) the buffers a kept proxy holds. */
+static void kept_poison(const aor_proxy *p, int poison) {
+    hset_poison(&p->hdrs, poison);
+    void (*f)(const void *, size_t) = poison ? aor_pool_poison : aor_pool_unpoison;
+    f(p->hb.b, p->hb.cap);
+    f(p->url.b, p->url.cap);
+}
+
 void aor_proxy_spares_free(void) {
     aor_proxy *p;
     while ((p = aor_pool_take(&spares, sizeof *p))) {
-        hset_poison(&p->hdrs, 0);
-        hset_clear(&p->hdrs);
-        evbuffer_free(p->held);
-        free(p);
+        kept_poison(p, 0);
+        proxy_release(p);
     }
 }
 
@@ -254,12 +308,15 @@ void aor_proxy_spares_free(void) {
 static aor_proxy *proxy_new(void) {
     aor_proxy *p = aor_pool_take(&spares, sizeof *p);
     if (p) {
-        hset_poison(&p->hdrs, 0);
+        kept_poison(p, 0);
         hdr_set hdrs = p->hdrs;
         struct evbuffer *held = p->held;
+        hblock hb = p->hb, url = p->url;
         memset(p, 0, sizeof *p);
         p->hdrs = hdrs;
         p->held = held;
+        p->hb = hb;
+        p->url = url;
         return p;
     }
     /* malloc + memset, not calloc: glibc's calloc skips the thread cache (and GCC turns
@@ -323,15 +380,6 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
     finish(p, 1);
 }
 
-/* Headers of an upstream answer that go to the client. */
-static int forward_header(const char *name) {
-    if (aor_http_is_hop_header(name))
-        return 0;
-    if ((name[0] | 0x20) == 'x' && name[1] == '-' && strncasecmp(name, "x-aor-", 6) == 0)
-        return 0;
-    return 1;
-}
-
 /* Appends "<len in hex>\r\n", a chunk header (RFC 9112 §7.1), without printf. */
 static void add_chunk_size(struct evbuffer *out, size_t len) {
     char buf[2 * sizeof len + 2];
@@ -387,7 +435,7 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     d = PUT_LIT(d, "\r\n");
     /* Forwarded lines are copied as they are (docs/performance.md). */
     for (size_t i = 0; i < hs->n; i++) {
-        if (forward_header(hs->h[i].name)) {
+        if (hs->len[i].fwd) {
             d = put(d, hs->h[i].name, hs->len[i].name);
             d = PUT_LIT(d, ": ");
             d = put(d, hs->h[i].value, hs->len[i].value);
@@ -547,7 +595,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
         if (p->status >= 100 && p->status < 200)
             return;
         int ok = p->status >= 200 && p->status < 300;
-        const char *ct = hset_get(&p->hdrs, "content-type");
+        const char *ct = hset_content_type(&p->hdrs);
         if (!ok || IS_TYPE(ct, "text/html")) {
             observe_usage(p);
             p->mode = MODE_BUFFER;
@@ -558,7 +606,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             p->mode = MODE_STREAM;
             /* (a 304 is not 2xx: it is buffered and sent with its length, 0) */
             p->no_body = p->req->method == HTTP_HEAD || p->status == 204;
-            long long n = content_length_of(hset_get(&p->hdrs, "content-length"));
+            long long n = content_length_of(hset_content_length(&p->hdrs));
             if (p->status == 204)
                 n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
             /* observe_usage + record(OK) once the head is sent (flush_bookkeeping) */
@@ -743,7 +791,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         }
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
-        finish(p, p->chunked_out || p->no_body || hset_get(&p->hdrs, "content-length"));
+        finish(p, p->chunked_out || p->no_body || hset_content_length(&p->hdrs));
         return;
     }
     aor_verdict v;
@@ -896,32 +944,40 @@ static char *client_credential(const aor_http_request *req, const char *query) {
     return NULL;
 }
 
-/* A growing block of header lines; every piece is checked for CR/LF (an injected line). */
-typedef struct {
-    char *b;
-    size_t len, cap;
-} hblock;
+/* Room for need bytes in hb (its bytes kept). 0, or -1 when out of memory. */
+static int hb_reserve(hblock *hb, size_t need) {
+    if (need <= hb->cap)
+        return 0;
+    size_t cap = hb->cap ? hb->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    char *n = malloc(cap);
+    if (!n)
+        return -1;
+    if (hb->b) {
+        memcpy(n, hb->b, hb->len);
+        explicit_bzero(hb->b, hb->len); /* may hold a credential */
+        free(hb->b);
+    }
+    hb->b = n;
+    hb->cap = cap;
+    return 0;
+}
+
+/* Empties hb, its bytes wiped (a header block may hold a credential); memory kept. */
+static void hb_wipe(hblock *hb) {
+    if (hb->b && hb->len)
+        explicit_bzero(hb->b, hb->len);
+    hb->len = 0;
+}
 
 static int hb_line(hblock *hb, const char *name, size_t ln, const char *value, size_t lv) {
     if (memchr(name, '\r', ln) || memchr(name, '\n', ln) || memchr(value, '\r', lv) ||
         memchr(value, '\n', lv))
         return 0; /* never forward a line that would split in two */
     size_t need = hb->len + ln + 2 + lv + 2;
-    if (need > hb->cap) {
-        size_t cap = hb->cap ? hb->cap : 1024;
-        while (cap < need)
-            cap *= 2;
-        char *n = malloc(cap);
-        if (!n)
-            return -1;
-        if (hb->b) {
-            memcpy(n, hb->b, hb->len);
-            explicit_bzero(hb->b, hb->len); /* may hold a credential */
-            free(hb->b);
-        }
-        hb->b = n;
-        hb->cap = cap;
-    }
+    if (hb_reserve(hb, need) < 0)
+        return -1;
     memcpy(hb->b + hb->len, name, ln);
     memcpy(hb->b + hb->len + ln, ": ", 2);
     memcpy(hb->b + hb->len + ln + 2, value, lv);
@@ -942,10 +998,8 @@ static int hb_raw(hblock *hb, const char *line) {
 }
 
 static void hb_free(hblock *hb) {
-    if (hb->b) {
-        explicit_bzero(hb->b, hb->len);
-        free(hb->b);
-    }
+    hb_wipe(hb);
+    free(hb->b);
     memset(hb, 0, sizeof *hb);
 }
 
@@ -1045,14 +1099,16 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
     }
     return 0;
 fail:
-    hb_free(hb);
+    hb_wipe(hb);
     return -1;
 }
 
-static char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
+/* The upstream URL of the attempt, in p->url (NUL-terminated), or NULL (ENOMEM). */
+static const char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
     char *q = query_without_key(p->query);
     size_t lb = strlen(pc->base_url), lr = strlen(rel), lq = q ? strlen(q) : 0;
-    char *url = malloc(lb + lr + lq + 2);
+    p->url.len = 0;
+    char *url = hb_reserve(&p->url, lb + lr + lq + 2) == 0 ? p->url.b : NULL;
     if (url) {
         memcpy(url, pc->base_url, lb);
         memcpy(url + lb, rel, lr);
@@ -1095,14 +1151,12 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
             }
         }
     }
-    char *url = build_url(p, pc, rel);
+    const char *url = build_url(p, pc, rel);
     free(rel_owned);
-    hblock hb = {0};
-    if (!url || build_headers(p, pc, cand, &hb) < 0) {
-        free(url);
-        hb_free(&hb);
+    hblock *hb = &p->hb;
+    hb_wipe(hb);
+    if (!url || build_headers(p, pc, cand, hb) < 0)
         return -1;
-    }
     static const char *const methods[] = {
 #define XX(num, name, string) [num] = #string,
         HTTP_METHOD_MAP(XX)
@@ -1112,17 +1166,16 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
         p->req->method < sizeof methods / sizeof methods[0] && methods[p->req->method]
             ? methods[p->req->method]
             : "POST";
-    aor_xfer_request xr = {url, method,           NULL,  body, body_len, pc->ca_file,
-                           0,   hb.b ? hb.b : "", hb.len};
+    aor_xfer_request xr = {url,    method, NULL, body, body_len, pc->ca_file, 0, hb->b ? hb->b : "",
+                           hb->len};
     aor_xfer_callbacks cb = {on_up_header, on_up_data, on_up_done};
     reset_attempt(p);
     p->cand = cand;
     p->attempts++;
     p->attempt_started = aor_clock_now();
     aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method, p->path);
-    p->x = aor_xfer_start(p->d->up, &xr, &cb, p);
-    free(url);
-    hb_free(&hb);
+    p->x = aor_xfer_start(p->d->up, &xr, &cb, p); /* copies url and headers */
+    hb_wipe(hb);
     return p->x ? 0 : -1;
 }
 
