@@ -75,7 +75,7 @@ static int scan_string(scan *sc, int *escaped) {
             unsigned m = stop_mask16(sc->s + i);
             if (m) {
                 i += (size_t)__builtin_ctz(m); /* the first stop byte */
-                break;
+                goto stop;
             }
             i += 16;
         }
@@ -92,6 +92,9 @@ static int scan_string(scan *sc, int *escaped) {
             i++;
         if (i >= sc->n)
             return -1;
+#ifdef __SSE2__
+    stop:;
+#endif
         unsigned char c = sc->s[i];
         if (c == '"') {
             sc->i = i + 1;

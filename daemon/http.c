@@ -55,11 +55,10 @@ static _Thread_local aor_pool spares;
 
 /* Poisons (AddressSanitizer) what a kept request holds besides itself. */
 static void request_poison(const aor_http_request *req, int poison) {
-    void (*f)(const void *, size_t) = poison ? aor_pool_poison : aor_pool_unpoison;
     const str_chunk *c = req->strings;
     if (c)
-        f(c->data, c->cap);
-    f(req->fields, req->fields_cap * sizeof *req->fields);
+        aor_pool_mark(c->data, c->cap, poison);
+    aor_pool_mark(req->fields, req->fields_cap * sizeof *req->fields, poison);
 }
 
 void aor_http_request_free(aor_http_request *req) {

@@ -25,6 +25,7 @@ int aor_pool_keep(aor_pool *pl, void *obj, size_t size) {
     return 1;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
 void aor_pool_poison(const void *mem, size_t bytes) {
     if (mem && bytes)
         POISON(mem, bytes);
@@ -34,3 +35,4 @@ void aor_pool_unpoison(const void *mem, size_t bytes) {
     if (mem && bytes)
         UNPOISON(mem, bytes);
 }
+#endif

@@ -35,6 +35,7 @@ void *aor_pool_take(aor_pool *pl, size_t size);
  * (the caller still owns obj and frees it). */
 int aor_pool_keep(aor_pool *pl, void *obj, size_t size);
 
+#if defined(__SANITIZE_ADDRESS__)
 /* Marks bytes of a buffer a kept object holds as not to be touched (AddressSanitizer
  * reports an access) until aor_pool_unpoison; no-op in builds without it. mem may be
  * NULL when bytes is 0. */
@@ -42,5 +43,25 @@ void aor_pool_poison(const void *mem, size_t bytes);
 
 /* Undoes aor_pool_poison for mem..bytes. */
 void aor_pool_unpoison(const void *mem, size_t bytes);
+#else
+/* Without AddressSanitizer: nothing to mark (inline, so nothing is called). */
+static inline void aor_pool_poison(const void *mem, size_t bytes) {
+    (void)mem;
+    (void)bytes;
+}
+
+static inline void aor_pool_unpoison(const void *mem, size_t bytes) {
+    (void)mem;
+    (void)bytes;
+}
+#endif
+
+/* aor_pool_poison (poison != 0) or aor_pool_unpoison of mem..bytes. */
+static inline void aor_pool_mark(const void *mem, size_t bytes, int poison) {
+    if (poison)
+        aor_pool_poison(mem, bytes);
+    else
+        aor_pool_unpoison(mem, bytes);
+}
 
 #endif

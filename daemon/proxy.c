@@ -163,11 +163,10 @@ static void hset_reset(hdr_set *s) {
 
 /* Poisons (AddressSanitizer) the memory s keeps while its proxy waits in the pool. */
 static void hset_poison(const hdr_set *s, int poison) {
-    void (*f)(const void *, size_t) = poison ? aor_pool_poison : aor_pool_unpoison;
-    f(s->h, s->cap * sizeof *s->h);
-    f(s->len, s->cap * sizeof *s->len);
+    aor_pool_mark(s->h, s->cap * sizeof *s->h, poison);
+    aor_pool_mark(s->len, s->cap * sizeof *s->len, poison);
     if (s->mem)
-        f(s->mem->data, s->mem->cap);
+        aor_pool_mark(s->mem->data, s->mem->cap, poison);
 }
 
 /* Headers of an upstream answer that go to the client: not hop-by-hop, not x-aor-*.
@@ -175,7 +174,9 @@ static void hset_poison(const hdr_set *s, int poison) {
 static int forward_header(const char *name, size_t nl) {
     if (aor_http_is_hop_header_len(name, nl))
         return 0;
-    if (nl >= 6 && (name[0] | 0x20) == 'x' && name[1] == '-' && strncasecmp(name, "x-aor-", 6) == 0)
+    /* x-ratelimit-* and x-request-id are common: they differ at the third letter. */
+    if (nl >= 6 && (name[0] | 0x20) == 'x' && name[1] == '-' && (name[2] | 0x20) == 'a' &&
+        strncasecmp(name, "x-aor-", 6) == 0)
         return 0;
     return 1;
 }
@@ -290,9 +291,8 @@ static void proxy_release(aor_proxy *p) {
 /* Poisons or unpoisons (AddressSanitizer) the buffers a kept proxy holds. */
 static void kept_poison(const aor_proxy *p, int poison) {
     hset_poison(&p->hdrs, poison);
-    void (*f)(const void *, size_t) = poison ? aor_pool_poison : aor_pool_unpoison;
-    f(p->hb.b, p->hb.cap);
-    f(p->url.b, p->url.cap);
+    aor_pool_mark(p->hb.b, p->hb.cap, poison);
+    aor_pool_mark(p->url.b, p->url.cap, poison);
 }
 
 void aor_proxy_spares_free(void) {
