@@ -661,7 +661,8 @@ fail_nomem:
 
 static int has_prefix_seg(const char *path, size_t plen, const char *prefix) {
     size_t n = strlen(prefix);
-    return plen >= n && strncmp(path, prefix, n) == 0 &&
+    /* memcmp: path has plen >= n bytes; with a literal prefix it is inlined */
+    return plen >= n && memcmp(path, prefix, n) == 0 &&
            (plen == n || path[n] == '/' || path[n] == '?' || path[n] == '#');
 }
 
@@ -673,10 +674,10 @@ aor_dialect aor_dialect_of_path(const char *path) {
         return AOR_DIALECT_ANTHROPIC;
     if (has_prefix_seg(path, plen, "/v1beta/openai"))
         return AOR_DIALECT_OPENAI; /* Gemini's OpenAI-compatible endpoint */
-    if (plen >= 8 && strncmp(path, "/v1beta/", 8) == 0)
+    if (plen >= 8 && memcmp(path, "/v1beta/", 8) == 0)
         return AOR_DIALECT_GEMINI;
     /* Gemini v1: /v1/models/{model}:method; OpenAI /v1/models/{id} has no ':' */
-    if (plen > 11 && strncmp(path, "/v1/models/", 11) == 0 &&
+    if (plen > 11 && memcmp(path, "/v1/models/", 11) == 0 &&
         memchr(path + 11, ':', plen - 11) != NULL)
         return AOR_DIALECT_GEMINI;
     return AOR_DIALECT_OPENAI;

@@ -69,19 +69,19 @@ int aor_guard_check(const aor_http_request *req, int sidecar, const char **why) 
     }
     if (!sidecar)
         return 0;
-    const char *host = aor_http_request_field(req, "host");
+    const char *host = aor_http_request_known(req, AOR_HF_HOST);
     if (host && !aor_guard_loopback_host(host, strlen(host))) {
         *why = "the Host header is not a loopback name (127.0.0.1, localhost, [::1]); "
                "refused to protect against DNS rebinding";
         return 403;
     }
-    const char *origin = aor_http_request_field(req, "origin");
+    const char *origin = aor_http_request_known(req, AOR_HF_ORIGIN);
     if (origin && !loopback_origin(origin)) {
         *why = "cross-origin request from a web page refused: a page must not spend your "
                "keys through the sidecar";
         return 403;
     }
-    const char *site = aor_http_request_field(req, "sec-fetch-site");
+    const char *site = aor_http_request_known(req, AOR_HF_SEC_FETCH_SITE);
     if (site && strcasecmp(site, "cross-site") == 0) {
         *why = "cross-site request from a web page refused (Sec-Fetch-Site: cross-site)";
         return 403;

@@ -250,6 +250,45 @@ static void trim_values(aor_http_request *q, size_t from) {
     }
 }
 
+/* The aor_http_known_field of a field name, or -1. */
+static int known_of(const char *n) {
+    size_t len = strlen(n);
+    switch (n[0] | 0x20) {
+    case 'h':
+        return len == 4 && strcasecmp(n, "host") == 0 ? AOR_HF_HOST : -1;
+    case 'c':
+        return len == 10 && strcasecmp(n, "connection") == 0 ? AOR_HF_CONNECTION : -1;
+    case 'u':
+        return len == 7 && strcasecmp(n, "upgrade") == 0 ? AOR_HF_UPGRADE : -1;
+    case 'e':
+        return len == 6 && strcasecmp(n, "expect") == 0 ? AOR_HF_EXPECT : -1;
+    case 'a':
+        if (len == 13 && strcasecmp(n, "authorization") == 0)
+            return AOR_HF_AUTHORIZATION;
+        return len == 7 && strcasecmp(n, "api-key") == 0 ? AOR_HF_API_KEY : -1;
+    case 'x':
+        if (len == 9 && strcasecmp(n, "x-api-key") == 0)
+            return AOR_HF_X_API_KEY;
+        return len == 14 && strcasecmp(n, "x-goog-api-key") == 0 ? AOR_HF_X_GOOG_API_KEY : -1;
+    case 'o':
+        return len == 6 && strcasecmp(n, "origin") == 0 ? AOR_HF_ORIGIN : -1;
+    case 's':
+        return len == 14 && strcasecmp(n, "sec-fetch-site") == 0 ? AOR_HF_SEC_FETCH_SITE : -1;
+    default:
+        return -1;
+    }
+}
+
+/* Indexes the known fields of the header section (aor_http_request_known). */
+static void index_known(aor_http_request *q) {
+    memset(q->known, 0, sizeof q->known);
+    for (size_t i = 0; i < q->nfields; i++) {
+        int k = known_of(q->fields[i].name);
+        if (k >= 0 && !q->known[k])
+            q->known[k] = (unsigned short)(i + 1); /* nfields <= AOR_HTTP_MAX_HEADERS */
+    }
+}
+
 static int on_headers_complete(http_parser *p) {
     aor_http_reader *r = p->data;
     aor_http_request *q = r->req;
@@ -259,6 +298,7 @@ static int on_headers_complete(http_parser *p) {
     }
     trim_values(q, 0);
     r->nfields_headers = q->nfields;
+    index_known(q);
     if (!q->url)
         return fail(r, 400, "request without a target");
     if (p->content_length != (uint64_t)-1 && p->content_length > r->body_max &&
@@ -267,7 +307,7 @@ static int on_headers_complete(http_parser *p) {
     q->method = p->method;
     q->http_major = p->http_major;
     q->http_minor = p->http_minor;
-    const char *up = aor_http_request_field(q, "upgrade");
+    const char *up = aor_http_request_known(q, AOR_HF_UPGRADE);
     if (up && strcasecmp(up, "h2c") == 0) {
         /* curl --http2 asks for h2c; a server may ignore that and answer in HTTP/1.1
          * (RFC 9110 §7.8), which is what aor does: read the body as usual. */
@@ -275,7 +315,7 @@ static int on_headers_complete(http_parser *p) {
         up = NULL;
     }
     q->upgrade = up != NULL;
-    const char *expect = aor_http_request_field(q, "expect");
+    const char *expect = aor_http_request_known(q, AOR_HF_EXPECT);
     if (expect && strcasecmp(expect, "100-continue") == 0)
         r->expect_continue = 1;
     /* A body of known length (up to BODY_RESERVE_MAX) goes into one block reserved now,

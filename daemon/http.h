@@ -17,6 +17,22 @@ typedef struct {
     char *value;
 } aor_http_field;
 
+/* Header fields aor reads on every request, indexed once when the header section is
+ * complete (aor_http_request_known) instead of searched by name each time. */
+typedef enum {
+    AOR_HF_HOST = 0,
+    AOR_HF_CONNECTION,
+    AOR_HF_UPGRADE,
+    AOR_HF_EXPECT,
+    AOR_HF_AUTHORIZATION,
+    AOR_HF_X_API_KEY,
+    AOR_HF_X_GOOG_API_KEY,
+    AOR_HF_API_KEY,
+    AOR_HF_ORIGIN,
+    AOR_HF_SEC_FETCH_SITE,
+    AOR_HF_COUNT
+} aor_http_known_field;
+
 /* One parsed request. Owned by the aor_http_reader that produced it until taken. */
 typedef struct {
     unsigned method; /* enum http_method */
@@ -29,6 +45,8 @@ typedef struct {
     unsigned short http_major, http_minor;
     void *strings;     /* internal: the memory of url, names and values (freed with the request) */
     size_t fields_cap; /* internal: room in fields */
+    unsigned short known[AOR_HF_COUNT]; /* internal: 1 + index in fields of the first field
+                                           of each aor_http_known_field name; 0: none */
 } aor_http_request;
 
 typedef struct aor_http_reader aor_http_reader;
@@ -65,6 +83,14 @@ void aor_http_spares_free(void);
 
 /* Value of the first field named `name` (case-insensitive), or NULL. */
 const char *aor_http_request_field(const aor_http_request *req, const char *name);
+
+/* Value of the first header field (not trailer) of the known name k, or NULL: the same
+ * answer as aor_http_request_field for that name in O(1). For requests the reader made
+ * (aor_http_reader_take). */
+static inline const char *aor_http_request_known(const aor_http_request *req,
+                                                 aor_http_known_field k) {
+    return req->known[k] ? req->fields[req->known[k] - 1].value : NULL;
+}
 
 /* Path of the request target without the query ("/v1/x?y" -> "/v1/x"); malloc'd. */
 char *aor_http_request_path(const aor_http_request *req);

@@ -920,13 +920,13 @@ static char *query_without_key(const char *q) {
 
 /* The credential the client presented (for identity and pass-through). */
 static char *client_credential(const aor_http_request *req, const char *query) {
-    const char *v = aor_http_request_field(req, "authorization");
+    const char *v = aor_http_request_known(req, AOR_HF_AUTHORIZATION);
     if (!v)
-        v = aor_http_request_field(req, "x-api-key");
+        v = aor_http_request_known(req, AOR_HF_X_API_KEY);
     if (!v)
-        v = aor_http_request_field(req, "x-goog-api-key");
+        v = aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY);
     if (!v)
-        v = aor_http_request_field(req, "api-key");
+        v = aor_http_request_known(req, AOR_HF_API_KEY);
     if (v)
         return strdup(v);
     if (query) {
@@ -1059,7 +1059,7 @@ static int listed_in_connection(const char *conn, const char *name) {
 static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_candidate *cand,
                          hblock *hb) {
     const aor_http_request *req = p->req;
-    const char *conn = aor_http_request_field(req, "connection");
+    const char *conn = aor_http_request_known(req, AOR_HF_CONNECTION);
     for (size_t i = 0; i < req->nfields; i++) {
         const char *name = req->fields[i].name;
         if (aor_http_is_hop_header(name) || strcasecmp(name, "accept-encoding") == 0)
@@ -1080,11 +1080,11 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
         free(auth);
         if (r < 0)
             goto fail;
-    } else if (p->query && !aor_http_request_field(req, "x-goog-api-key")) {
+    } else if (p->query && !aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY)) {
         /* Pass-through of a Gemini ?key= credential: as a header, never in the URL. */
         char *cred = client_credential(req, p->query);
-        if (cred && !aor_http_request_field(req, "authorization") &&
-            !aor_http_request_field(req, "x-api-key")) {
+        if (cred && !aor_http_request_known(req, AOR_HF_AUTHORIZATION) &&
+            !aor_http_request_known(req, AOR_HF_X_API_KEY)) {
             char *auth = aor_dialect_auth_header(AOR_DIALECT_GEMINI, cred);
             if (auth) {
                 hb_raw(hb, auth);
@@ -1203,8 +1203,17 @@ static int start_next(aor_proxy *p) {
     while (p->next < p->seq.n) {
         if (p->allowed >= 0 && p->attempts >= p->allowed)
             break;
+        /* The first candidate of a sequence aor_route_select just made was checked there,
+         * in this same call: no second look (docs/performance.md). */
+        int checked = p->next == 0 && p->attempts == 0;
         const aor_candidate *cand = &p->seq.items[p->next++];
         const aor_provider_cfg *pc = &cfg->providers[cand->provider];
+        if (checked) {
+            if (try_candidate(p, cand) == 0)
+                return 1;
+            aor_error("could not start an upstream transfer to %s", pc->name);
+            continue;
+        }
         double until = 0;
         if (aor_backoff_blocked(aor_rstate_backoff(p->d->rs), pc->name, cand->key_name, now,
                                 &until)) {

@@ -256,6 +256,63 @@ static void test_path(void **state) {
     aor_http_request_free(req);
 }
 
+/* The known fields are found as aor_http_request_field finds them: first field of the
+ * name, any case; names that only look alike are not; trailer fields are not headers. */
+static void test_known_fields(void **state) {
+    static const char text[] = "POST /v1/chat/completions HTTP/1.1\r\n"
+                               "HOST: 127.0.0.1:8787\r\n"
+                               "Authorization: Bearer first\r\n"
+                               "authorization: Bearer second\r\n"
+                               "X-Api-Key: k1\r\n"
+                               "x-goog-api-keys: not-it\r\n"
+                               "Api-Key: k3\r\n"
+                               "Origin: http://localhost\r\n"
+                               "Sec-Fetch-Site: same-origin\r\n"
+                               "Connection: keep-alive, x-drop\r\n"
+                               "Hostname: not-it\r\n"
+                               "Transfer-Encoding: chunked\r\n"
+                               "\r\n"
+                               "2\r\nhi\r\n0\r\n"
+                               "X-Goog-Api-Key: in-a-trailer\r\n"
+                               "\r\n";
+    aor_http_request *req = parse_str(text);
+    static const struct {
+        aor_http_known_field k;
+        const char *name;
+    } names[] = {
+        {AOR_HF_HOST, "host"},
+        {AOR_HF_CONNECTION, "connection"},
+        {AOR_HF_UPGRADE, "upgrade"},
+        {AOR_HF_EXPECT, "expect"},
+        {AOR_HF_AUTHORIZATION, "authorization"},
+        {AOR_HF_X_API_KEY, "x-api-key"},
+        {AOR_HF_API_KEY, "api-key"},
+        {AOR_HF_ORIGIN, "origin"},
+        {AOR_HF_SEC_FETCH_SITE, "sec-fetch-site"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *want = aor_http_request_field(req, names[i].name);
+        const char *got = aor_http_request_known(req, names[i].k);
+        if (!want)
+            assert_null(got);
+        else
+            assert_string_equal(got, want);
+    }
+    assert_string_equal(aor_http_request_known(req, AOR_HF_HOST), "127.0.0.1:8787");
+    assert_string_equal(aor_http_request_known(req, AOR_HF_AUTHORIZATION), "Bearer first");
+    assert_string_equal(aor_http_request_known(req, AOR_HF_CONNECTION), "keep-alive, x-drop");
+    assert_null(aor_http_request_known(req, AOR_HF_UPGRADE));
+    /* Only in the trailer section: no header of that name. */
+    assert_null(aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY));
+    aor_http_request_free(req);
+    /* The next request (a kept one, pool.h) has its own index. */
+    req = parse_str("GET /v1/models HTTP/1.1\r\nx-goog-api-key: g\r\n\r\n");
+    assert_null(aor_http_request_known(req, AOR_HF_HOST));
+    assert_null(aor_http_request_known(req, AOR_HF_AUTHORIZATION));
+    assert_string_equal(aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY), "g");
+    aor_http_request_free(req);
+}
+
 /* A freed request is kept for the next one (daemon/pool.h) with its memory: the next
  * request parsed must show nothing of the one before, whatever its size was. */
 static void test_reuse_after_free(void **state) {
@@ -1118,6 +1175,7 @@ int main(void) {
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_hop_header),
         cmocka_unit_test(test_reuse_after_free),
+        cmocka_unit_test(test_known_fields),
     };
     return cmocka_run_group_tests(tests, NULL, spares_free);
 }
