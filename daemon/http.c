@@ -315,6 +315,13 @@ static int on_headers_complete(http_parser *p) {
         up = NULL;
     }
     q->upgrade = up != NULL;
+    if (p->upgrade) {
+        /* No body is read: the answer is 426 and the connection ends (proxy.c). Skipping
+         * it (1: no body) ends the request at the empty line whatever the read boundaries;
+         * before, a body cut by a read was handed over in part. */
+        r->headers_done = 1;
+        return 1;
+    }
     const char *expect = aor_http_request_known(q, AOR_HF_EXPECT);
     if (expect && strcasecmp(expect, "100-continue") == 0)
         r->expect_continue = 1;
@@ -342,7 +349,7 @@ static int on_body(http_parser *p, const char *at, size_t len) {
 static int on_message_complete(http_parser *p) {
     aor_http_reader *r = p->data;
     trim_values(r->req, r->nfields_headers); /* trailer fields */
-    r->req->keep_alive = http_should_keep_alive(p);
+    r->req->keep_alive = http_should_keep_alive(p) && !p->upgrade;
     r->complete = 1;
     http_parser_pause(p, 1);
     return 0;

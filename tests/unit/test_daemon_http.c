@@ -828,6 +828,38 @@ static void test_upgrade(void **state) {
     assert_int_equal(req->upgrade, 1);
     assert_string_equal(req->url, "/v1/responses");
     aor_http_request_free(req);
+
+    /* With a body: ends at the empty line, the same at every read boundary (the body is
+     * not read; the answer is 426 and the connection ends). Found by fuzz_http. */
+    static const char with_body[] = "POST /v1/x HTTP/1.1\r\n"
+                                    "Connection: Upgrade\r\n"
+                                    "Upgrade: websocket\r\n"
+                                    "Content-Length: 10\r\n"
+                                    "\r\n"
+                                    "0123456789";
+    size_t len = sizeof with_body - 1, head = len - 10;
+    for (size_t cut = 1; cut <= len; cut++) {
+        aor_http_reader *r = aor_http_reader_new(BODY_MAX);
+        assert_non_null(r);
+        size_t pos = 0;
+        aor_http_result res = AOR_HTTP_NEED_MORE;
+        while (res != AOR_HTTP_REQUEST && pos < len) {
+            size_t end = pos < cut ? cut : len, used = 0;
+            int status = 0;
+            const char *why = NULL;
+            res = aor_http_reader_feed(r, with_body + pos, end - pos, &used, &status, &why);
+            assert_int_not_equal(res, AOR_HTTP_ERROR);
+            pos += used;
+        }
+        assert_int_equal(res, AOR_HTTP_REQUEST);
+        assert_int_equal(pos, head); /* the body is not taken as part of the request */
+        req = aor_http_reader_take(r);
+        assert_int_equal(req->upgrade, 1);
+        assert_int_equal(req->keep_alive, 0);
+        assert_int_equal(evbuffer_get_length(req->body), 0);
+        aor_http_request_free(req);
+        aor_http_reader_free(r);
+    }
 }
 
 /* ---- refusals -------------------------------------------------------------------- */
