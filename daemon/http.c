@@ -64,7 +64,10 @@ static void request_poison(const aor_http_request *req, int poison) {
 void aor_http_request_free(aor_http_request *req) {
     if (!req)
         return;
-    if (req->body && evbuffer_drain(req->body, evbuffer_get_length(req->body)) == 0) {
+    /* A body buffer whose reserved room got no byte (the client went away before its
+     * body) would keep that room (up to 16 MiB) in the pool: such a request is freed. */
+    size_t blen = req->body ? evbuffer_get_length(req->body) : 0;
+    if (req->body && !(req->body_reserved && blen == 0) && evbuffer_drain(req->body, blen) == 0) {
         /* Kept for the next request: the body buffer, the field array and the first
          * string block, when they have the usual sizes. */
         str_chunk *keep = NULL;
@@ -77,8 +80,10 @@ void aor_http_request_free(aor_http_request *req) {
             c = next;
         }
         req->strings = keep;
-        if (keep)
+        if (keep) {
+            explicit_bzero(keep->data, keep->used); /* may hold the client's credential */
             keep->used = 0;
+        }
         if (req->fields_cap > FIELDS_KEEP_MAX) {
             free(req->fields);
             req->fields = NULL;
@@ -298,6 +303,7 @@ static int on_headers_complete(http_parser *p) {
     }
     trim_values(q, 0);
     r->nfields_headers = q->nfields;
+    q->nheaders = q->nfields;
     index_known(q);
     if (!q->url)
         return fail(r, 400, "request without a target");
@@ -332,6 +338,8 @@ static int on_headers_complete(http_parser *p) {
         p->content_length <= BODY_RESERVE_MAX && !(p->flags & F_CHUNKED) &&
         evbuffer_expand(q->body, (size_t)p->content_length) < 0)
         return fail(r, 500, "out of memory");
+    if (p->content_length != (uint64_t)-1 && p->content_length > 0)
+        q->body_reserved = 1;
     r->headers_done = 1;
     /* An Upgrade request has no body to read here (http_parser would stop at upgrade). */
     return 0;

@@ -39,12 +39,15 @@ typedef struct {
     char *url;       /* request target as received, e.g. "/v1/chat/completions?x=1" */
     aor_http_field *fields;
     size_t nfields;
+    size_t nheaders;       /* fields[0..nheaders) are the header section; the rest, trailer
+                              fields of a chunked body (not forwarded: RFC 9110 §6.5.1) */
     struct evbuffer *body; /* whole request body (buffered, capped) */
     int keep_alive;        /* connection may carry another request after this one */
     int upgrade;           /* Upgrade header present (WebSocket) */
     unsigned short http_major, http_minor;
     void *strings;     /* internal: the memory of url, names and values (freed with the request) */
     size_t fields_cap; /* internal: room in fields */
+    int body_reserved; /* internal: room for the announced body was reserved in body */
     unsigned short known[AOR_HF_COUNT]; /* internal: 1 + index in fields of the first field
                                            of each aor_http_known_field name; 0: none */
 } aor_http_request;

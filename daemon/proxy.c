@@ -1060,7 +1060,9 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
                          hblock *hb) {
     const aor_http_request *req = p->req;
     const char *conn = aor_http_request_known(req, AOR_HF_CONNECTION);
-    for (size_t i = 0; i < req->nfields; i++) {
+    /* The header section only: trailer fields are not merged into it (RFC 9110 §6.5.1),
+     * and the checks (guard.c, the credential) look at the header section alone. */
+    for (size_t i = 0; i < req->nheaders; i++) {
         const char *name = req->fields[i].name;
         if (aor_http_is_hop_header(name) || strcasecmp(name, "accept-encoding") == 0)
             continue;

@@ -213,6 +213,8 @@ static void xfer_free(h1_xfer *x) {
     unlink_xfer(x);
     free(x->held);
     aor_h1 *h = x->h;
+    if (x->head)
+        explicit_bzero(x->head, x->head_len); /* holds the upstream key's header */
     char *head = x->head, *line = x->line;
     size_t head_cap = x->head_cap, line_cap = x->line_cap;
     if (head_cap <= XFER_KEEP_BYTES && line_cap <= XFER_KEEP_BYTES) {

@@ -325,3 +325,28 @@ def test_pipelined_burst_over_tls_answered_in_order(env):
     s.close()
     no_sanitizer_report(d)
     up.close()
+
+
+def test_trailer_fields_are_not_forwarded_as_headers(env):
+    """A chunked request's trailer section is not merged into the header section (RFC
+    9110 §6.5.1): the upstream gets the header section only, and the checks that read
+    header fields (Host, Origin, the credential) see the same fields it gets. Found by a
+    review of the known-field index."""
+    up, d = start(env, echo)
+    body = b'{"model":"gpt-4o","messages":[]}'
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Head: h\r\n"
+           b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n"
+           b"Host: evil.example\r\nOrigin: https://evil.example\r\nX-Trailer: t\r\n"
+           b"Authorization: Bearer from-a-trailer\r\n\r\n")
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+    s.sendall(req)
+    st, head, got = Reader(s).answer()
+    s.close()
+    eq(st, 200, "answered from the header section")
+    eq(got, body, "the body went upstream")
+    sent = up.heads[-1].lower()
+    check(b"x-head: h" in sent, "header fields go upstream: %r" % sent)
+    for name in (b"x-trailer", b"origin", b"evil.example", b"from-a-trailer"):
+        check(name not in sent, "trailer field %r not forwarded: %r" % (name, sent))
+    no_sanitizer_report(d)
+    up.close()

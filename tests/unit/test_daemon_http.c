@@ -15,6 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)
+/* From the sanitizer runtime (its allocator_interface.h is not shipped with GCC 12). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #define BODY_MAX (1024 * 1024)
 
@@ -311,6 +315,33 @@ static void test_known_fields(void **state) {
     assert_null(aor_http_request_known(req, AOR_HF_AUTHORIZATION));
     assert_string_equal(aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY), "g");
     aor_http_request_free(req);
+}
+
+/* A request freed before its announced body came (the client went away) is not kept
+ * with the room reserved for that body: 32 such uploads of 8 MiB must not leave 512 MiB
+ * held by the pool. Measured with AddressSanitizer's allocator counter. */
+static void test_abandoned_upload_not_kept(void **state) {
+#if defined(__SANITIZE_ADDRESS__)
+    static const char head[] = "POST /v1/chat/completions HTTP/1.1\r\n"
+                               "Content-Length: 8000000\r\n"
+                               "\r\n";
+    aor_http_spares_free();
+    size_t before = __sanitizer_get_current_allocated_bytes();
+    for (int i = 0; i < AOR_POOL_MAX; i++) {
+        aor_http_reader *r = aor_http_reader_new(16 * 1024 * 1024);
+        assert_non_null(r);
+        size_t used = 0;
+        int status = 0;
+        const char *why = NULL;
+        assert_int_equal(aor_http_reader_feed(r, head, sizeof head - 1, &used, &status, &why),
+                         AOR_HTTP_NEED_MORE);
+        aor_http_reader_free(r); /* the request being built goes with it */
+    }
+    size_t after = __sanitizer_get_current_allocated_bytes();
+    assert_true(after < before + 1024 * 1024);
+#else
+    skip();
+#endif
 }
 
 /* A freed request is kept for the next one (daemon/pool.h) with its memory: the next
@@ -1208,6 +1239,7 @@ int main(void) {
         cmocka_unit_test(test_hop_header),
         cmocka_unit_test(test_reuse_after_free),
         cmocka_unit_test(test_known_fields),
+        cmocka_unit_test(test_abandoned_upload_not_kept),
     };
     return cmocka_run_group_tests(tests, NULL, spares_free);
 }
