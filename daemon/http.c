@@ -19,8 +19,7 @@ struct aor_http_reader {
     int complete;
     int headers_done;
     int expect_continue;
-    int last_was_value;     /* for joining header fragments */
-    size_t nfields_headers; /* fields before the body (the rest are trailer fields) */
+    int last_was_value; /* for joining header fragments */
     int err_status;
     const char *err_why;
 };
@@ -157,9 +156,7 @@ static int ensure_req(aor_http_reader *r) {
         request_poison(r->req, 0);
         return 0;
     }
-    r->req = malloc(sizeof *r->req); /* not calloc: glibc's skips the thread cache */
-    if (r->req)
-        memset(r->req, 0, sizeof *r->req);
+    r->req = calloc(1, sizeof *r->req); /* the pool, not this, is the fast path */
     if (!r->req)
         return -1;
     r->req->body = evbuffer_new();
@@ -302,7 +299,6 @@ static int on_headers_complete(http_parser *p) {
             return fail(r, 500, "out of memory");
     }
     trim_values(q, 0);
-    r->nfields_headers = q->nfields;
     q->nheaders = q->nfields;
     index_known(q);
     if (!q->url)
@@ -356,7 +352,7 @@ static int on_body(http_parser *p, const char *at, size_t len) {
 
 static int on_message_complete(http_parser *p) {
     aor_http_reader *r = p->data;
-    trim_values(r->req, r->nfields_headers); /* trailer fields */
+    trim_values(r->req, r->req->nheaders); /* trailer fields */
     r->req->keep_alive = http_should_keep_alive(p) && !p->upgrade;
     r->complete = 1;
     http_parser_pause(p, 1);
