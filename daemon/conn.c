@@ -107,15 +107,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg);
 
 /* Starts or stops reading from the client. */
 static void read_enable(aor_conn *c, int on) {
-    int was = c->reading;
     c->reading = on;
     update_rev(c);
-    /* Edge-triggered (plain sockets): re-adding the fd to epoll reports bytes already
-     * there, but libevent merges a delete and an add in one loop pass into no change, and
-     * an edge that came while reading was off is gone: look once when it goes back on.
-     * Rare: only after backpressure or an end of reading. */
-    if (on && !was && !c->ssl && c->fd >= 0)
-        event_active(c->rev, EV_READ, 0);
     /* Decrypted bytes OpenSSL still holds raise no readiness of the socket. */
     if (on && c->ssl && SSL_has_pending(c->ssl))
         event_active(c->rev, EV_READ, 0);
@@ -383,18 +376,11 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
     if (!c->ssl) {
         /* recv, not read: the socket call without the VFS layer (as nginx reads). A
          * full read means more may wait: read on (up to IN_READ_MAX_PER_EVENT) instead
-         * of a loop round per read. rev is edge-triggered on plain sockets (conn_new):
-         * every path here leaves the socket empty, or activates rev for the rest. */
-        for (size_t got = 0;;) {
-            if (got >= IN_READ_MAX_PER_EVENT) {
-                event_active(c->rev, EV_READ, 0); /* the rest after other connections */
-                return 0;
-            }
+         * of a loop round per read. */
+        for (size_t got = 0; got < IN_READ_MAX_PER_EVENT;) {
             ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
-            if (n < 0 && errno == EINTR)
-                continue;
             if (n < 0)
-                return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : GONE_ERROR;
+                return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
             if (n == 0)
                 return GONE_EOF;
             if (got == 0 && (size_t)n < sizeof scratch && evbuffer_get_length(c->in) == 0) {
@@ -407,9 +393,10 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
             if (evbuffer_add(c->in, scratch, (size_t)n) != 0)
                 return GONE_ERROR;
             if ((size_t)n < sizeof scratch)
-                return 0; /* a short read: the socket had no more */
+                break;
             got += (size_t)n;
         }
+        return 0;
     }
     c->read_wants_write = 0;
     int gone = 0;
@@ -462,12 +449,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg) {
     if (what & EV_TIMEOUT) {
         /* Idle means no request in flight: a long answer (a stream) is not idle. The
          * timeout starts again when it is done (aor_conn_response_done). */
-        if (!c->busy) {
+        if (!c->busy)
             conn_gone(c, GONE_TIMEOUT);
-            return;
-        }
-        if (!(what & EV_READ))
-            return; /* (with it, read: an edge-triggered socket gives no second event) */
+        return;
     }
     if (c->write_wants_read) {
         c->write_wants_read = 0;
@@ -582,10 +566,7 @@ static aor_conn *conn_new(aor_daemon *d, int fd, SSL *ssl) {
     c->out = evbuffer_new();
     c->stage = evbuffer_new();
     c->flush_ev = event_new(d->base, -1, 0, on_flush, c);
-    /* Plain sockets edge-triggered, as nginx: level-triggered epoll polls a socket again
-     * after each event that emptied it (ep_send_events, tcp_poll; docs/performance.md).
-     * TLS stays level-triggered: OpenSSL may stop reading with bytes left in the socket. */
-    c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST | (ssl ? 0 : EV_ET), on_readable, c);
+    c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_readable, c);
     c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
     if (!c->reader || !c->in || !c->out || !c->stage || !c->flush_ev || !c->rev || !c->wev)
         goto fail;
