@@ -10,6 +10,7 @@ freed at shutdown. Also guards the new paths: slow TLS readers get every byte on
 pipelined burst over TLS is answered in order, an HTTP/1.0 answer over TLS ends with
 close_notify."""
 import socket
+import threading
 import ssl
 import time
 
@@ -349,5 +350,60 @@ def test_trailer_fields_are_not_forwarded_as_headers(env):
     check(b"x-head: h" in sent, "header fields go upstream: %r" % sent)
     for name in (b"x-trailer", b"origin", b"evil.example", b"from-a-trailer"):
         check(name not in sent, "trailer field %r not forwarded: %r" % (name, sent))
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_plain_client_more_than_one_read_event_takes(env):
+    """One readable event takes at most 256 KiB (daemon/conn.c), and the rest must still
+    be read without the client sending more. A 3 MiB body and a request pipelined after
+    it, in one send, are both answered; the client then waits without sending anything.
+    (Written for an edge-triggered attempt, docs/performance.md: it caught its first
+    version hanging.)"""
+    up, d = start(env, echo)
+    big = b'{"model":"gpt-4o","messages":[],"pad":"' + b"x" * (3 * 1024 * 1024) + b'"}'
+    small = b'{"model":"gpt-4o","messages":[]}'
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+    s.sendall(request(body=big) + request(body=small))
+    rd = Reader(s)
+    st1, _, b1 = rd.answer()
+    st2, _, b2 = rd.answer()
+    s.close()
+    eq((st1, len(b1)), (200, len(big)), "the 3 MiB request's answer")
+    eq((st2, b2), (200, small), "the request pipelined after it")
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_plain_client_reading_resumes_after_backpressure(env):
+    """While a request is in flight aord stops reading a client that pipelined more than
+    1 MiB after it, and reads again when the answer is done: the bytes that came
+    meanwhile must still be read then, with no more from the client."""
+    release = threading.Event()
+
+    def slow_first(up, s):
+        n = 0
+        while True:
+            head, body = up.read_request(s)
+            if head is None:
+                return
+            if n == 0:
+                release.wait(20)
+            n += 1
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    up, d = start(env, slow_first)
+    body = b'{"model":"gpt-4o","messages":[],"pad":"' + b"y" * (256 * 1024) + b'"}'
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
+    s.sendall(request(body=body) * 8)  # 2 MiB: more than aord reads while busy
+    aortest.wait_until(lambda: len(up.heads) == 1, what="the first request upstream")
+    time.sleep(0.5)  # aord has read what it takes while busy, and stopped
+    release.set()
+    rd = Reader(s)
+    for i in range(8):
+        st, _, got = rd.answer()
+        eq((st, len(got)), (200, len(body)), "answer %d of 8" % (i + 1))
+    s.close()
     no_sanitizer_report(d)
     up.close()
