@@ -58,7 +58,6 @@ struct aor_conn {
     int busy;         /* a request is being answered */
     int closing;      /* close once output is flushed */
     int peer_eof;     /* the client sends no more: answer what came, then close */
-    int rdhup;        /* EV_CLOSED seen: a short read does not mean nothing is left */
     int aborted;      /* an answer was cut: close without close_notify (spec §5.3) */
     int http10;
     int depth; /* > 0 while process_input runs: frees are deferred */
@@ -108,14 +107,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg);
 
 /* Starts or stops reading from the client. */
 static void read_enable(aor_conn *c, int on) {
-    int was = c->reading;
     c->reading = on;
     update_rev(c);
-    /* Edge-triggered (plain sockets): an edge that came while reading was off is gone,
-     * and with libevent's epoll changelist a delete and an add in one loop pass make no
-     * epoll call at all: look once when reading goes back on. Rare: after backpressure. */
-    if (on && !was && !c->ssl && c->fd >= 0)
-        event_active(c->rev, EV_READ, 0);
     /* Decrypted bytes OpenSSL still holds raise no readiness of the socket. */
     if (on && c->ssl && SSL_has_pending(c->ssl))
         event_active(c->rev, EV_READ, 0);
@@ -263,12 +256,6 @@ static void input_done(aor_conn *c) {
     c->depth--;
     if (c->depth > 0)
         return;
-    /* Edge-triggered: an RST that came with the last bytes raises no event of its own
-     * (epoll reports it as plain readiness, without EV_CLOSED). While a request is half
-     * read, read once more: EAGAIN, or the end the client gave. */
-    if (!c->ssl && c->reading && !c->busy && !c->closing && !c->dead && !c->peer_eof &&
-        aor_http_reader_partial(c->reader))
-        event_active(c->rev, EV_READ, 0);
     if (c->peer_eof && !c->busy)
         c->closing = 1; /* every complete request is answered */
     if (c->dead || (c->closing && out_len(c) == 0)) {
@@ -389,22 +376,14 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
     if (!c->ssl) {
         /* recv, not read: the socket call without the VFS layer (as nginx reads). A
          * full read means more may wait: read on (up to IN_READ_MAX_PER_EVENT) instead
-         * of a loop round per read. rev is edge-triggered on plain sockets (conn_new):
-         * every path here leaves the socket empty, or activates rev for the rest. */
-        for (size_t got = 0;;) {
-            if (got >= IN_READ_MAX_PER_EVENT) {
-                event_active(c->rev, EV_READ, 0); /* the rest after other connections */
-                return 0;
-            }
+         * of a loop round per read. */
+        for (size_t got = 0; got < IN_READ_MAX_PER_EVENT;) {
             ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
-            if (n < 0 && errno == EINTR)
-                continue;
             if (n < 0)
-                return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : GONE_ERROR;
+                return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
             if (n == 0)
                 return GONE_EOF;
-            if (got == 0 && (size_t)n < sizeof scratch && !c->rdhup &&
-                evbuffer_get_length(c->in) == 0) {
+            if (got == 0 && (size_t)n < sizeof scratch && evbuffer_get_length(c->in) == 0) {
                 /* All there is, and nothing before it: parsed from scratch (process_bytes),
                  * valid until the next read. */
                 *direct = scratch;
@@ -413,10 +392,11 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
             }
             if (evbuffer_add(c->in, scratch, (size_t)n) != 0)
                 return GONE_ERROR;
-            if ((size_t)n < sizeof scratch && !c->rdhup)
-                return 0; /* a short read: the socket had no more */
+            if ((size_t)n < sizeof scratch)
+                break;
             got += (size_t)n;
         }
+        return 0;
     }
     c->read_wants_write = 0;
     int gone = 0;
@@ -466,17 +446,12 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
 /* Client socket readable, or idle for IDLE_TIMEOUT_S. */
 static void on_readable(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
-    if (what & EV_CLOSED)
-        c->rdhup = 1;
     if (what & EV_TIMEOUT) {
         /* Idle means no request in flight: a long answer (a stream) is not idle. The
          * timeout starts again when it is done (aor_conn_response_done). */
-        if (!c->busy) {
+        if (!c->busy)
             conn_gone(c, GONE_TIMEOUT);
-            return;
-        }
-        if (!(what & EV_READ))
-            return; /* (with it, read: an edge-triggered socket gives no second event) */
+        return;
     }
     if (c->write_wants_read) {
         c->write_wants_read = 0;
@@ -591,15 +566,8 @@ static aor_conn *conn_new(aor_daemon *d, int fd, SSL *ssl) {
     c->out = evbuffer_new();
     c->stage = evbuffer_new();
     c->flush_ev = event_new(d->base, -1, 0, on_flush, c);
-    /* Plain sockets edge-triggered, as nginx: level-triggered epoll polls a socket again
-     * after each event that emptied it (ep_send_events, tcp_poll; docs/performance.md).
-     * TLS stays level-triggered: OpenSSL may stop reading with bytes left in the socket. */
-    /* EV_CLOSED (EPOLLRDHUP): a FIN that comes with the last bytes is seen, and reading
-     * goes on to it (read_in). The write event edge-triggered too: libevent takes one
-     * mode per fd, and write_out writes until EAGAIN or the output is empty. */
-    c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST | (ssl ? 0 : EV_ET | EV_CLOSED),
-                       on_readable, c);
-    c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST | (ssl ? 0 : EV_ET), on_writable, c);
+    c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+    c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
     if (!c->reader || !c->in || !c->out || !c->stage || !c->flush_ev || !c->rev || !c->wev)
         goto fail;
     c->stage_cb = evbuffer_add_cb(c->stage, on_stage, c);

@@ -416,10 +416,6 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
     return AOR_HTTP_NEED_MORE;
 }
 
-int aor_http_reader_partial(const aor_http_reader *r) {
-    return r->req != NULL && !r->complete;
-}
-
 aor_http_request *aor_http_reader_take(aor_http_reader *r) {
     if (!r->complete)
         return NULL;

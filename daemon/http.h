@@ -73,10 +73,6 @@ void aor_http_reader_free(aor_http_reader *r);
 aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_t len,
                                      size_t *consumed, int *status, const char **why);
 
-/* 1 when r has taken bytes of a request that is not complete yet (a request is half
- * read), else 0. */
-int aor_http_reader_partial(const aor_http_reader *r);
-
 /* Takes the completed request (caller frees it with aor_http_request_free) and readies the
  * reader for the next one. NULL if none is complete. */
 aor_http_request *aor_http_reader_take(aor_http_reader *r);
