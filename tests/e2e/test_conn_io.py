@@ -9,9 +9,12 @@ before a half-close are all answered, and a connection still in the preamble sta
 freed at shutdown. Also guards the new paths: slow TLS readers get every byte once, a
 pipelined burst over TLS is answered in order, an HTTP/1.0 answer over TLS ends with
 close_notify."""
+import os
+import signal
 import socket
 import threading
 import ssl
+import struct
 import time
 
 import aortest
@@ -405,5 +408,61 @@ def test_plain_client_reading_resumes_after_backpressure(env):
         st, _, got = rd.answer()
         eq((st, len(got)), (200, len(body)), "answer %d of 8" % (i + 1))
     s.close()
+    no_sanitizer_report(d)
+    up.close()
+
+
+def _paused(d):
+    """aord stopped (SIGSTOP) while the client sends: every byte and the FIN or RST are
+    in the socket before aord's next epoll_wait, one event for all of them."""
+
+    class Paused:
+        def __enter__(self):
+            os.kill(d.pid, signal.SIGSTOP)
+            time.sleep(0.05)
+
+        def __exit__(self, *exc):
+            time.sleep(0.05)
+            os.kill(d.pid, signal.SIGCONT)
+
+    return Paused()
+
+
+def _aord_sockets(d):
+    n = 0
+    for f in os.listdir("/proc/%d/fd" % d.pid):
+        try:
+            n += os.readlink("/proc/%d/fd/%s" % (d.pid, f)).startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def test_end_that_comes_with_the_last_bytes_is_seen(env):
+    """A request and the client's FIN in one event (`printf req | nc -N`): aord answers,
+    then closes, not after the 300 s idle timeout. A partial request and an RST in one
+    event: aord drops the connection at once. Written for the edge-triggered attempts
+    (docs/performance.md): the first missed both."""
+    up, d = start(env, echo)
+    for i in range(3):
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        time.sleep(0.2)  # accepted and registered
+        with _paused(d):
+            s.sendall(request())
+            s.shutdown(socket.SHUT_WR)
+        out, how = read_all(s)
+        s.close()
+        eq(out.count(b"HTTP/1.1 200"), 1, "the answer (%d)" % i)
+        eq(how, "eof", "closed after answering a half-closed client (%d)" % i)
+    base = _aord_sockets(d)
+    for i in range(5):
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        time.sleep(0.1)
+        with _paused(d):
+            s.sendall(request()[:30])
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # RST
+    aortest.wait_until(lambda: _aord_sockets(d) <= base, timeout=5,
+                       what="aord dropped the 5 reset connections")
     no_sanitizer_report(d)
     up.close()
