@@ -183,6 +183,7 @@ int bc_dial(bc_conn *c, const char *host, const char *port, SSL_CTX *ctx, char *
         }
         SSL_set_fd(c->ssl, c->fd);
         SSL_set_tlsext_host_name(c->ssl, host);
+        ERR_clear_error();
         if (SSL_connect(c->ssl) != 1) {
             unsigned long e = ERR_get_error();
             char buf[256];
@@ -212,6 +213,7 @@ int bc_send_all(bc_conn *c, const char *buf, size_t len) {
     size_t off = 0;
     while (off < len) {
         if (c->ssl) {
+            ERR_clear_error();
             int n = SSL_write(c->ssl, buf + off, (int)(len - off));
             if (n > 0) {
                 off += (size_t)n;
@@ -241,6 +243,7 @@ int bc_send_all(bc_conn *c, const char *buf, size_t len) {
 
 ssize_t bc_recv(bc_conn *c, char *buf, size_t cap) {
     if (c->ssl) {
+        ERR_clear_error();
         int n = SSL_read(c->ssl, buf, (int)cap);
         if (n > 0)
             return n;

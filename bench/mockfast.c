@@ -117,11 +117,16 @@ static int out_add(mconn *c, const char *data, size_t len) {
     return 0;
 }
 
+/* Every SSL_* I/O call here is preceded by ERR_clear_error(): SSL_get_error() reads the
+ * thread's error queue, so an error left there by one connection (a client gone without
+ * close_notify) would otherwise end the next connection that merely has to wait. */
+
 /* Writes what is pending. 0 (maybe partly written, EPOLLOUT armed) or -1 (connection dead). */
 static int flush_out(mconn *c) {
     while (c->outoff < c->outlen) {
         size_t len = c->outlen - c->outoff;
         if (c->ssl) {
+            ERR_clear_error();
             int n = SSL_write(c->ssl, c->out + c->outoff, (int)len);
             if (n > 0) {
                 c->outoff += (size_t)n;
@@ -336,6 +341,7 @@ static int read_in(mconn *c) {
         }
         size_t room = c->incap - c->inlen;
         if (c->ssl) {
+            ERR_clear_error();
             int n = SSL_read(c->ssl, c->in + c->inlen, (int)room);
             if (n > 0) {
                 c->inlen += (size_t)n;
@@ -361,6 +367,7 @@ static int read_in(mconn *c) {
 
 static void on_conn_event(mconn *c, uint32_t events) {
     if (c->handshaking) {
+        ERR_clear_error();
         int r = SSL_accept(c->ssl);
         if (r != 1) {
             int e = SSL_get_error(c->ssl, r);
