@@ -408,7 +408,7 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
                 event_active(c->rev, EV_READ, 0);
             break;
         }
-        ERR_clear_error();
+        aor_tls_io_clear_errors();
         int n = SSL_read(c->ssl, scratch, READ_MAX);
         if (n > 0) {
             if (evbuffer_add(c->in, scratch, (size_t)n) != 0) {

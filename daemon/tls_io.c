@@ -23,7 +23,7 @@ aor_tls_io_status aor_tls_io_write(SSL *ssl, struct evbuffer *out) {
         const unsigned char *data = evbuffer_pullup(out, (ev_ssize_t)len);
         if (!data)
             return AOR_TLS_IO_NOMEM;
-        ERR_clear_error();
+        aor_tls_io_clear_errors();
         int n = SSL_write(ssl, data, (int)len);
         if (n > 0) {
             evbuffer_drain(out, (size_t)n);

@@ -727,7 +727,7 @@ static const char *tls_error(char *buf, size_t cap) {
 static ssize_t conn_read(h1_conn *c, char *buf, size_t cap, char *ebuf, size_t ecap) {
     if (!c->ssl)
         return recv(c->fd, buf, cap, 0);
-    ERR_clear_error();
+    aor_tls_io_clear_errors();
     int n = SSL_read(c->ssl, buf, (int)cap);
     if (n > 0)
         return n;
