@@ -131,6 +131,7 @@ aor_real_fns aor_real = {
 };
 
 atomic_int aor_shim_ready;
+atomic_int aor_shim_active;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int g_in_init;
 
@@ -194,6 +195,7 @@ static void init_once(void) {
         aor_debug("libaor loaded, daemon socket %s%s", env->sock_path,
                   env->strict ? ", strict" : "");
     g_in_init = 0;
+    atomic_store_explicit(&aor_shim_active, !env->disabled, memory_order_release);
     atomic_store_explicit(&aor_shim_ready, 1, memory_order_release);
 }
 
@@ -203,10 +205,6 @@ void aor_shim_init(void) {
     int saved = errno;
     pthread_once(&g_once, init_once);
     errno = saved;
-}
-
-int aor_shim_on(void) {
-    return atomic_load_explicit(&aor_shim_ready, memory_order_acquire) && !aor_env()->disabled;
 }
 
 __attribute__((constructor)) static void aor_constructor(void) {

@@ -255,6 +255,16 @@ static void maybe_refresh(void) {
     aor_hosts_refresh_from(env->hosts_path, now);
 }
 
+int aor_hosts_maybe(const char *name) {
+    if (name == NULL)
+        return 0;
+    size_t len = strnlen(name, AOR_HOST_MAX + 2);
+    if (len == 0 || len > AOR_HOST_MAX + 1)
+        return 0;
+    maybe_refresh(); /* before the bitmap: a newly published host may add its length */
+    return len_possible(name, len);
+}
+
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
     if (name == NULL)
         return 0;

@@ -18,6 +18,13 @@ void aor_hosts_init(void);
  * NULL (only the answer). May re-check the published file (at most once a second). */
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen);
 
+/* Fast pre-check for the name hooks: 0 when name cannot be intercepted (NULL, empty,
+ * too long, or no intercepted host has its length), 1 when aor_hosts_intercepted must
+ * decide. Lock-free and allocation-free: a length and one bit of a bitmap, so a
+ * program's own lookups pay ~60 instructions (docs/performance.md, shim cost). May
+ * re-check the published file (at most once a second), as aor_hosts_intercepted does. */
+int aor_hosts_maybe(const char *name);
+
 /* Fast check for connect(): 1 when port can be a redirect port (443, an AOR_HOSTS port,
  * a published port). Lock-free; on a miss it may re-check the published file (a stat
  * at most once a second) and look again. */

@@ -42,6 +42,10 @@ extern aor_real_fns aor_real;
 /* 1 once aor_shim_init() finished (acquire load). */
 extern atomic_int aor_shim_ready;
 
+/* 1 once aor_shim_init() finished with the shim not disabled (AOR_DISABLE, AOR_DAEMON,
+ * aord itself: env.c); set once, before aor_shim_ready. */
+extern atomic_int aor_shim_active;
+
 /* Runs the one-time init (pthread_once): real symbols, environment (env.c), built-in or
  * AOR_HOSTS host list, fork handlers. Safe to call from every hook and from several
  * threads; returns at once after the first call finished. Can't fail: on any problem
@@ -56,6 +60,8 @@ static inline void aor_shim_ensure(void) {
 
 /* 1 when the hooks may act: init finished and the shim is not disabled (AOR_DISABLE,
  * the daemon itself). 0 also while init runs (a hook re-entered from inside init). */
-int aor_shim_on(void);
+static inline int aor_shim_on(void) {
+    return atomic_load_explicit(&aor_shim_active, memory_order_acquire);
+}
 
 #endif

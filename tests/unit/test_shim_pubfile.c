@@ -221,6 +221,19 @@ static void test_live_reload(void **state) {
     assert_int_equal(aor_hosts_intercepted("Longer-Live.test.", norm, sizeof(norm)), 1);
     assert_string_equal(norm, "longer-live.test");
     assert_int_equal(aor_hosts_intercepted("live.test", norm, sizeof(norm)), 0);
+    /* the hooks' pre-check: the published host's length passes (with its trailing dot
+     * too), the old one's no longer does unless a built-in host has it */
+    assert_int_equal(aor_hosts_maybe("longer-live.test"), 1);
+    assert_int_equal(aor_hosts_maybe("LONGER-LIVE.TEST."), 1);
+    assert_int_equal(aor_hosts_maybe("xxxxxxxxxxxxxxxx"), 1); /* same length: lists decide */
+    assert_int_equal(aor_hosts_intercepted("xxxxxxxxxxxxxxxx", NULL, 0), 0);
+    assert_int_equal(aor_hosts_maybe(NULL), 0);
+    assert_int_equal(aor_hosts_maybe(""), 0);
+    assert_int_equal(aor_hosts_maybe("."), 0);
+    char longname[300];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_int_equal(aor_hosts_maybe(longname), 0);
     /* removed: nothing published */
     unlink(path);
     assert_int_equal(aor_hosts_refresh_from(path, 105), 0);
