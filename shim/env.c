@@ -73,6 +73,10 @@ void aor_env_load(void) {
         snprintf(g_env.sock_path, sizeof(g_env.sock_path), "%s",
                  s != NULL && s[0] != '\0' ? s : "(path too long)");
     }
+    /* A reload after init (the unit tests do) keeps "shim on" in step with disabled;
+     * during init the flag stays 0 until init_once sets it at its end. */
+    if (atomic_load_explicit(&aor_shim_ready, memory_order_acquire))
+        atomic_store_explicit(&aor_shim_active, !g_env.disabled, memory_order_release);
 }
 
 static void write_all_stderr(const char *buf, size_t len) {

@@ -33,45 +33,93 @@ static aor_pubset *g_pub;
 static atomic_int g_pub_present;         /* g_pub != NULL, readable without the lock */
 static atomic_long g_checked = LONG_MIN; /* second (time()) of the last check */
 
-/* Bit n set when a host of n bytes (normalised) is in g_static or g_pub. A name of any
- * other length is not intercepted, which aor_hosts_intercepted tells without
- * normalising, scanning the lists or taking g_pub_mu: a program's own lookups and
- * connections pay next to nothing (docs/performance.md, shim cost). */
+/* The name filter: two lock-free bit sets over the hosts of g_static and g_pub, so a
+ * program's own lookups and connections are told apart without normalising, scanning
+ * the lists or taking g_pub_mu (docs/performance.md, shim cost). A name passes when
+ * both say maybe; only then do the lists decide.
+ *  - g_lens: bit n set when a host of n bytes (normalised) is in the sets.
+ *  - g_bloom: a Bloom filter (2 of 2048 bits per host) of each host's folded bytes,
+ *    for the names whose length an intercepted host shares (api.github.com has
+ *    api.openai.com's). Folding sets bit 5 of every byte: 'A'..'Z' become 'a'..'z',
+ *    which is all aor_host_normalize changes in a name it accepts, so a name and its
+ *    normalised form fold alike; a name it rejects may pass, and the lists say no. */
 #define LEN_WORDS ((AOR_HOST_MAX + 64) / 64)
-static _Atomic uint64_t g_lens[LEN_WORDS];
-static uint64_t g_static_lens[LEN_WORDS]; /* read-only after init */
+#define BLOOM_BITS 2048u
+#define BLOOM_WORDS (BLOOM_BITS / 64)
+#define FILTER_WORDS (LEN_WORDS + BLOOM_WORDS)
+static _Atomic uint64_t g_filter[FILTER_WORDS]; /* g_lens, then g_bloom */
+static uint64_t g_static_filter[FILTER_WORDS];  /* read-only after init */
+#define g_lens (g_filter)
+#define g_bloom (g_filter + LEN_WORDS)
 
-static void lens_of(const aor_hostlist *l, uint64_t *bits) {
+/* Hash of the len bytes of name, folded (above); 8 bytes per step. */
+static uint64_t name_hash(const char *name, size_t len) {
+    const uint64_t fold = 0x2020202020202020ull, mul = 0x9e3779b97f4a7c15ull;
+    uint64_t h = (uint64_t)len * mul, w;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&w, name + i, 8);
+        h = (h ^ (w | fold)) * mul;
+        h ^= h >> 29;
+    }
+    if (i < len) {
+        w = 0;
+        for (size_t k = 0; i + k < len; k++)
+            w |= (uint64_t)((unsigned char)name[i + k] | 0x20) << (8 * k);
+        h = (h ^ w) * mul;
+        h ^= h >> 29;
+    }
+    return h * mul;
+}
+
+static unsigned bloom_bit(uint64_t h, int which) {
+    return (unsigned)(which ? h >> 40 : h >> 52) & (BLOOM_BITS - 1);
+}
+
+static void filter_of(const aor_hostlist *l, uint64_t *bits) {
     for (size_t i = 0; l != NULL && i < aor_hostlist_count(l); i++) {
-        size_t n = strlen(aor_hostlist_name(l, i));
-        if (n <= AOR_HOST_MAX)
-            bits[n >> 6] |= (uint64_t)1 << (n & 63);
+        const char *name = aor_hostlist_name(l, i);
+        size_t n = strlen(name);
+        if (n > AOR_HOST_MAX)
+            continue;
+        bits[n >> 6] |= (uint64_t)1 << (n & 63);
+        uint64_t h = name_hash(name, n);
+        for (int k = 0; k < 2; k++) {
+            unsigned b = bloom_bit(h, k);
+            bits[LEN_WORDS + (b >> 6)] |= (uint64_t)1 << (b & 63);
+        }
     }
 }
 
-/* Makes g_lens the lengths of g_static and s. Caller holds g_pub_mu and swaps g_pub
+/* Makes the filter that of g_static and s. Caller holds g_pub_mu and swaps g_pub
  * between the two steps: readers see the old set's bits and the new one's meanwhile, so
  * a host in either is never skipped. */
-static void lens_widen(const aor_pubset *s, uint64_t *out) {
-    memcpy(out, g_static_lens, sizeof g_static_lens);
+static void filter_widen(const aor_pubset *s, uint64_t *out) {
+    memcpy(out, g_static_filter, sizeof g_static_filter);
     if (s != NULL)
-        lens_of(aor_pubset_hosts(s), out);
-    for (size_t w = 0; w < LEN_WORDS; w++)
-        atomic_fetch_or_explicit(&g_lens[w], out[w], memory_order_release);
+        filter_of(aor_pubset_hosts(s), out);
+    for (size_t w = 0; w < FILTER_WORDS; w++)
+        atomic_fetch_or_explicit(&g_filter[w], out[w], memory_order_release);
 }
 
-static void lens_settle(const uint64_t *bits) {
-    for (size_t w = 0; w < LEN_WORDS; w++)
-        atomic_store_explicit(&g_lens[w], bits[w], memory_order_release);
+static void filter_settle(const uint64_t *bits) {
+    for (size_t w = 0; w < FILTER_WORDS; w++)
+        atomic_store_explicit(&g_filter[w], bits[w], memory_order_release);
 }
 
-/* 0 when no intercepted host has the length name (len bytes) has once normalised. */
-static int len_possible(const char *name, size_t len) {
+static int filter_bit(const _Atomic uint64_t *words, unsigned n) {
+    return (int)((atomic_load_explicit(&words[n >> 6], memory_order_acquire) >> (n & 63)) & 1);
+}
+
+/* 0 when name (len bytes) cannot be an intercepted host once normalised: no host has
+ * its length, or the Bloom filter has not seen it. */
+static int name_possible(const char *name, size_t len) {
     if (len > 0 && name[len - 1] == '.')
         len--; /* the normalised form drops one trailing dot */
-    if (len > AOR_HOST_MAX)
+    if (len > AOR_HOST_MAX || !filter_bit(g_lens, (unsigned)len))
         return 0;
-    return (int)((atomic_load_explicit(&g_lens[len >> 6], memory_order_acquire) >> (len & 63)) & 1);
+    uint64_t h = name_hash(name, len);
+    return filter_bit(g_bloom, bloom_bit(h, 0)) && filter_bit(g_bloom, bloom_bit(h, 1));
 }
 static struct {
     int present;
@@ -96,6 +144,13 @@ static int port_bit(int port) {
 void aor_hosts_init(void) {
     const char *spec = getenv("AOR_HOSTS");
     int nbad = 0;
+    /* Called once, from init_once; a unit test that calls it again replaces the lists
+     * (nothing else runs then). */
+    aor_hostlist_free(g_static);
+    g_static = NULL;
+    aor_addrmap_free(g_map);
+    g_map = NULL;
+    memset(g_static_filter, 0, sizeof g_static_filter);
     if (spec != NULL) {
         g_static = aor_hostlist_parse(spec, &nbad);
         if (nbad > 0)
@@ -106,9 +161,8 @@ void aor_hosts_init(void) {
         g_static = aor_hostlist_builtin();
     }
     g_map = aor_addrmap_new(AOR_ADDRMAP_DEFAULT_CAP);
-    lens_of(g_static, g_static_lens);
-    for (size_t w = 0; w < LEN_WORDS; w++)
-        atomic_store_explicit(&g_lens[w], g_static_lens[w], memory_order_release);
+    filter_of(g_static, g_static_filter);
+    filter_settle(g_static_filter);
     port_set(443);
     for (size_t i = 0; i < aor_hostlist_count(g_static); i++)
         port_set(aor_hostlist_port(g_static, i));
@@ -166,13 +220,13 @@ out_close:
 }
 
 static void swap_pub(aor_pubset *s) {
-    uint64_t bits[LEN_WORDS];
+    uint64_t bits[FILTER_WORDS];
     pthread_mutex_lock(&g_pub_mu);
-    lens_widen(s, bits);
+    filter_widen(s, bits);
     aor_pubset *old = g_pub;
     g_pub = s;
     atomic_store_explicit(&g_pub_present, s != NULL, memory_order_release);
-    lens_settle(bits);
+    filter_settle(bits);
     pthread_mutex_unlock(&g_pub_mu);
     aor_pubset_free(old);
 }
@@ -262,7 +316,7 @@ int aor_hosts_maybe(const char *name) {
     if (len == 0 || len > AOR_HOST_MAX + 1)
         return 0;
     maybe_refresh(); /* before the bitmap: a newly published host may add its length */
-    return len_possible(name, len);
+    return name_possible(name, len);
 }
 
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
@@ -272,7 +326,7 @@ int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
     if (len == 0 || len > AOR_HOST_MAX + 1)
         return 0;
     maybe_refresh(); /* at most once a second: the published set may have changed */
-    if (!len_possible(name, len))
+    if (!name_possible(name, len))
         return 0;
     int hit = aor_hostlist_find(g_static, name, len) >= 0;
     if (!hit) {

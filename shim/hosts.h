@@ -10,7 +10,9 @@
 #include "ipaddr.h"
 
 /* Builds the static host list (AOR_HOSTS if set, even empty, else the built-in list)
- * and the redirect-port set (443 plus listed ports). Called once by aor_shim_init. */
+ * and the redirect-port set (443 plus listed ports). Called once by aor_shim_init; a
+ * second call (unit tests only, no other thread in the shim) replaces the list and
+ * the record of resolved addresses (ports only accumulate). */
 void aor_hosts_init(void);
 
 /* 1 when name is an intercepted host (static list or published file); then its
@@ -19,10 +21,12 @@ void aor_hosts_init(void);
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen);
 
 /* Fast pre-check for the name hooks: 0 when name cannot be intercepted (NULL, empty,
- * too long, or no intercepted host has its length), 1 when aor_hosts_intercepted must
- * decide. Lock-free and allocation-free: a length and one bit of a bitmap, so a
- * program's own lookups pay ~60 instructions (docs/performance.md, shim cost). May
- * re-check the published file (at most once a second), as aor_hosts_intercepted does. */
+ * too long, no intercepted host has its length, or a Bloom filter of the intercepted
+ * hosts has not seen it), 1 when aor_hosts_intercepted must decide (an intercepted
+ * host, or rarely a false positive). No lock and no allocation on its own: a length,
+ * a hash of the name and three bits (docs/performance.md, shim cost). Like
+ * aor_hosts_intercepted it first re-checks the published file when a second has passed
+ * since the last look (that takes a lock and may read the file). */
 int aor_hosts_maybe(const char *name);
 
 /* Fast check for connect(): 1 when port can be a redirect port (443, an AOR_HOSTS port,

@@ -221,12 +221,14 @@ static void test_live_reload(void **state) {
     assert_int_equal(aor_hosts_intercepted("Longer-Live.test.", norm, sizeof(norm)), 1);
     assert_string_equal(norm, "longer-live.test");
     assert_int_equal(aor_hosts_intercepted("live.test", norm, sizeof(norm)), 0);
-    /* the hooks' pre-check: the published host's length passes (with its trailing dot
-     * too), the old one's no longer does unless a built-in host has it */
+    /* the hooks' pre-check: the published host passes (in any case, with its trailing
+     * dot too); a name of its length that is not it does not (the Bloom filter) */
     assert_int_equal(aor_hosts_maybe("longer-live.test"), 1);
     assert_int_equal(aor_hosts_maybe("LONGER-LIVE.TEST."), 1);
-    assert_int_equal(aor_hosts_maybe("xxxxxxxxxxxxxxxx"), 1); /* same length: lists decide */
-    assert_int_equal(aor_hosts_intercepted("xxxxxxxxxxxxxxxx", NULL, 0), 0);
+    assert_int_equal(aor_hosts_maybe("Longer-Live.test"), 1);
+    assert_int_equal(aor_hosts_maybe("xxxxxxxxxxxxxxxx"), 0);
+    assert_int_equal(aor_hosts_maybe("longer-live.tesu"), 0);
+    assert_int_equal(aor_hosts_maybe("live.test"), 0); /* no longer published */
     assert_int_equal(aor_hosts_maybe(NULL), 0);
     assert_int_equal(aor_hosts_maybe(""), 0);
     assert_int_equal(aor_hosts_maybe("."), 0);
@@ -241,12 +243,53 @@ static void test_live_reload(void **state) {
     rmdir(dir);
 }
 
+/* The built-in list through the hooks' pre-check: every built-in host passes in any
+ * case and with a trailing dot; names of the same lengths that are not intercepted do
+ * not (the Bloom filter), save a rare false positive, which the lists then refuse. */
+static void test_prefilter_builtin(void **state) {
+    unsetenv("AOR_HOSTS");
+    unsetenv("AOR_SOCKET");
+    aor_env_load();
+    aor_hosts_init();
+    aor_hostlist *b = aor_hostlist_builtin();
+    assert_non_null(b);
+    assert_true(aor_hostlist_count(b) > 0);
+    for (size_t i = 0; i < aor_hostlist_count(b); i++) {
+        const char *h = aor_hostlist_name(b, i);
+        char up[300];
+        size_t n = strlen(h);
+        assert_true(n + 2 < sizeof up);
+        for (size_t k = 0; k < n; k++)
+            up[k] = (h[k] >= 'a' && h[k] <= 'z') ? (char)(h[k] - 'a' + 'A') : h[k];
+        up[n] = '.';
+        up[n + 1] = '\0';
+        assert_int_equal(aor_hosts_maybe(h), 1);
+        assert_int_equal(aor_hosts_maybe(up), 1);
+        assert_int_equal(aor_hosts_intercepted(up, NULL, 0), 1);
+    }
+    aor_hostlist_free(b);
+    assert_int_equal(aor_hosts_maybe("api.github.com"), 0); /* api.openai.com's length */
+    assert_int_equal(aor_hosts_maybe("localhost"), 0);
+    /* 2,000 names of api.openai.com's length: false positives stay rare */
+    int passed = 0;
+    for (int i = 0; i < 2000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "api.q%05d.com", i);
+        assert_int_equal((int)strlen(name), 14);
+        if (aor_hosts_maybe(name)) {
+            passed++;
+            assert_int_equal(aor_hosts_intercepted(name, NULL, 0), 0);
+        }
+    }
+    assert_true(passed < 20);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_good),          cmocka_unit_test(test_ambiguous),
         cmocka_unit_test(test_host_with_two_ports), cmocka_unit_test(test_bad_lines_ignored),
         cmocka_unit_test(test_header_required),     cmocka_unit_test(test_size_bounds),
-        cmocka_unit_test(test_live_reload),
+        cmocka_unit_test(test_live_reload),         cmocka_unit_test(test_prefilter_builtin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
