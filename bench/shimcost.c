@@ -159,7 +159,8 @@ static int run_ab(const char *mode, long n, long blocks, const char *host) {
     printf("{\"mode\":\"%s\",\"n\":%ld,\"blocks\":%ld,\"hooked_ns\":%.1f,\"libc_ns\":%.1f,"
            "\"overhead_pct\":%.3f,\"same_function\":%s}\n",
            mode, n, blocks, median(hooked, blocks), median(plain, blocks), (r - 1) * 100,
-           (void *)linked_gai == (void *)libc_gai ? "true" : "false");
+           is_gai ? ((void *)linked_gai == (void *)libc_gai ? "true" : "false")
+                  : ((void *)linked_connect == (void *)libc_connect ? "true" : "false"));
     free(hooked);
     free(plain);
     free(ratio);
