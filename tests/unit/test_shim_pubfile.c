@@ -282,6 +282,25 @@ static void test_prefilter_builtin(void **state) {
         }
     }
     assert_true(passed < 20);
+    /* a second init keeps what is published in the filter */
+    char dir[] = "/tmp/aor-test-pubXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[512], sock[512];
+    snprintf(path, sizeof(path), "%s/hosts", dir);
+    snprintf(sock, sizeof(sock), "%s/aor.sock", dir);
+    setenv("AOR_SOCKET", sock, 1); /* the hooks' own re-check reads the same file */
+    aor_env_load();
+    write_file(path, "aor-hosts 1\nh published.example 443\n");
+    assert_int_equal(aor_hosts_refresh_from(path, 200), 1);
+    assert_int_equal(aor_hosts_maybe("published.example"), 1);
+    aor_hosts_init();
+    assert_int_equal(aor_hosts_maybe("published.example"), 1);
+    assert_int_equal(aor_hosts_intercepted("published.example", NULL, 0), 1);
+    assert_int_equal(aor_hosts_maybe("api.openai.com"), 1);
+    unlink(path);
+    assert_int_equal(aor_hosts_refresh_from(path, 201), 0);
+    assert_int_equal(aor_hosts_maybe("published.example"), 0);
+    rmdir(dir);
 }
 
 int main(void) {
