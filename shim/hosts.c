@@ -315,24 +315,25 @@ static void maybe_refresh(void) {
     aor_hosts_refresh_from(env->hosts_path, now);
 }
 
-int aor_hosts_maybe(const char *name) {
+/* aor_hosts_maybe, with the name's length in *len when it says 1. */
+static int maybe_len(const char *name, size_t *len) {
     if (name == NULL)
         return 0;
-    size_t len = strnlen(name, AOR_HOST_MAX + 2);
-    if (len == 0 || len > AOR_HOST_MAX + 1)
+    *len = strnlen(name, AOR_HOST_MAX + 2);
+    if (*len == 0 || *len > AOR_HOST_MAX + 1)
         return 0;
-    maybe_refresh(); /* before the bitmap: a newly published host may add its length */
-    return name_possible(name, len);
+    maybe_refresh(); /* before the filter: a newly published host may add its bits */
+    return name_possible(name, *len);
+}
+
+int aor_hosts_maybe(const char *name) {
+    size_t len;
+    return maybe_len(name, &len);
 }
 
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
-    if (name == NULL)
-        return 0;
-    size_t len = strnlen(name, AOR_HOST_MAX + 2);
-    if (len == 0 || len > AOR_HOST_MAX + 1)
-        return 0;
-    maybe_refresh(); /* at most once a second: the published set may have changed */
-    if (!name_possible(name, len))
+    size_t len;
+    if (!maybe_len(name, &len))
         return 0;
     int hit = aor_hostlist_find(g_static, name, len) >= 0;
     if (!hit) {

@@ -17,16 +17,17 @@ void aor_hosts_init(void);
 
 /* 1 when name is an intercepted host (static list or published file); then its
  * normalised form is written to norm (normlen bytes, 254 always enough) unless norm is
- * NULL (only the answer). May re-check the published file (at most once a second). */
+ * NULL (only the answer). May re-check the published file (at most once a second).
+ * Most other names are turned away by aor_hosts_maybe's filter, first. */
 int aor_hosts_intercepted(const char *name, char *norm, size_t normlen);
 
-/* Fast pre-check for the name hooks: 0 when name cannot be intercepted (NULL, empty,
- * too long, no intercepted host has its length, or a Bloom filter of the intercepted
- * hosts has not seen it), 1 when aor_hosts_intercepted must decide (an intercepted
- * host, or rarely a false positive). No lock and no allocation on its own: a length,
- * a hash of the name and three bits (docs/performance.md, shim cost). Like
- * aor_hosts_intercepted it first re-checks the published file when a second has passed
- * since the last look (that takes a lock and may read the file). */
+/* The name filter aor_hosts_intercepted applies first: 0 when name cannot be
+ * intercepted (NULL, empty, too long, no intercepted host has its length, or a Bloom
+ * filter of the intercepted hosts has not seen it), 1 when the host lists must decide
+ * (an intercepted host, or rarely a false positive). No lock and no allocation on its
+ * own: a length, a hash of the name and three bits (docs/performance.md, shim cost).
+ * It first re-checks the published file when a second has passed since the last look
+ * (that takes a lock and may read the file). */
 int aor_hosts_maybe(const char *name);
 
 /* Fast check for connect(): 1 when port can be a redirect port (443, an AOR_HOSTS port,

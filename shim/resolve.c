@@ -115,10 +115,9 @@ __attribute__((noinline)) static int resolve_intercepted(const char *node, const
 AOR_EXPORT int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
                            struct addrinfo **res) {
     aor_shim_ensure();
-    /* The cheap tests first (a program's own lookups end here): the shim on, the
-     * arguments, the name's length (aor_hosts_maybe); only then the host lists. */
+    /* A program's own lookups end here, most in aor_hosts_intercepted's name filter. */
     if (!aor_shim_on() || node == NULL || res == NULL ||
-        (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)) || !aor_hosts_maybe(node) ||
+        (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)) ||
         !aor_hosts_intercepted(node, NULL, 0))
         return aor_real.getaddrinfo(node, service, hints, res);
     return resolve_intercepted(node, service, hints, res);
