@@ -24,6 +24,9 @@ typedef struct {
 typedef struct aor_daemon {
     struct event_base *base;
     aor_config *cfg;
+    /* The config aord started with: its listen, socket and state places stay in use until
+     * the next start, whatever a reload says (borrowed: it is cfg or a retired config). */
+    const aor_config *boot_cfg;
     const char *config_arg; /* --config value or NULL */
     aor_tls *tls;
     aor_rstate *rs;

@@ -86,13 +86,16 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
         return;
     }
     retired = n;
-    if ((cfg->listen == NULL) != (d->cfg->listen == NULL) ||
-        (cfg->listen && strcmp(cfg->listen, d->cfg->listen) != 0) ||
-        strcmp(cfg->socket_path, d->cfg->socket_path) != 0 ||
-        strcmp(cfg->state_path, d->cfg->state_path) != 0)
+    /* Compared with what is in use (the config aord started with), not with the last
+     * reload: a change that is reverted is no change. */
+    const aor_config *boot = d->boot_cfg;
+    if ((cfg->listen == NULL) != (boot->listen == NULL) ||
+        (cfg->listen && strcmp(cfg->listen, boot->listen) != 0) ||
+        strcmp(cfg->socket_path, boot->socket_path) != 0 ||
+        strcmp(cfg->state_path, boot->state_path) != 0)
         aor_warn("SIGHUP: [daemon] listen/socket/state changes take effect at the next start; "
                  "still on %s and %s",
-                 d->cfg->listen ? d->cfg->listen : "listen off", d->socket_path);
+                 boot->listen ? boot->listen : "listen off", d->socket_path);
     if (cfg->embedded && !d->cfg->embedded)
         aor_warn("SIGHUP: the config file has no providers now; using the embedded default "
                  "(keys from the environment)");
@@ -181,6 +184,7 @@ int main(int argc, char **argv) {
     aor_daemon d;
     memset(&d, 0, sizeof d);
     d.cfg = cfg;
+    d.boot_cfg = cfg;
     d.config_arg = config_arg;
     int rc = 1;
     char err[1024] = "";

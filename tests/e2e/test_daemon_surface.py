@@ -138,6 +138,27 @@ def test_sighup_reload_and_sigterm(env):
     check(not os.path.exists(env.socket_path), "socket removed")
 
 
+def test_sighup_listen_change_is_reported_against_the_bound_address(env):
+    """A listen change waits for the next start; reverting it is no change (QA: the
+    second reload said "still on" the address of the first, which was never bound)."""
+    mock, d = two_key_setup(env)
+    port = d.url.rsplit(":", 1)[1]
+    orig = open(env.config_path).read()
+    check("127.0.0.1:%s" % port in orig, "the config names the port")
+    open(env.config_path, "w").write(orig.replace("127.0.0.1:%s" % port, "127.0.0.1:1"))
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: d.stderr_text().count("config reloaded") == 1, what="reload 1")
+    log = d.stderr_text()
+    check("take effect at the next start; still on 127.0.0.1:%s" % port in log,
+          "the change is reported with the bound address: %s" % log[-600:])
+    open(env.config_path, "w").write(orig)
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: d.stderr_text().count("config reloaded") == 2, what="reload 2")
+    eq(d.stderr_text().count("take effect at the next start"), 1,
+       "reverting to the bound address is no change")
+    eq(d.healthz(), 200, "still on the bound address")
+
+
 def test_cli_finds_the_daemon_despite_config_errors(env):
     mock, d = two_key_setup(env)
     with open(env.config_path, "a") as f:
