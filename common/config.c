@@ -47,6 +47,8 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef) {
         const char *val = getenv(k->env);
         if (!val || !*val)
             val = ef ? aor_cfg_envfile_get(ef, k->env) : NULL;
+        if ((!val || !*val) && cfg->secrets_optional)
+            continue;
         if (!val || !*val) {
             aor_cfg_err(c->errs, env_line,
                         "key \"%s\": environment variable %s is not set or empty; export it%s",
@@ -337,6 +339,10 @@ static char *default_config_path(void) {
 }
 
 aor_config *aor_config_load(const char *path, char **errors) {
+    return aor_config_load_flags(path, 0, errors);
+}
+
+aor_config *aor_config_load_flags(const char *path, unsigned flags, char **errors) {
     aor_cfg_errs errs = {0};
     char *auto_path = NULL, *text = NULL, *dir = NULL;
     int explicit_path = 1;
@@ -358,6 +364,7 @@ aor_config *aor_config_load(const char *path, char **errors) {
         errs.oom = 1;
         goto out;
     }
+    cfg->secrets_optional = (flags & AOR_CONFIG_SECRETS_OPTIONAL) != 0;
     int enoent = 1;
     if (path) {
         errs.file = path;

@@ -87,9 +87,11 @@ typedef struct {
     aor_model_cfg *models;
     size_t nmodels;
 
-    char *source; /* path of the file read, or NULL when there was no file */
-    int embedded; /* 1 when the providers and keys were built from the environment
-                   * (§3.3): no file, or a file without [provider]/[key] sections */
+    char *source;         /* path of the file read, or NULL when there was no file */
+    int embedded;         /* 1 when the providers and keys were built from the environment
+                           * (§3.3): no file, or a file without [provider]/[key] sections */
+    int secrets_optional; /* loaded with AOR_CONFIG_SECRETS_OPTIONAL: a key whose
+                           * variable is unset has secret NULL */
 } aor_config;
 
 /* Loads the configuration (reference: docs/config.md).
@@ -110,6 +112,17 @@ typedef struct {
  * says what; "out of memory" on ENOMEM). Secrets are read from the environment at load
  * time and never appear in *errors. */
 aor_config *aor_config_load(const char *path, char **errors);
+
+/* Flag of aor_config_load_flags: a key whose variable (and env_file entry) is unset or
+ * empty is not an error; its secret is NULL. For the client commands (`aor run`,
+ * `aor env`), which need the daemon's places and the provider hosts but no secret: the
+ * keys may live only in the daemon's environment (a service's EnvironmentFile). A
+ * secret that is set but malformed is still an error. */
+#define AOR_CONFIG_SECRETS_OPTIONAL 1u
+
+/* aor_config_load with flags (0 or AOR_CONFIG_SECRETS_OPTIONAL); the same arguments,
+ * returns and errors. */
+aor_config *aor_config_load_flags(const char *path, unsigned flags, char **errors);
 
 /* Frees a config and every string it owns. NULL is a no-op. */
 void aor_config_free(aor_config *cfg);

@@ -54,6 +54,11 @@ int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
  * returns NULL. Free with aor_config_free. */
 aor_config *aor_cli_load_config(const aor_cli *c);
 
+/* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key
+ * whose variable is not in this process's environment is no error (its secret is NULL;
+ * AOR_CONFIG_SECRETS_OPTIONAL), since the daemon may have it from its own. */
+aor_config *aor_cli_load_config_no_secrets(const aor_cli *c);
+
 /* Absolute directory of the running aor binary (/proc/self/exe, else argv0 resolved
  * through PATH). malloc'd, or NULL when it cannot be found. */
 char *aor_cli_self_dir(const char *argv0);

@@ -247,7 +247,7 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
         return AOR_CLI_USAGE;
     }
     char **cmd = argv + i;
-    aor_config *cfg = aor_cli_load_config(c);
+    aor_config *cfg = aor_cli_load_config_no_secrets(c);
     if (!cfg)
         return AOR_CLI_USAGE;
     int rc = AOR_CLI_FAIL;
@@ -309,7 +309,7 @@ int aor_cli_cmd_env(aor_cli *c, int argc, char **argv) {
         fprintf(stderr, "aor env: unknown argument '%s'\n", argv[i]);
         return AOR_CLI_USAGE;
     }
-    aor_config *cfg = aor_cli_load_config(c);
+    aor_config *cfg = aor_cli_load_config_no_secrets(c);
     if (!cfg)
         return AOR_CLI_USAGE;
     int rc = AOR_CLI_FAIL;

@@ -32,9 +32,9 @@ int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i) {
     return 1;
 }
 
-aor_config *aor_cli_load_config(const aor_cli *c) {
+static aor_config *load_config(const aor_cli *c, unsigned flags) {
     char *errors = NULL;
-    aor_config *cfg = aor_config_load(c->config_arg, &errors);
+    aor_config *cfg = aor_config_load_flags(c->config_arg, flags, &errors);
     if (cfg)
         return cfg;
     fprintf(stderr, "aor: configuration errors:\n%s", errors ? errors : "(out of memory)\n");
@@ -42,6 +42,14 @@ aor_config *aor_cli_load_config(const aor_cli *c) {
         fputc('\n', stderr);
     free(errors);
     return NULL;
+}
+
+aor_config *aor_cli_load_config(const aor_cli *c) {
+    return load_config(c, 0);
+}
+
+aor_config *aor_cli_load_config_no_secrets(const aor_cli *c) {
+    return load_config(c, AOR_CONFIG_SECRETS_OPTIONAL);
 }
 
 static int is_exec_file(const char *path) {

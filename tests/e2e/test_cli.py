@@ -120,6 +120,27 @@ def alive(pid):
 # --- aor env -----------------------------------------------------------------------
 
 
+def test_client_commands_need_no_key_variables(env):
+    """The keys may be only in aord's environment (a service's EnvironmentFile): `aor env`
+    and `aor run` need no secret and work without them; check-config still wants them."""
+    port, d = setup(env)
+    unset = ["env", "-u", "KEY_A", "-u", "KEY_B"]
+    rc, out, err = env.run_client(unset + [aor_path(env), "env"], preload=False)
+    no_secret(out, err)
+    eq(rc, 0, "aor env without the key variables (stderr %r)" % err)
+    check("LD_PRELOAD" in parse_exports(out), "aor env prints its exports")
+    rc, out, err = env.run_client(unset + [aor_path(env), "run", "--", "sh", "-c",
+                                           'printf "%s" "$LD_PRELOAD"'], preload=False)
+    no_secret(out, err)
+    eq(rc, 0, "aor run without the key variables (stderr %r)" % err)
+    check(out.endswith("libaor.so"), "the program ran preloaded: %r" % out)
+    rc, out, err = env.run_client(unset + [aor_path(env), "check-config"], preload=False)
+    no_secret(out, err)
+    eq(rc, 2, "check-config still needs every key's variable")
+    check("KEY_A is not set" in err, "and says which: %r" % err)
+
+
+
 def test_env_prints_preload_and_trust(env):
     setup(env)
     rc, out, err = aor(env, "env")

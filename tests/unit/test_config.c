@@ -559,6 +559,39 @@ static void test_rule1_env_not_set(void **state) {
     free(path);
 }
 
+/* The client commands load with AOR_CONFIG_SECRETS_OPTIONAL: an unset variable is no
+ * error (secret NULL), a set one is read, a malformed one is still refused. */
+static void test_secrets_optional_for_clients(void **state) {
+    setenv("TEST_KEY_B", "secret-b", 1);
+    const char *text = "[key \"a\"]\n"
+                       "env = TEST_KEY_A\n"
+                       "[key \"b\"]\n"
+                       "env = TEST_KEY_B\n"
+                       "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                       "keys = a, b\nmodels = *\n";
+    char *path = write_file(text, 0644);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load_flags(path, AOR_CONFIG_SECRETS_OPTIONAL, &errs);
+    assert_null(errs);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->nkeys, 2);
+    assert_null(cfg->keys[0].secret);
+    assert_string_equal(cfg->keys[1].secret, "secret-b");
+    aor_config_free(cfg);
+    /* Without the flag: the same file is refused. */
+    cfg = aor_config_load_flags(path, 0, &errs);
+    assert_null(cfg);
+    assert_err(errs, path, 2, "TEST_KEY_A is not set or empty");
+    free(errs);
+    errs = NULL;
+    setenv("TEST_KEY_A", "two words", 1);
+    cfg = aor_config_load_flags(path, AOR_CONFIG_SECRETS_OPTIONAL, &errs);
+    assert_null(cfg);
+    assert_err(errs, path, 2, "contains spaces");
+    free(errs);
+    free(path);
+}
+
 static void test_rule2_same_env_twice(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     const char *text = "[key \"a\"]\n"
@@ -1133,6 +1166,7 @@ int main(void) {
         T(test_base_url_rejects_credentials_without_echo),
         T(test_models_mapping),
         T(test_rule1_env_not_set),
+        T(test_secrets_optional_for_clients),
         T(test_rule2_same_env_twice),
         T(test_rule3_undeclared_key),
         T(test_rule4_provider_needs_keys_and_models),
