@@ -1,6 +1,7 @@
 #include "upstream_curl.h"
 
 #include "curl_api.h"
+#include "upstream_h1.h"
 
 /* Set by aor_upcurl_new before any other function here runs. */
 static const aor_curl_api *curl_fns;
@@ -286,6 +287,10 @@ aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor
     CURLAPI->easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     CURLAPI->easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                          req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L);
+    /* A stall ends the transfer as on the direct path (AOR_H1_STALL_S, upstream_h1.h):
+     * less than a byte a second for that long; real time (libcurl's own clock). */
+    CURLAPI->easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    CURLAPI->easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)AOR_H1_STALL_S);
     CURLAPI->easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     CURLAPI->easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLAPI->easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);

@@ -1,5 +1,6 @@
 #include "upstream_h1.h"
 
+#include "clock.h"
 #include "curl_api.h"
 #include "http.h"
 #include "log.h"
@@ -35,6 +36,7 @@
 #define MIN_ATTEMPT_MS 250       /* least time one address gets when more remain */
 #define LINE_MAX_BYTES (256 * 1024) /* one header line (http_parser stops at 80 KiB) */
 #define BODY_REF_MIN 16384          /* TLS: larger bodies are referenced, not copied */
+#define SWEEP_MS 1000               /* how often transfers are checked for a stall */
 
 typedef struct h1_origin h1_origin;
 typedef struct h1_conn h1_conn;
@@ -116,6 +118,11 @@ struct h1_xfer {
     char *held; /* body bytes on_data has not taken (it paused) */
     size_t held_len, held_cap;
     int paused;
+    /* Stall check (aor_h1_sweep): progress counts reads and writes on the connection;
+     * quiet_since is the daemon clock's time (aor_clock_now) when the sweep last saw it
+     * move, or when the transfer started. */
+    unsigned long progress, seen_progress;
+    double quiet_since;
     CURLcode fail_code;
     char errtext[256];
 };
@@ -134,6 +141,9 @@ struct aor_h1 {
     size_t nidle;
     h1_xfer *deferred, *deferred_tail;
     struct event *defer_ev;
+    struct event *sweep_ev; /* every SWEEP_MS while transfers exist: aor_h1_sweep */
+    double stall_s;         /* AOR_H1_STALL_S, or aor_h1_set_stall for tests */
+    double swept_at;        /* daemon clock at the last sweep, or when the timer was armed */
     http_parser_settings settings;
     aor_pool spares; /* ended transfers kept with their head and line buffers (pool.h) */
     char scratch[READ_CHUNK];
@@ -671,6 +681,7 @@ static void conn_lost(h1_xfer *x, int err, const char *tls_err) {
 static ssize_t feed(h1_conn *c, const char *data, size_t len) {
     h1_xfer *x = c->x;
     x->got_bytes = 1;
+    x->progress++;
     x->in_cb++;
     size_t n = http_parser_execute(&c->parser, &c->h->settings, data, len);
     x->in_cb--;
@@ -867,6 +878,8 @@ static void tls_handshake(h1_conn *c) {
 static int tls_flush(h1_conn *c) {
     if (!c->out)
         return 0;
+    if (c->x)
+        c->x->progress++; /* called when the socket took bytes, or may take them */
     switch (aor_tls_io_write(c->ssl, c->out)) {
     case AOR_TLS_IO_DONE:
         return 0;
@@ -923,6 +936,8 @@ static void on_write_ready(evutil_socket_t fd, short what, void *arg) {
         send_failed(c, errno);
         return;
     }
+    if (n > 0)
+        c->x->progress++;
     if (evbuffer_get_length(c->out) > 0)
         event_add(c->wev, NULL);
 }
@@ -1387,13 +1402,61 @@ static int build_head(h1_xfer *x, const h1_origin *o, const aor_xfer_request *re
 
 static void on_deferred(evutil_socket_t fd, short what, void *arg);
 
+static void on_sweep(evutil_socket_t fd, short what, void *arg) {
+    aor_h1_sweep(arg);
+}
+
+/* Arms the sweep timer unless it is pending (while transfers exist, it re-arms itself);
+ * now: the daemon clock. */
+static void sweep_arm(aor_h1 *h, double now) {
+    if (!event_pending(h->sweep_ev, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {SWEEP_MS / 1000, (SWEEP_MS % 1000) * 1000};
+        h->swept_at = now;
+        event_add(h->sweep_ev, &tv);
+    }
+}
+
+void aor_h1_sweep(aor_h1 *h) {
+    double now = aor_clock_now();
+    for (h1_xfer *x = h->xfers; x; x = x->next) {
+        h1_conn *c = x->c;
+        /* Not the upstream's silence: ending already, still connecting (its own timer),
+         * a tunnel, or held back because the client reads slowly (its write timeout). */
+        if (x->defer || !c || !c->connected || x->switched || x->held_len) {
+            x->quiet_since = now;
+            continue;
+        }
+        if (x->progress != x->seen_progress) {
+            /* The bytes moved after the last sweep: counted from then (from the last
+             * byte, to within one sweep interval). */
+            x->seen_progress = x->progress;
+            if (h->swept_at > x->quiet_since)
+                x->quiet_since = h->swept_at;
+        } else if (now - x->quiet_since >= h->stall_s) {
+            xfer_fail_later(x, CURLE_OPERATION_TIMEDOUT, "%s sent nothing for %.0f s", x->o->prefix,
+                            h->stall_s);
+        }
+    }
+    h->swept_at = now;
+    if (h->xfers)
+        sweep_arm(h, now);
+}
+
+void aor_h1_set_stall(aor_h1 *h, double seconds) {
+    h->stall_s = seconds > 0 ? seconds : AOR_H1_STALL_S;
+}
+
 aor_h1 *aor_h1_new(struct event_base *base) {
     aor_h1 *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->base = base;
+    h->stall_s = AOR_H1_STALL_S;
     h->defer_ev = event_new(base, -1, 0, on_deferred, h);
-    if (!h->defer_ev) {
+    h->sweep_ev = evtimer_new(base, on_sweep, h);
+    if (!h->defer_ev || !h->sweep_ev) {
+        if (h->defer_ev)
+            event_free(h->defer_ev);
         free(h);
         return NULL;
     }
@@ -1431,6 +1494,7 @@ void aor_h1_free(aor_h1 *h) {
     if (h->dns)
         evdns_base_free(h->dns, 0);
     event_free(h->defer_ev);
+    event_free(h->sweep_ev);
     free(h);
 }
 
@@ -1472,6 +1536,8 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
     if (h->xfers)
         h->xfers->prev = x;
     h->xfers = x;
+    x->quiet_since = aor_clock_now();
+    sweep_arm(h, x->quiet_since);
     h1_conn *c = idle_take(h, o);
     if (c) {
         c->x = x;

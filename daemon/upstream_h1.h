@@ -46,4 +46,22 @@ void aor_h1_cancel(aor_xfer *x);
 /* Idle pooled connections right now (tests, admin). */
 size_t aor_h1_idle_count(const aor_h1 *h);
 
+/* Seconds a connected transfer may go without a byte read or written before it fails
+ * with CURLE_OPERATION_TIMEDOUT ("<origin> sent nothing for N s"): a timeout, which
+ * spec §4.1 classes as transient (before the answer started: backoff and the next
+ * candidate; after: the client's response ends without its terminator). As long as the
+ * providers' SDKs wait for an answer by default (OpenAI's and Anthropic's: 600 s), so a
+ * slow model that is still thinking is not cut. Not counted: the connect phase (its own
+ * timeout), and time in which the client held the answer back. */
+#define AOR_H1_STALL_S 600.0
+
+/* Checks every transfer for a stall (AOR_H1_STALL_S, measured on the daemon clock,
+ * aor_clock_now, so a test moves it with the fake clock). A timer calls it every second
+ * while transfers exist; tests may call it directly. Failures arrive through on_done from
+ * the event loop, not from inside this call. */
+void aor_h1_sweep(aor_h1 *h);
+
+/* Sets the stall limit in seconds (tests); <= 0 restores AOR_H1_STALL_S. */
+void aor_h1_set_stall(aor_h1 *h, double seconds);
+
 #endif

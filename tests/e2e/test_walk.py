@@ -116,6 +116,34 @@ def test_sidecar_failover(env):
     eq(out.split(), ["200", "B", "chat.completion"], "python via sidecar")
 
 
+def test_silent_upstream_times_out_and_the_walk_goes_on(env):
+    """A provider that takes the request and sends nothing: after 600 s of the daemon's
+    clock the attempt is a timeout (transient, spec §4.1) and the next key answers. QA
+    found such an attempt held the client and the upstream connection for good."""
+    import threading
+    mock, d = two_key_setup(env)
+    mock.script("key-a-secret", [{"kind": "slow_first_byte", "delay_ms": 30000}])
+    res = {}
+    t = threading.Thread(target=lambda: res.update(r=env.curl(
+        [d.url + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d", CHAT],
+        preload=False, timeout=40)))
+    t.start()
+    aortest.wait_until(lambda: any(r["key"] == "key-a-secret" for r in mock.log()),
+                       what="key A has the request")
+    d.advance(599)
+    time.sleep(1.5)  # two stall checks (one a second) at 599 s: nothing may happen yet
+    check(t.is_alive(), "not cut before 600 s")
+    d.advance(2)
+    t.join(20)
+    check(not t.is_alive(), "answered after the stall")
+    r = res["r"]
+    eq(r.status, 200, "status (%s)" % r.body[:200])
+    eq(r.headers.get("x-aor-key"), "B", "the next key answered")
+    eq(r.headers.get("x-aor-attempts"), "2", "attempts")
+    check("sent nothing for 600 s" in d.stderr_text(), "the log says why")
+    check(any(b["key"] == "A" for b in d.state()["backoff"]), "A is backed off (transient)")
+
+
 def test_all_backed_off_openai_shape(env):
     mock, d = two_key_setup(env)
     mock.script("key-a-secret", [{"status": 429, "headers": {"retry-after": "30"}, "times": -1}])

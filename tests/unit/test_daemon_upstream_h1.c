@@ -34,6 +34,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "clock.h"
 #include "upstream_h1.h"
 
 #define MAX_CONNS 8     /* server connections a test may use */
@@ -979,6 +980,64 @@ static void test_idle_closed_by_server(void **state) {
     assert_int_equal(f->nreq, 2);
 }
 
+/* The daemon clock, fake from here on in this process (only the stall checks read it). */
+static void fake_clock_on(void) {
+    if (aor_clock_is_fake())
+        return;
+    setenv("AOR_FAKE_CLOCK", "1800000000", 1);
+    const char *err = NULL;
+    assert_int_equal(aor_clock_init(&err), 0);
+    assert_true(aor_clock_is_fake());
+}
+
+/* An upstream that takes the request and says nothing fails the transfer after
+ * AOR_H1_STALL_S of the daemon clock, with a timeout the walk treats as transient. */
+static void test_silent_upstream_times_out(void **state) {
+    fx *f = *state;
+    fake_clock_on();
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_NONE, NULL);
+    result *r = &f->r[0];
+    assert_non_null(start_req(f, r, "POST", plain_url(f, 0, "/v1/x"), NULL, "{}", 2, NULL, 0));
+    RUN_UNTIL(f, f->nreq == 1);
+    aor_h1_sweep(f->h);
+    aor_clock_advance(AOR_H1_STALL_S - 1);
+    aor_h1_sweep(f->h);
+    spin(f, 5);
+    assert_false(r->done);
+    aor_clock_advance(2);
+    aor_h1_sweep(f->h);
+    assert_false(r->done); /* never from inside the sweep */
+    RUN_UNTIL(f, r->done);
+    assert_fail(r, CURLE_OPERATION_TIMEDOUT);
+    assert_non_null(strstr(r->errtext, "sent nothing for 600 s"));
+    assert_int_equal(r->after_end, 0);
+}
+
+/* Bytes reset the count: an answer whose body stops half way fails 600 s after its last
+ * byte, not 600 s after the request. */
+static void test_stall_counts_from_the_last_byte(void **state) {
+    fx *f = *state;
+    fake_clock_on();
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+    result *r = &f->r[0];
+    assert_non_null(start_req(f, r, "GET", plain_url(f, 0, "/"), NULL, NULL, 0, NULL, 0));
+    aor_clock_advance(AOR_H1_STALL_S - 1); /* before the answer came */
+    aor_h1_sweep(f->h);                    /* nothing yet */
+    RUN_UNTIL(f, r->body_len == 3);
+    aor_h1_sweep(f->h); /* sees the bytes */
+    aor_clock_advance(AOR_H1_STALL_S - 1);
+    aor_h1_sweep(f->h);
+    spin(f, 5);
+    assert_false(r->done);
+    aor_clock_advance(2);
+    aor_h1_sweep(f->h);
+    RUN_UNTIL(f, r->done);
+    assert_fail(r, CURLE_OPERATION_TIMEDOUT);
+    assert_int_equal(r->status, 200);
+}
+
 static void test_reused_conn_closed_request_sent_again(void **state) {
     fx *f = *state;
     srv_listen(f, NULL);
@@ -1829,6 +1888,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_http10_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_after_answer_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_closed_by_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_upstream_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stall_counts_from_the_last_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reused_conn_closed_request_sent_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_retry_only_once, setup, teardown),
