@@ -119,8 +119,8 @@ struct h1_xfer {
     size_t held_len, held_cap;
     int paused;
     /* Stall check (aor_h1_sweep): progress counts reads and writes on the connection;
-     * quiet_since is the daemon clock's time (aor_clock_now) when the sweep last saw it
-     * move, or when the transfer started. */
+     * quiet_since is the daemon clock's time (aor_clock_now) from which it has been
+     * quiet, to within one sweep interval; 0 until the first sweep after the start. */
     unsigned long progress, seen_progress;
     double quiet_since;
     CURLcode fail_code;
@@ -1406,12 +1406,13 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     aor_h1_sweep(arg);
 }
 
-/* Arms the sweep timer unless it is pending (while transfers exist, it re-arms itself);
- * now: the daemon clock. */
+/* Arms the sweep timer unless it is pending (while transfers exist, it re-arms itself).
+ * now: the daemon clock, or a negative value to read it here (only when arming: no clock
+ * read per transfer under load). */
 static void sweep_arm(aor_h1 *h, double now) {
     if (!event_pending(h->sweep_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {SWEEP_MS / 1000, (SWEEP_MS % 1000) * 1000};
-        h->swept_at = now;
+        h->swept_at = now >= 0 ? now : aor_clock_now();
         event_add(h->sweep_ev, &tv);
     }
 }
@@ -1426,6 +1427,8 @@ void aor_h1_sweep(aor_h1 *h) {
             x->quiet_since = now;
             continue;
         }
+        if (x->quiet_since == 0)
+            x->quiet_since = h->swept_at; /* it started after the last sweep */
         if (x->progress != x->seen_progress) {
             /* The bytes moved after the last sweep: counted from then (from the last
              * byte, to within one sweep interval). */
@@ -1536,8 +1539,7 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
     if (h->xfers)
         h->xfers->prev = x;
     h->xfers = x;
-    x->quiet_since = aor_clock_now();
-    sweep_arm(h, x->quiet_since);
+    sweep_arm(h, -1); /* quiet_since 0: counted from the sweep before it (aor_h1_sweep) */
     h1_conn *c = idle_take(h, o);
     if (c) {
         c->x = x;
