@@ -30,7 +30,7 @@ CFLAGS_ALL = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
 SHIM_CFLAGS = $(BASE_CFLAGS) -fvisibility=hidden $(CFLAGS)
 
 COMMON_SRCS := $(sort $(wildcard common/*.c))
-SHIM_SRCS   := $(sort $(wildcard shim/*.c)) common/preamble.c
+SHIM_SRCS   := $(sort $(wildcard shim/*.c)) common/preamble.c common/builtin_hosts.c
 DAEMON_ALL  := $(sort $(wildcard daemon/*.c))
 CLI_SRCS    := $(filter daemon/cli%.c,$(DAEMON_ALL))
 AORD_SRCS   := $(filter-out daemon/cli%.c,$(DAEMON_ALL))

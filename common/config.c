@@ -3,6 +3,7 @@
  * FILE:LINE, resolves secrets from the environment / env_file (§3.2), falls back to the
  * embedded default (§3.3, config_env.c), and answers lookups on a loaded config.
  * Reference: docs/config.md. */
+#include "builtin_hosts.h"
 #include "config_int.h"
 #include "paths.h"
 
@@ -285,6 +286,72 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
+/* Adds (host, port) to a list of distinct pairs (hosts borrowed). 1 when new, 0 when
+ * there, -1 out of memory. */
+static int pair_add(const char ***hosts, int **ports, size_t *n, size_t *cap, const char *host,
+                    int port) {
+    for (size_t i = 0; i < *n; i++)
+        if ((*ports)[i] == port && strcmp((*hosts)[i], host) == 0)
+            return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        const char **nh = realloc(*hosts, nc * sizeof *nh);
+        if (!nh)
+            return -1;
+        *hosts = nh;
+        int *np = realloc(*ports, nc * sizeof *np);
+        if (!np)
+            return -1;
+        *ports = np;
+        *cap = nc;
+    }
+    (*hosts)[*n] = host;
+    (*ports)[*n] = port;
+    (*n)++;
+    return 1;
+}
+
+/* The shim keeps AOR_HOSTS_MAX intercepted (host, port) entries: the built-in hosts, each
+ * provider's base_url host and port, and each intercept host on 443 and on the base_url's
+ * port (as aord publishes them, daemon/publish.c). A config that needs more is refused
+ * at the provider that goes past the limit, instead of some hosts silently not being
+ * intercepted. */
+static void check_intercept_count(aor_cfg_parse_ctx *c) {
+    aor_config *cfg = c->cfg;
+    const char **hosts = NULL;
+    int *ports = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0;
+    for (size_t i = 0; aor_builtin_hosts[i] && r >= 0; i++)
+        r = pair_add(&hosts, &ports, &n, &cap, aor_builtin_hosts[i], 443);
+    for (size_t i = 0; i < cfg->nproviders && r >= 0; i++) {
+        const aor_provider_cfg *p = &cfg->providers[i];
+        if (p->host)
+            r = pair_add(&hosts, &ports, &n, &cap, p->host, p->port);
+        for (size_t k = 0; k < p->nintercept && r >= 0; k++) {
+            r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], 443);
+            if (r >= 0 && p->port != 443)
+                r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], p->port);
+        }
+        if (r >= 0 && n > AOR_HOSTS_MAX) {
+            char b[AOR_CFG_SHOWBUF];
+            const aor_cfg_section *s =
+                c->pinfo && !cfg->embedded ? &c->secs[c->pinfo[i].sec] : NULL;
+            aor_cfg_err(c->errs, s ? s->line : 0,
+                        "%s: with it, the intercepted hosts come to more than %d (host, port) "
+                        "entries (the built-in hosts, each base_url host and each intercept "
+                        "host on 443 and on the base_url's port), the most a shim keeps; "
+                        "list fewer intercept hosts",
+                        s ? aor_cfg_sec_label(s, b, sizeof b) : p->name, AOR_HOSTS_MAX);
+            break;
+        }
+    }
+    if (r < 0)
+        c->errs->oom = 1;
+    free(hosts);
+    free(ports);
+}
+
 /* Parses and checks the file text into cfg; errors go to errs. */
 static void load_text(aor_config *cfg, aor_cfg_errs *errs, const char *text, size_t len,
                       const char *dir) {
@@ -323,6 +390,7 @@ static void load_text(aor_config *cfg, aor_cfg_errs *errs, const char *text, siz
     }
     check_models(&c);
     check_routing(&c);
+    check_intercept_count(&c);
 
     aor_cfg_parse_free(&c);
 }

@@ -1,5 +1,6 @@
 #include "publish.h"
 
+#include "builtin_hosts.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -11,18 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const char *const aor_builtin_hosts[] = {"api.openai.com",
-                                         "api.anthropic.com",
-                                         "generativelanguage.googleapis.com",
-                                         "openrouter.ai",
-                                         "api.mistral.ai",
-                                         "api.groq.com",
-                                         "api.deepseek.com",
-                                         "api.x.ai",
-                                         "api.together.xyz",
-                                         "api.fireworks.ai",
-                                         NULL};
 
 int aor_publish_host_intercepted(const aor_config *cfg, const char *host) {
     for (size_t i = 0; aor_builtin_hosts[i]; i++) {

@@ -25,7 +25,4 @@ int aor_publish_update(const aor_config *cfg);
  * one of its `intercept` names: a host aord routes. */
 int aor_publish_host_intercepted(const aor_config *cfg, const char *host);
 
-/* The built-in list of well-known provider API hosts (NULL-terminated). */
-extern const char *const aor_builtin_hosts[];
-
 #endif

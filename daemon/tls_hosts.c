@@ -1,5 +1,6 @@
 /* The host names the local CA must permit (its name constraints), from the config:
  * spec §2 "Hosts to intercept", issue 4 item 7. Contract: tls.h. */
+#include "builtin_hosts.h"
 #include "publish.h"
 #include "tls.h"
 

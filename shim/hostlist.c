@@ -18,13 +18,6 @@ struct aor_hostlist {
     struct hostent_entry *e;
 };
 
-static const char *const builtin_hosts[] = {
-    "api.openai.com",   "api.anthropic.com", "generativelanguage.googleapis.com",
-    "openrouter.ai",    "api.mistral.ai",    "api.groq.com",
-    "api.deepseek.com", "api.x.ai",          "api.together.xyz",
-    "api.fireworks.ai",
-};
-
 int aor_host_normalize(const char *in, size_t inlen, char *out, size_t outlen) {
     if (in == NULL || out == NULL)
         return -1;
@@ -80,7 +73,7 @@ static int has_pair(const aor_hostlist *l, const char *name, size_t len, int por
 static int list_add(aor_hostlist *l, const char *name, size_t len, int port) {
     if (has_pair(l, name, len, port))
         return 0;
-    if (l->n >= AOR_HOSTLIST_MAX)
+    if (l->n >= AOR_HOSTS_MAX)
         return -2;
     if (l->n == l->cap) {
         size_t ncap = l->cap == 0 ? 16 : l->cap * 2;
@@ -125,8 +118,8 @@ aor_hostlist *aor_hostlist_builtin(void) {
     aor_hostlist *l = list_new();
     if (l == NULL)
         return NULL;
-    for (size_t i = 0; i < sizeof(builtin_hosts) / sizeof(builtin_hosts[0]); i++) {
-        if (list_add(l, builtin_hosts[i], strlen(builtin_hosts[i]), 0) != 0) {
+    for (size_t i = 0; aor_builtin_hosts[i]; i++) {
+        if (list_add(l, aor_builtin_hosts[i], strlen(aor_builtin_hosts[i]), 0) != 0) {
             aor_hostlist_free(l);
             return NULL;
         }

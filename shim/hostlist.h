@@ -3,9 +3,9 @@
 #ifndef AOR_SHIM_HOSTLIST_H
 #define AOR_SHIM_HOSTLIST_H
 
-#include <stddef.h>
+#include "builtin_hosts.h"
 
-#define AOR_HOSTLIST_MAX 256 /* entries (name, port) kept; more are ignored */
+#include <stddef.h>
 
 typedef struct aor_hostlist aor_hostlist; /* opaque */
 
@@ -21,7 +21,7 @@ aor_hostlist *aor_hostlist_builtin(void);
 
 /* Parses an AOR_HOSTS value: comma-separated entries "host" or "host:port", spaces
  * around entries ignored. Bad entries (bad name, port not 1..65535, empty) are skipped
- * and counted in *nbad (may be NULL); entries past AOR_HOSTLIST_MAX are counted there
+ * and counted in *nbad (may be NULL); entries past AOR_HOSTS_MAX are counted there
  * too. An empty or all-bad spec gives an empty list. A name may appear with several
  * ports (one entry each); an exact duplicate (same name and port) is kept once.
  * Returns a new list (free with aor_hostlist_free) or NULL on allocation failure. */
@@ -32,7 +32,7 @@ aor_hostlist *aor_hostlist_new(void);
 
 /* Adds name (namelen bytes, normalised here) with extra port (0 or 1..65535).
  * The same name and port already on the list is not added again. Returns 0, or -1
- * with errno EINVAL (bad name or port), ENOMEM, or ENOSPC (AOR_HOSTLIST_MAX reached). */
+ * with errno EINVAL (bad name or port), ENOMEM, or ENOSPC (AOR_HOSTS_MAX reached). */
 int aor_hostlist_add(aor_hostlist *l, const char *name, size_t namelen, int port);
 
 /* Frees a list; NULL is fine. */

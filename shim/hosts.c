@@ -156,9 +156,9 @@ void aor_hosts_init(void) {
     if (spec != NULL) {
         g_static = aor_hostlist_parse(spec, &nbad);
         if (nbad > 0)
-            aor_debug("AOR_HOSTS: %d bad entr%s ignored (want host or host:port, comma "
-                      "separated)",
-                      nbad, nbad == 1 ? "y" : "ies");
+            aor_debug("AOR_HOSTS: %d entr%s ignored: bad (want host or host:port, comma "
+                      "separated), or past the %d the shim keeps",
+                      nbad, nbad == 1 ? "y" : "ies", AOR_HOSTS_MAX);
     } else {
         g_static = aor_hostlist_builtin();
     }
@@ -278,8 +278,9 @@ static void reload_locked(const char *path) {
         port_set(aor_hostlist_port(hl, i));
     for (size_t i = 0; i < aor_pubset_addr_count(s); i++)
         port_set(aor_pubset_addr_port(s, i));
-    aor_debug("published hosts file %s: %zu hosts, %zu addresses, %d bad lines ignored", path,
-              aor_hostlist_count(hl), aor_pubset_addr_count(s), nbad);
+    aor_debug("published hosts file %s: %zu hosts, %zu addresses, %d lines ignored (bad, or "
+              "past the %d hosts the shim keeps)",
+              path, aor_hostlist_count(hl), aor_pubset_addr_count(s), nbad, AOR_HOSTS_MAX);
     swap_pub(s);
 }
 

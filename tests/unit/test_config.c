@@ -592,6 +592,36 @@ static void test_secrets_optional_for_clients(void **state) {
     free(path);
 }
 
+/* More intercepted (host, port) entries than a shim keeps (AOR_HOSTS_MAX) is refused,
+ * naming the provider that goes past it (QA: the shim dropped the rest silently). */
+static void test_too_many_intercept_hosts(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    assert_non_null(m);
+    fprintf(m, "[key \"a\"]\nenv = TEST_KEY_A\n");
+    for (int p = 0; p < 2; p++) {
+        fprintf(m,
+                "[provider \"p%d\"]\ndialect = openai\nbase_url = https://p%d.example:8443\n"
+                "keys = a\nmodels = *\nintercept = ",
+                p, p);
+        for (int h = 0; h < 100; h++)
+            fprintf(m, "%sh%d-%d.example", h ? ", " : "", p, h);
+        fprintf(m, "\n");
+    }
+    fclose(m);
+    /* p0: 10 built-in + 1 + 100 x 2 ports = 211, fine; p1 brings it to 412. */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 9, "[provider \"p1\"]");
+    assert_non_null(strstr(errs, "more than 256 (host, port) entries"));
+    assert_int_equal(count_lines(errs), 1);
+    free(errs);
+    free(path);
+    free(text);
+}
+
 static void test_rule2_same_env_twice(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     const char *text = "[key \"a\"]\n"
@@ -1167,6 +1197,7 @@ int main(void) {
         T(test_models_mapping),
         T(test_rule1_env_not_set),
         T(test_secrets_optional_for_clients),
+        T(test_too_many_intercept_hosts),
         T(test_rule2_same_env_twice),
         T(test_rule3_undeclared_key),
         T(test_rule4_provider_needs_keys_and_models),

@@ -86,7 +86,7 @@ static void test_parse_blank_and_trailing(void **state) {
 }
 
 static void test_parse_bounded(void **state) {
-    /* 300 entries: AOR_HOSTLIST_MAX kept, the rest counted as bad. */
+    /* 300 entries: AOR_HOSTS_MAX kept, the rest counted as bad. */
     size_t cap = 300 * 16;
     char *spec = malloc(cap);
     assert_non_null(spec);
@@ -98,8 +98,8 @@ static void test_parse_bounded(void **state) {
     }
     int nbad = 0;
     aor_hostlist *l = aor_hostlist_parse(spec, &nbad);
-    assert_int_equal(aor_hostlist_count(l), AOR_HOSTLIST_MAX);
-    assert_int_equal(nbad, 300 - AOR_HOSTLIST_MAX);
+    assert_int_equal(aor_hostlist_count(l), AOR_HOSTS_MAX);
+    assert_int_equal(nbad, 300 - AOR_HOSTS_MAX);
     assert_true(find(l, "h0.test") >= 0);
     assert_int_equal(find(l, "h299.test"), -1);
     aor_hostlist_free(l);
