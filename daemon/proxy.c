@@ -40,6 +40,7 @@ typedef struct {
     } * len;
     size_t n, cap;
     size_t ct, cl;  /* 1 + index of the first Content-Type / Content-Length; 0: none */
+    int conn_names; /* a Connection header lists names besides keep-alive and close */
     hdr_chunk *mem; /* where the names and values live: one malloc for most answers */
 } hdr_set;
 
@@ -152,6 +153,7 @@ static void hset_reset(hdr_set *s) {
     s->mem = keep;
     s->n = 0;
     s->ct = s->cl = 0;
+    s->conn_names = 0;
     if (s->cap > HDR_KEEP_MAX) {
         free(s->h);
         free(s->len);
@@ -179,6 +181,38 @@ static int forward_header(const char *name, size_t nl) {
         strncasecmp(name, "x-aor-", 6) == 0)
         return 0;
     return 1;
+}
+
+/* 1 when a Connection value lists a token other than keep-alive and close: a header of
+ * that name is for this hop only (RFC 9110 §7.6.1) and must not be forwarded. */
+static int conn_lists_names(const char *v) {
+    for (const char *t = v; *t;) {
+        while (*t == ' ' || *t == '\t' || *t == ',')
+            t++;
+        size_t l = strcspn(t, ", \t");
+        if (l && !(l == 10 && strncasecmp(t, "keep-alive", 10) == 0) &&
+            !(l == 5 && strncasecmp(t, "close", 5) == 0))
+            return 1;
+        t += l;
+    }
+    return 0;
+}
+
+/* 1 when name (nl bytes) is listed in one of hs's Connection headers. */
+static int hset_conn_lists(const hdr_set *hs, const char *name, size_t nl) {
+    for (size_t i = 0; i < hs->n; i++) {
+        if (hs->len[i].name != 10 || strncasecmp(hs->h[i].name, "connection", 10) != 0)
+            continue;
+        for (const char *t = hs->h[i].value; *t;) {
+            while (*t == ' ' || *t == '\t' || *t == ',')
+                t++;
+            size_t l = strcspn(t, ", \t");
+            if (l == nl && strncasecmp(t, name, nl) == 0)
+                return 1;
+            t += l;
+        }
+    }
+    return 0;
 }
 
 /* Adds the line "Name: value" (len bytes, no CRLF). Lines without a name are dropped;
@@ -231,6 +265,8 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
         s->ct = s->n + 1;
     else if (name_len == 14 && !s->cl && strncasecmp(blk, "content-length", 14) == 0)
         s->cl = s->n + 1;
+    else if (name_len == 10 && strncasecmp(blk, "connection", 10) == 0 && conn_lists_names(blk + v))
+        s->conn_names = 1;
     s->n++;
 }
 
@@ -432,7 +468,8 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     d = PUT_LIT(d, "\r\n");
     /* Forwarded lines are copied as they are (docs/performance.md). */
     for (size_t i = 0; i < hs->n; i++) {
-        if (hs->len[i].fwd) {
+        if (hs->len[i].fwd &&
+            !(hs->conn_names && hset_conn_lists(hs, hs->h[i].name, hs->len[i].name))) {
             d = put(d, hs->h[i].name, hs->len[i].name);
             d = PUT_LIT(d, ": ");
             d = put(d, hs->h[i].value, hs->len[i].value);

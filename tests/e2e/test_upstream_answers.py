@@ -276,6 +276,30 @@ def test_headers_named_in_connection_stay_with_aor(env):
     up.close()
 
 
+def test_headers_the_upstream_names_in_connection_stay_with_aor(env):
+    """The answer's direction (RFC 9110 §7.6.1; QA: `Connection: X-Secret` with
+    `X-Secret: leak` reached the client), on the direct path and through libcurl."""
+    def handler(s, n):
+        while up.read_request(s)[0] is not None:
+            s.sendall(b"HTTP/1.1 200 OK\r\nX-Hop: leak\r\nConnection: keep-alive, X-Hop,"
+                      b" x-other\r\nX-Other: 1\r\nX-Public: 2\r\nContent-Length: 2\r\n\r\n{}")
+
+    up = RawUpstream(handler)
+    for backend in ("direct", "curl"):
+        d = start(env, up, extra_env={"AOR_UPSTREAM": "curl"} if backend == "curl" else None)
+        c = socket.create_connection(("127.0.0.1", d.port))
+        c.sendall(request())
+        status, head, body = read_answer(c)
+        c.close()
+        h = head.lower()
+        eq((status, body), (200, b"{}"), "%s: answer" % backend)
+        check(b"x-hop" not in h and b"x-other" not in h,
+              "%s: headers the upstream named in Connection are not forwarded: %r" % (backend, h))
+        check(b"x-public: 2" in h, "%s: other headers are: %r" % (backend, h))
+        d.stop()
+    up.close()
+
+
 def test_stop_with_connections_open_is_clean(env):
     """SIGTERM while a client idles on keep-alive, another waits for an answer that never
     comes and a third has sent half a request: aord exits 0, and under the sanitizers
