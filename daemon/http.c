@@ -282,13 +282,18 @@ static int known_of(const char *n) {
 }
 
 /* Indexes the known fields of the header section (aor_http_request_known). */
-static void index_known(aor_http_request *q) {
+/* Indexes the known fields (the first of each name). Returns the number of Host fields. */
+static int index_known(aor_http_request *q) {
     memset(q->known, 0, sizeof q->known);
+    int hosts = 0;
     for (size_t i = 0; i < q->nfields; i++) {
         int k = known_of(q->fields[i].name);
+        if (k == AOR_HF_HOST)
+            hosts++;
         if (k >= 0 && !q->known[k])
             q->known[k] = (unsigned short)(i + 1); /* nfields <= AOR_HTTP_MAX_HEADERS */
     }
+    return hosts;
 }
 
 static int on_headers_complete(http_parser *p) {
@@ -300,9 +305,16 @@ static int on_headers_complete(http_parser *p) {
     }
     trim_values(q, 0);
     q->nheaders = q->nfields;
-    index_known(q);
+    int hosts = index_known(q);
     if (!q->url)
         return fail(r, 400, "request without a target");
+    /* RFC 9112 §2.3: a major version this server does not speak gets 505; §3.2: more
+     * than one Host field is a bad request (which would the checks and the upstream
+     * believe?). */
+    if (p->http_major != 1)
+        return fail(r, 505, "HTTP version not supported: aor speaks HTTP/1.x");
+    if (hosts > 1)
+        return fail(r, 400, "more than one Host header");
     if (p->content_length != (uint64_t)-1 && p->content_length > r->body_max &&
         !(p->flags & F_CHUNKED))
         return fail(r, 413, "request body larger than body_max");
@@ -483,6 +495,8 @@ const char *aor_http_reason(int status) {
         return "Service Unavailable";
     case 504:
         return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
     case 529:
         return "Site Overloaded";
     default:

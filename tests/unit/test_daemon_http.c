@@ -235,6 +235,23 @@ static void test_simple_post(void **state) {
     aor_http_request_free(req);
 }
 
+/* RFC 9112: a request of another major version gets 505; two Host fields get 400. */
+static void test_version_and_host_count(void **state) {
+    const char *why = NULL;
+    const char v2[] =
+        "POST /v1/chat/completions HTTP/9.9\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+    assert_int_equal(expect_error(v2, sizeof v2 - 1, 0, BODY_MAX, &why), 505);
+    assert_non_null(strstr(why, "HTTP version"));
+    const char h2[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n";
+    assert_int_equal(expect_error(h2, sizeof h2 - 1, 0, BODY_MAX, &why), 400);
+    assert_non_null(strstr(why, "Host"));
+    assert_int_equal(expect_error(h2, sizeof h2 - 1, 1, BODY_MAX, &why), 400);
+    /* HTTP/1.0 and one Host are fine. */
+    aor_http_request *req = parse_str("GET /healthz HTTP/1.0\r\nHost: a\r\n\r\n");
+    assert_int_equal(req->http_minor, 0);
+    aor_http_request_free(req);
+}
+
 static void test_path(void **state) {
     aor_http_request *req = parse_str("GET /healthz HTTP/1.1\r\n\r\n");
     assert_int_equal(req->method, HTTP_GET);
@@ -1216,6 +1233,7 @@ static int spares_free(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simple_post),
+        cmocka_unit_test(test_version_and_host_count),
         cmocka_unit_test(test_path),
         cmocka_unit_test(test_simple_every_split),
         cmocka_unit_test(test_medium_every_split),
