@@ -55,9 +55,7 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
     aor_config *cfg = aor_cli_load_config(c);
     if (!cfg)
         return AOR_CLI_USAGE;
-    size_t nk = 0;
-    for (size_t i = 0; i < cfg->nproviders; i++)
-        nk += cfg->providers[i].nkeys;
+    size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     printf("aor: configuration OK (%s): %zu providers, %zu keys\n",
            cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
            nk);

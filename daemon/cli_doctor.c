@@ -48,9 +48,7 @@ static aor_config *check_config(aor_cli *c, tally *t) {
         free(errors);
         return NULL;
     }
-    size_t nk = 0;
-    for (size_t i = 0; i < cfg->nproviders; i++)
-        nk += cfg->providers[i].nkeys;
+    size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     if (cfg->source)
         say(t, OK, "config %s is valid (%zu providers, %zu keys)", cfg->source, cfg->nproviders,
             nk);

@@ -171,9 +171,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (check_only) {
-        size_t nk = 0;
-        for (size_t i = 0; i < cfg->nproviders; i++)
-            nk += cfg->providers[i].nkeys;
+        size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
         printf("aord: configuration OK (%s): %zu providers, %zu keys\n",
                cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
                nk);
@@ -257,9 +255,7 @@ int main(int argc, char **argv) {
     evsignal_add(ev_term, NULL);
     evsignal_add(ev_int, NULL);
     evsignal_add(ev_hup, NULL);
-    size_t nk = 0;
-    for (size_t i = 0; i < cfg->nproviders; i++)
-        nk += cfg->providers[i].nkeys;
+    size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     aor_info("aord %s ready: socket %s, sidecar %s%s, %zu providers, %zu keys, config %s%s",
              AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "", cfg->nproviders, nk,
              cfg->source ? cfg->source : "<embedded default>",
