@@ -7,6 +7,7 @@
 #include "config_int.h"
 #include "paths.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -290,6 +291,11 @@ static char *dir_of(const char *path) {
  * there, -1 out of memory. */
 static int pair_add(const char ***hosts, int **ports, size_t *n, size_t *cap, const char *host,
                     int port) {
+    unsigned char ip[16];
+    /* Not published (daemon/publish.c): addresses and localhost are never intercepted. */
+    if (!host || !*host || inet_pton(AF_INET, host, ip) == 1 ||
+        inet_pton(AF_INET6, host, ip) == 1 || strcmp(host, "localhost") == 0)
+        return 0;
     for (size_t i = 0; i < *n; i++)
         if ((*ports)[i] == port && strcmp((*hosts)[i], host) == 0)
             return 0;
@@ -326,8 +332,7 @@ static void check_intercept_count(aor_cfg_parse_ctx *c) {
         r = pair_add(&hosts, &ports, &n, &cap, aor_builtin_hosts[i], 443);
     for (size_t i = 0; i < cfg->nproviders && r >= 0; i++) {
         const aor_provider_cfg *p = &cfg->providers[i];
-        if (p->host)
-            r = pair_add(&hosts, &ports, &n, &cap, p->host, p->port);
+        r = pair_add(&hosts, &ports, &n, &cap, p->host, p->port);
         for (size_t k = 0; k < p->nintercept && r >= 0; k++) {
             r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], 443);
             if (r >= 0 && p->port != 443)

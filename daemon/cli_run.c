@@ -250,6 +250,16 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     aor_config *cfg = aor_cli_load_config_no_secrets(c);
     if (!cfg)
         return AOR_CLI_USAGE;
+    if (!aor_cli_socket_answers(cfg->socket_path, NULL)) {
+        /* aord is to be started here, and it loads the config with every secret: check
+         * them now, so their errors are shown (exit 2) instead of a failed start. */
+        aor_config *strict = aor_cli_load_config(c);
+        if (!strict) {
+            aor_config_free(cfg);
+            return AOR_CLI_USAGE;
+        }
+        aor_config_free(strict);
+    }
     int rc = AOR_CLI_FAIL;
     aor_cli_plan plan = {0};
     char *self_dir = aor_cli_self_dir(c->argv0);

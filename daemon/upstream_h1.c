@@ -119,8 +119,8 @@ struct h1_xfer {
     size_t held_len, held_cap;
     int paused;
     /* Stall check (aor_h1_sweep): progress counts reads and writes on the connection;
-     * quiet_since is the daemon clock's time (aor_clock_now) from which it has been
-     * quiet, to within one sweep interval; 0 until the first sweep after the start. */
+     * quiet_since is the time (stall_now) from which it has been quiet: its start, or
+     * the last sweep before bytes moved (to within one sweep interval). */
     unsigned long progress, seen_progress;
     double quiet_since;
     CURLcode fail_code;
@@ -143,7 +143,7 @@ struct aor_h1 {
     struct event *defer_ev;
     struct event *sweep_ev; /* every SWEEP_MS while transfers exist: aor_h1_sweep */
     double stall_s;         /* AOR_H1_STALL_S, or aor_h1_set_stall for tests */
-    double swept_at;        /* daemon clock at the last sweep, or when the timer was armed */
+    double swept_at;        /* stall_now() at the last sweep (0: none yet) */
     http_parser_settings settings;
     aor_pool spares; /* ended transfers kept with their head and line buffers (pool.h) */
     char scratch[READ_CHUNK];
@@ -1402,23 +1402,31 @@ static int build_head(h1_xfer *x, const h1_origin *o, const aor_xfer_request *re
 
 static void on_deferred(evutil_socket_t fd, short what, void *arg);
 
+/* The stall checks' clock, seconds: the daemon's fake clock in tests (so they move it),
+ * else CLOCK_MONOTONIC (a step of the wall clock must neither cut nor spare a
+ * transfer). */
+static double stall_now(void) {
+    if (aor_clock_is_fake())
+        return aor_clock_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     aor_h1_sweep(arg);
 }
 
-/* Arms the sweep timer unless it is pending (while transfers exist, it re-arms itself).
- * now: the daemon clock, or a negative value to read it here (only when arming: no clock
- * read per transfer under load). */
-static void sweep_arm(aor_h1 *h, double now) {
+/* Arms the sweep timer unless it is pending (while transfers exist, it re-arms itself). */
+static void sweep_arm(aor_h1 *h) {
     if (!event_pending(h->sweep_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {SWEEP_MS / 1000, (SWEEP_MS % 1000) * 1000};
-        h->swept_at = now >= 0 ? now : aor_clock_now();
         event_add(h->sweep_ev, &tv);
     }
 }
 
 void aor_h1_sweep(aor_h1 *h) {
-    double now = aor_clock_now();
+    double now = stall_now();
     for (h1_xfer *x = h->xfers; x; x = x->next) {
         h1_conn *c = x->c;
         /* Not the upstream's silence: ending already, still connecting (its own timer),
@@ -1427,8 +1435,6 @@ void aor_h1_sweep(aor_h1 *h) {
             x->quiet_since = now;
             continue;
         }
-        if (x->quiet_since == 0)
-            x->quiet_since = h->swept_at; /* it started after the last sweep */
         if (x->progress != x->seen_progress) {
             /* The bytes moved after the last sweep: counted from then (from the last
              * byte, to within one sweep interval). */
@@ -1442,7 +1448,7 @@ void aor_h1_sweep(aor_h1 *h) {
     }
     h->swept_at = now;
     if (h->xfers)
-        sweep_arm(h, now);
+        sweep_arm(h);
 }
 
 void aor_h1_set_stall(aor_h1 *h, double seconds) {
@@ -1460,6 +1466,8 @@ aor_h1 *aor_h1_new(struct event_base *base) {
     if (!h->defer_ev || !h->sweep_ev) {
         if (h->defer_ev)
             event_free(h->defer_ev);
+        if (h->sweep_ev)
+            event_free(h->sweep_ev);
         free(h);
         return NULL;
     }
@@ -1539,7 +1547,8 @@ aor_xfer *aor_h1_start(aor_h1 *h, const aor_xfer_request *req, const aor_xfer_ca
     if (h->xfers)
         h->xfers->prev = x;
     h->xfers = x;
-    sweep_arm(h, -1); /* quiet_since 0: counted from the sweep before it (aor_h1_sweep) */
+    x->quiet_since = stall_now();
+    sweep_arm(h);
     h1_conn *c = idle_take(h, o);
     if (c) {
         c->x = x;

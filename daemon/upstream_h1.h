@@ -55,8 +55,9 @@ size_t aor_h1_idle_count(const aor_h1 *h);
  * timeout), and time in which the client held the answer back. */
 #define AOR_H1_STALL_S 600.0
 
-/* Checks every transfer for a stall (AOR_H1_STALL_S, measured on the daemon clock,
- * aor_clock_now, so a test moves it with the fake clock). A timer calls it every second
+/* Checks every transfer for a stall (AOR_H1_STALL_S, measured on CLOCK_MONOTONIC, or on
+ * the daemon's fake clock when AOR_FAKE_CLOCK is set, so a test moves it with
+ * aor_clock_advance). A timer calls it every second
  * while transfers exist; tests may call it directly. Failures arrive through on_done from
  * the event loop, not from inside this call. */
 void aor_h1_sweep(aor_h1 *h);

@@ -138,6 +138,12 @@ def test_client_commands_need_no_key_variables(env):
     no_secret(out, err)
     eq(rc, 2, "check-config still needs every key's variable")
     check("KEY_A is not set" in err, "and says which: %r" % err)
+    # aord not running: aor run would start it, and aord needs the keys: said up front.
+    eq(d.stop(), 0, "aord stops")
+    rc, out, err = env.run_client(unset + [aor_path(env), "run", "--", "true"], preload=False)
+    no_secret(out, err)
+    eq(rc, 2, "aor run that must start aord without the key variables (stderr %r)" % err)
+    check("KEY_A is not set" in err, "and says which: %r" % err)
 
 
 

@@ -1014,6 +1014,33 @@ static void test_silent_upstream_times_out(void **state) {
     assert_int_equal(r->after_end, 0);
 }
 
+/* A transfer started after the clock moved on is timed from its own start, not from the
+ * sweep before it (review: a jump of the clock cut a new transfer at once). */
+static void test_new_transfer_after_a_clock_jump_is_not_cut(void **state) {
+    fx *f = *state;
+    fake_clock_on();
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_NONE, NULL);
+    script(f, 1, 0, ACT_NONE, NULL);
+    assert_non_null(
+        start_req(f, &f->r[0], "POST", plain_url(f, 0, "/v1/x"), NULL, "{}", 2, NULL, 0));
+    RUN_UNTIL(f, f->nreq == 1);
+    aor_h1_sweep(f->h);
+    aor_clock_advance(3600);
+    assert_non_null(
+        start_req(f, &f->r[1], "POST", plain_url(f, 1, "/v1/y"), NULL, "{}", 2, NULL, 0));
+    RUN_UNTIL(f, f->nreq == 2);
+    aor_h1_sweep(f->h);
+    RUN_UNTIL(f, f->r[0].done); /* the first was quiet for 3,600 s */
+    assert_fail(&f->r[0], CURLE_OPERATION_TIMEDOUT);
+    spin(f, 5);
+    assert_false(f->r[1].done);
+    aor_clock_advance(AOR_H1_STALL_S);
+    aor_h1_sweep(f->h);
+    RUN_UNTIL(f, f->r[1].done);
+    assert_fail(&f->r[1], CURLE_OPERATION_TIMEDOUT);
+}
+
 /* Bytes reset the count: an answer whose body stops half way fails 600 s after its last
  * byte, not 600 s after the request. */
 static void test_stall_counts_from_the_last_byte(void **state) {
@@ -1890,6 +1917,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_idle_closed_by_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_upstream_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_counts_from_the_last_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_new_transfer_after_a_clock_jump_is_not_cut, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_reused_conn_closed_request_sent_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_retry_only_once, setup, teardown),
