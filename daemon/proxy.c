@@ -183,35 +183,44 @@ static int forward_header(const char *name, size_t nl) {
     return 1;
 }
 
-/* 1 when a Connection value lists a token other than keep-alive and close: a header of
- * that name is for this hop only (RFC 9110 §7.6.1) and must not be forwarded. */
-static int conn_lists_names(const char *v) {
-    for (const char *t = v; *t;) {
-        while (*t == ' ' || *t == '\t' || *t == ',')
-            t++;
-        size_t l = strcspn(t, ", \t");
-        if (l && !(l == 10 && strncasecmp(t, "keep-alive", 10) == 0) &&
-            !(l == 5 && strncasecmp(t, "close", 5) == 0))
+/* The next token of a Connection value at *s (a comma list, spaces around items): its
+ * start, with its length in *len and *s past it; NULL at the end. */
+static const char *conn_token(const char **s, size_t *len) {
+    const char *t = *s + strspn(*s, ", \t");
+    if (!*t)
+        return NULL;
+    *len = strcspn(t, ", \t");
+    *s = t + *len;
+    return t;
+}
+
+/* 1 when name is one of the tokens of a Connection header value: a header meant for
+ * this hop only (RFC 9110 §7.6.1), not to be forwarded. */
+static int listed_in_connection(const char *conn, const char *name) {
+    size_t nl = strlen(name), l;
+    for (const char *t; (t = conn_token(&conn, &l)) != NULL;)
+        if (l == nl && strncasecmp(t, name, nl) == 0)
             return 1;
-        t += l;
-    }
     return 0;
 }
 
-/* 1 when name (nl bytes) is listed in one of hs's Connection headers. */
-static int hset_conn_lists(const hdr_set *hs, const char *name, size_t nl) {
-    for (size_t i = 0; i < hs->n; i++) {
-        if (hs->len[i].name != 10 || strncasecmp(hs->h[i].name, "connection", 10) != 0)
-            continue;
-        for (const char *t = hs->h[i].value; *t;) {
-            while (*t == ' ' || *t == '\t' || *t == ',')
-                t++;
-            size_t l = strcspn(t, ", \t");
-            if (l == nl && strncasecmp(t, name, nl) == 0)
-                return 1;
-            t += l;
-        }
-    }
+/* 1 when a Connection value lists a token other than keep-alive and close (headers of
+ * those names are hop-by-hop anyway): only then must an answer's headers be checked. */
+static int conn_lists_names(const char *v) {
+    size_t l;
+    for (const char *t; (t = conn_token(&v, &l)) != NULL;)
+        if (!(l == 10 && strncasecmp(t, "keep-alive", 10) == 0) &&
+            !(l == 5 && strncasecmp(t, "close", 5) == 0))
+            return 1;
+    return 0;
+}
+
+/* 1 when name is listed in one of hs's Connection headers. */
+static int hset_conn_lists(const hdr_set *hs, const char *name) {
+    for (size_t i = 0; i < hs->n; i++)
+        if (hs->len[i].name == 10 && strncasecmp(hs->h[i].name, "connection", 10) == 0 &&
+            listed_in_connection(hs->h[i].value, name))
+            return 1;
     return 0;
 }
 
@@ -468,8 +477,7 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     d = PUT_LIT(d, "\r\n");
     /* Forwarded lines are copied as they are (docs/performance.md). */
     for (size_t i = 0; i < hs->n; i++) {
-        if (hs->len[i].fwd &&
-            !(hs->conn_names && hset_conn_lists(hs, hs->h[i].name, hs->len[i].name))) {
+        if (hs->len[i].fwd && !(hs->conn_names && hset_conn_lists(hs, hs->h[i].name))) {
             d = put(d, hs->h[i].name, hs->len[i].name);
             d = PUT_LIT(d, ": ");
             d = put(d, hs->h[i].value, hs->len[i].value);
@@ -1070,21 +1078,6 @@ static void client_id(const char *cred, size_t len, char out[65]) {
     client_ids[slot].cred[len] = '\0';
     client_ids[slot].len = len;
     memcpy(client_ids[slot].hex, out, 65);
-}
-
-/* 1 when name is one of the comma-separated tokens of a Connection header value: a
- * header the client meant for aor only (RFC 9110 §7.6.1), not to be forwarded. */
-static int listed_in_connection(const char *conn, const char *name) {
-    size_t nl = strlen(name);
-    for (const char *s = conn; *s;) {
-        while (*s == ' ' || *s == '\t' || *s == ',')
-            s++;
-        size_t l = strcspn(s, ", \t");
-        if (l == nl && strncasecmp(s, name, nl) == 0)
-            return 1;
-        s += l;
-    }
-    return 0;
 }
 
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
