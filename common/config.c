@@ -18,7 +18,8 @@
 
 /* ---- whole-file checks (§3.1 rules 1-5) --------------------------------------------------- */
 
-static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef) {
+/* ef: the env_file's variables, or NULL (none, or ef_failed: it has errors of its own). */
+static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_failed) {
     aor_config *cfg = c->cfg;
     char b[AOR_CFG_SHOWBUF];
     for (size_t i = 0; i < cfg->nkeys; i++) {
@@ -51,6 +52,14 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef) {
             val = ef ? aor_cfg_envfile_get(ef, k->env) : NULL;
         if ((!val || !*val) && cfg->secrets_optional)
             continue;
+        if ((!val || !*val) && ef_failed) {
+            /* Perhaps it is in the file: say so instead of "add it". */
+            aor_cfg_err(c->errs, env_line,
+                        "key \"%s\": environment variable %s is not set, and env_file %s could "
+                        "not be read for it (its errors are listed with it)",
+                        k->name, k->env, cfg->env_file);
+            continue;
+        }
         if (!val || !*val) {
             aor_cfg_err(c->errs, env_line,
                         "key \"%s\": environment variable %s is not set or empty; export it%s",
@@ -374,7 +383,7 @@ static void load_text(aor_config *cfg, aor_cfg_errs *errs, const char *text, siz
                 line = c.secs[i].seen[D_ENV_FILE];
         have_ef = aor_cfg_envfile_load(cfg->env_file, line, errs, &ef) == 0;
     }
-    check_keys(&c, have_ef ? &ef : NULL);
+    check_keys(&c, have_ef ? &ef : NULL, cfg->env_file && !have_ef);
     if (have_ef)
         aor_cfg_envfile_free(&ef);
     check_providers(&c);

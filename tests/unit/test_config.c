@@ -1005,6 +1005,10 @@ static void test_env_file_syntax_errors(void **state) {
     assert_err(errs, ef, 3, "not a valid environment variable name");
     assert_null(strstr(errs, "bare-secret"));
     assert_null(strstr(errs, "hidden-value"));
+    /* TEST_KEY_A is in the file: no "add it to env_file" for it (QA), but that the file
+     * could not be read for it. */
+    assert_null(strstr(errs, "add it to env_file"));
+    assert_non_null(strstr(errs, "TEST_KEY_A is not set, and env_file"));
     free(errs);
     free(path);
     free(text);
