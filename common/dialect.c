@@ -53,17 +53,30 @@ static int has_nul(const char *body, size_t len) {
 }
 
 char *aor_dialect_body_model(const char *body, size_t len) {
+    char *own = NULL;
+    aor_dialect_body_model_buf(body, len, NULL, 0, &own);
+    return own;
+}
+
+const char *aor_dialect_body_model_buf(const char *body, size_t len, char *buf, size_t cap,
+                                       char **own) {
     /* Fast path: a scan that allocates nothing answers for plain valid bodies; a tree of
      * a large body (a long conversation) cost more than everything else on the request
      * path together (docs/performance.md). cJSON decides the rest. */
+    *own = NULL;
     const char *v = NULL;
     size_t vl = 0;
     int found = aor_json_top_string(body, len, "model", &v, &vl);
+    if (found == 1 && buf && vl < cap) {
+        memcpy(buf, v, vl);
+        buf[vl] = '\0';
+        return buf;
+    }
     if (found == 1) {
-        char *m = strndup(v, vl);
-        if (!m)
+        *own = strndup(v, vl);
+        if (!*own)
             errno = ENOMEM;
-        return m;
+        return *own;
     }
     if (found == 0 || has_nul(body, len)) {
         errno = EINVAL;
@@ -73,13 +86,12 @@ char *aor_dialect_body_model(const char *body, size_t len) {
     if (!root)
         return NULL;
     const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model"));
-    char *r = NULL;
     if (m)
-        r = dup_or_enomem(m);
+        *own = dup_or_enomem(m);
     else
         errno = EINVAL;
     cJSON_Delete(root);
-    return r;
+    return *own;
 }
 
 /* --- splicing a new "model" value into the raw body --------------------------------- */
@@ -338,10 +350,20 @@ char *aor_dialect_path_set_model(const char *path, const char *model) {
 
 /* --- credentials (§3.2) ------------------------------------------------------------- */
 
+int aor_dialect_auth_parts(aor_dialect d, const char **name, const char **scheme) {
+    static const char *const names[] = {"Authorization", "x-api-key", "x-goog-api-key"};
+    if ((unsigned)d > AOR_DIALECT_GEMINI) {
+        errno = EINVAL;
+        return -1;
+    }
+    *name = names[d];
+    *scheme = d == AOR_DIALECT_OPENAI ? "Bearer " : "";
+    return 0;
+}
+
 char *aor_dialect_auth_header(aor_dialect d, const char *secret) {
-    static const char *const prefix[] = {"Authorization: Bearer ",
-                                         "x-api-key: ", "x-goog-api-key: "};
-    if (!secret || !*secret || (unsigned)d > AOR_DIALECT_GEMINI) {
+    const char *name, *scheme;
+    if (!secret || !*secret || aor_dialect_auth_parts(d, &name, &scheme) < 0) {
         errno = EINVAL;
         return NULL;
     }
@@ -351,14 +373,16 @@ char *aor_dialect_auth_header(aor_dialect d, const char *secret) {
             return NULL;
         }
     }
-    size_t pl = strlen(prefix[d]), sl = strlen(secret);
-    char *r = malloc(pl + sl + 1);
+    size_t nl = strlen(name), cl = strlen(scheme), sl = strlen(secret);
+    char *r = malloc(nl + 2 + cl + sl + 1);
     if (!r) {
         errno = ENOMEM;
         return NULL;
     }
-    memcpy(r, prefix[d], pl);
-    memcpy(r + pl, secret, sl + 1);
+    memcpy(r, name, nl);
+    memcpy(r + nl, ": ", 2);
+    memcpy(r + nl + 2, scheme, cl);
+    memcpy(r + nl + 2 + cl, secret, sl + 1);
     return r;
 }
 

@@ -19,6 +19,14 @@
  * escape: cJSON would take the key "model\u0000" for "model". */
 char *aor_dialect_body_model(const char *body, size_t len);
 
+/* aor_dialect_body_model without an allocation in the common case: a model that is a
+ * plain JSON string (no escapes) shorter than cap bytes is written into buf (NUL
+ * terminated) and buf is returned with *own = NULL; otherwise the result is malloc'd,
+ * returned and also put in *own (the caller frees *own). buf may be NULL (cap 0). NULL
+ * with errno as aor_dialect_body_model. */
+const char *aor_dialect_body_model_buf(const char *body, size_t len, char *buf, size_t cap,
+                                       char **own);
+
 /* Model named by a Gemini path: "/v1beta/models/gemini-2.0-flash:generateContent?alt=sse"
  * -> "gemini-2.0-flash" (the segment after the first "/models/", up to ':', '/', '?' or
  * '#'). Returns malloc'd string, or NULL (EINVAL: no or empty model segment; ENOMEM). */
@@ -46,6 +54,13 @@ char *aor_dialect_path_set_model(const char *path, const char *model);
  * or NULL: EINVAL for a NULL/empty secret, a secret with a control character (CR/LF would
  * inject headers) or an unknown dialect; ENOMEM. */
 char *aor_dialect_auth_header(aor_dialect d, const char *secret);
+
+/* The parts of that header line for dialect d: *name ("Authorization", "x-api-key",
+ * "x-goog-api-key") and *scheme, the text before the secret in the value ("Bearer ", or
+ * ""), both static. Returns 0, or -1 with errno EINVAL for an unknown dialect. For
+ * callers that write the line themselves (no allocation per request); they must refuse
+ * a secret with a control character as aor_dialect_auth_header does. */
+int aor_dialect_auth_parts(aor_dialect d, const char **name, const char **scheme);
 
 /* 1 when header `name` (case-insensitive) carries a credential in any dialect:
  * authorization, x-api-key, x-goog-api-key, api-key. */

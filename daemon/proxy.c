@@ -64,11 +64,14 @@ struct aor_proxy {
     aor_daemon *d;
     aor_conn *c;
     aor_http_request *req;
-    char *path;  /* request path without query */
-    char *query; /* query without '?', or NULL */
-    char *host;  /* intercepted host or NULL (sidecar) */
+    const char *path; /* request path without query: req->url itself, or path_own */
+    char *path_own;   /* the path copied (the target has a query or fragment), or NULL */
+    char *query;      /* query without '?', or NULL */
+    char *host;       /* intercepted host or NULL (sidecar) */
     aor_dialect dialect;
-    char *model;      /* canonical model, or NULL */
+    const char *model; /* canonical model: model_buf, model_own, or NULL */
+    char *model_own;   /* a model that did not fit model_buf (or from a Gemini path) */
+    char model_buf[64];
     char client[65];  /* hex SHA-256 of the client's credential */
     const char *body; /* request body (contiguous) */
     size_t body_len;
@@ -79,7 +82,8 @@ struct aor_proxy {
     size_t skipped; /* candidates skipped during the walk (backed off meanwhile) */
     double skipped_until;
     double attempt_started; /* clock when the current attempt was sent */
-    char *cred;             /* the client's credential (redaction only; wiped on free) */
+    const char *cred;       /* the client's credential: a header value of req, or cred_own */
+    char *cred_own;         /* a copied credential (a ?key= parameter): wiped on free */
 
     /* current attempt */
     aor_xfer *x;
@@ -293,13 +297,13 @@ static void proxy_free(aor_proxy *p) {
     if (p->x)
         aor_xfer_cancel(p->x);
     aor_http_request_free(p->req);
-    free(p->path);
+    free(p->path_own);
     free(p->query);
     free(p->host);
-    free(p->model);
-    if (p->cred) {
-        explicit_bzero(p->cred, strlen(p->cred));
-        free(p->cred);
+    free(p->model_own);
+    if (p->cred_own) {
+        explicit_bzero(p->cred_own, strlen(p->cred_own));
+        free(p->cred_own);
     }
     free(p->upstream_body);
     aor_sequence_free(&p->seq);
@@ -960,8 +964,12 @@ static char *query_without_key(const char *q) {
     return out;
 }
 
-/* The credential the client presented (for identity and pass-through). */
-static char *client_credential(const aor_http_request *req, const char *query) {
+/* The credential the client presented (for identity and pass-through): a header value
+ * of req (borrowed: it lives as long as req), or a ?key= parameter copied into *own
+ * (malloc'd; the caller wipes and frees it). NULL when there is none, or *own could not
+ * be made (out of memory). */
+static const char *client_credential(const aor_http_request *req, const char *query, char **own) {
+    *own = NULL;
     const char *v = aor_http_request_known(req, AOR_HF_AUTHORIZATION);
     if (!v)
         v = aor_http_request_known(req, AOR_HF_X_API_KEY);
@@ -970,13 +978,13 @@ static char *client_credential(const aor_http_request *req, const char *query) {
     if (!v)
         v = aor_http_request_known(req, AOR_HF_API_KEY);
     if (v)
-        return strdup(v);
+        return v;
     if (query) {
         const char *s = query;
         while (s && *s) {
             if (strncmp(s, "key=", 4) == 0) {
                 size_t l = strcspn(s + 4, "&");
-                return strndup(s + 4, l);
+                return *own = strndup(s + 4, l);
             }
             s = strchr(s, '&');
             if (s)
@@ -1037,6 +1045,30 @@ static int hb_raw(hblock *hb, const char *line) {
     while (*v == ' ')
         v++;
     return hb_line(hb, line, (size_t)(colon - line), v, strlen(v));
+}
+
+/* Adds the line that carries secret in dialect d (aor_dialect_auth_parts), written here
+ * without an allocation. 0, or -1: out of memory, an unknown dialect, or a secret that is
+ * empty or has a control character (which would inject a header). */
+static int hb_auth(hblock *hb, aor_dialect d, const char *secret) {
+    const char *name, *scheme;
+    if (!secret || !*secret || aor_dialect_auth_parts(d, &name, &scheme) < 0)
+        return -1;
+    size_t ls = 0;
+    for (; secret[ls]; ls++)
+        if ((unsigned char)secret[ls] < 0x20 || secret[ls] == 0x7f)
+            return -1;
+    size_t ln = strlen(name), lc = strlen(scheme), need = hb->len + ln + 2 + lc + ls + 2;
+    if (hb_reserve(hb, need) < 0)
+        return -1;
+    char *d0 = hb->b + hb->len;
+    memcpy(d0, name, ln);
+    memcpy(d0 + ln, ": ", 2);
+    memcpy(d0 + ln + 2, scheme, lc);
+    memcpy(d0 + ln + 2 + lc, secret, ls);
+    memcpy(d0 + ln + 2 + lc + ls, "\r\n", 2);
+    hb->len = need;
+    return 0;
 }
 
 static void hb_free(hblock *hb) {
@@ -1101,17 +1133,12 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
             goto fail;
     }
     if (cand->key >= 0) {
-        char *auth = aor_dialect_auth_header(pc->dialect, p->d->cfg->keys[cand->key].secret);
-        if (!auth)
-            goto fail;
-        int r = hb_raw(hb, auth);
-        explicit_bzero(auth, strlen(auth));
-        free(auth);
-        if (r < 0)
+        if (hb_auth(hb, pc->dialect, p->d->cfg->keys[cand->key].secret) < 0)
             goto fail;
     } else if (p->query && !aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY)) {
         /* Pass-through of a Gemini ?key= credential: as a header, never in the URL. */
-        char *cred = client_credential(req, p->query);
+        char *own = NULL;
+        const char *cred = client_credential(req, p->query, &own);
         if (cred && !aor_http_request_known(req, AOR_HF_AUTHORIZATION) &&
             !aor_http_request_known(req, AOR_HF_X_API_KEY)) {
             char *auth = aor_dialect_auth_header(AOR_DIALECT_GEMINI, cred);
@@ -1121,9 +1148,9 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
                 free(auth);
             }
         }
-        if (cred) {
-            explicit_bzero(cred, strlen(cred));
-            free(cred);
+        if (own) {
+            explicit_bzero(own, strlen(own));
+            free(own);
         }
     }
     return 0;
@@ -1301,7 +1328,11 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     p->c = c;
     p->req = req;
     d->m.proxied++;
-    p->path = aor_http_request_path(req);
+    /* The path is the target itself unless a query or fragment follows it. */
+    if (req->url && !req->url[strcspn(req->url, "?#")])
+        p->path = req->url;
+    else
+        p->path = p->path_own = aor_http_request_path(req);
     const char *qm = req->url ? strchr(req->url, '?') : NULL;
     if (qm)
         p->query = strdup(qm + 1);
@@ -1332,15 +1363,16 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     p->body_len = evbuffer_get_length(req->body);
     p->body = p->body_len ? (const char *)evbuffer_pullup(req->body, -1) : "";
     if (p->dialect == AOR_DIALECT_GEMINI || strncmp(p->path, "/v1beta/models/", 15) == 0)
-        p->model = aor_dialect_path_model(p->path);
+        p->model = p->model_own = aor_dialect_path_model(p->path);
     if (!p->model && p->body_len)
-        p->model = aor_dialect_body_model(p->body, p->body_len);
+        p->model = aor_dialect_body_model_buf(p->body, p->body_len, p->model_buf,
+                                              sizeof p->model_buf, &p->model_own);
     if (p->model && strlen(p->model) > AOR_MODEL_MAX) {
         answer_local_error(p, 400, "invalid_model", "aor: the model name is longer than 256 bytes",
                            NULL);
         return NULL;
     }
-    p->cred = client_credential(req, p->query);
+    p->cred = client_credential(req, p->query, &p->cred_own);
     client_id(p->cred ? p->cred : "", p->cred ? strlen(p->cred) : 0, p->client);
     long retries = aor_config_retries_for(d->cfg, p->model ? p->model : "");
     p->allowed = retries == AOR_RETRIES_UNLIMITED ? -1 : retries + 1;

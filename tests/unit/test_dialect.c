@@ -63,6 +63,33 @@ static void check_set(const char *body, const char *model, const char *want) {
     free(r);
 }
 
+/* The buffer form: a short plain model goes into buf, a long or escaped one is
+ * allocated (and named in *own); no model is NULL with EINVAL. */
+static void test_body_model_buf(void **state) {
+    char buf[8], *own = NULL;
+    const char *b1 = "{\"model\":\"gpt-4o\",\"x\":1}";
+    const char *m = aor_dialect_body_model_buf(b1, strlen(b1), buf, sizeof buf, &own);
+    assert_ptr_equal(m, buf);
+    assert_null(own);
+    assert_string_equal(m, "gpt-4o");
+    const char *b2 = "{\"model\":\"gpt-4o-mini\"}"; /* 11 bytes: does not fit 8 */
+    m = aor_dialect_body_model_buf(b2, strlen(b2), buf, sizeof buf, &own);
+    assert_non_null(own);
+    assert_ptr_equal(m, own);
+    assert_string_equal(m, "gpt-4o-mini");
+    free(own);
+    const char *b3 = "{\"model\":\"a\\u0062\"}"; /* escaped: cJSON decides */
+    m = aor_dialect_body_model_buf(b3, strlen(b3), buf, sizeof buf, &own);
+    assert_non_null(own);
+    assert_string_equal(m, "ab");
+    free(own);
+    const char *b4 = "{\"x\":1}";
+    errno = 0;
+    assert_null(aor_dialect_body_model_buf(b4, strlen(b4), buf, sizeof buf, &own));
+    assert_null(own);
+    assert_int_equal(errno, EINVAL);
+}
+
 static void test_body_set_model(void **state) {
     /* every other byte stays as sent, big integers and float text included */
     check_set("{\"model\": \"fast\", \"seed\": 12345678901234567890, \"t\": 0.10}", "gpt-4o-mini",
@@ -319,11 +346,17 @@ static void test_dialect_of_path(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_body_model),        cmocka_unit_test(test_body_set_model),
-        cmocka_unit_test(test_path_model),        cmocka_unit_test(test_path_set_model),
-        cmocka_unit_test(test_auth_header),       cmocka_unit_test(test_path_key),
-        cmocka_unit_test(test_error_body_openai), cmocka_unit_test(test_error_body_anthropic),
-        cmocka_unit_test(test_error_body_gemini), cmocka_unit_test(test_error_body_round_trip),
+        cmocka_unit_test(test_body_model),
+        cmocka_unit_test(test_body_model_buf),
+        cmocka_unit_test(test_body_set_model),
+        cmocka_unit_test(test_path_model),
+        cmocka_unit_test(test_path_set_model),
+        cmocka_unit_test(test_auth_header),
+        cmocka_unit_test(test_path_key),
+        cmocka_unit_test(test_error_body_openai),
+        cmocka_unit_test(test_error_body_anthropic),
+        cmocka_unit_test(test_error_body_gemini),
+        cmocka_unit_test(test_error_body_round_trip),
         cmocka_unit_test(test_dialect_of_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
