@@ -127,7 +127,9 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
         aor_error("backoff: out of memory");
         return -1;
     }
-    if (kind == AOR_KIND_RATE || kind == AOR_KIND_TRANSIENT) {
+    /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count. */
+    if (kind == AOR_KIND_RATE || kind == AOR_KIND_TRANSIENT || kind == AOR_KIND_QUOTA ||
+        kind == AOR_KIND_AUTH) {
         double until = 0;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
             if (aor_store_log_breaker_open(rs->store, provider, model, until, now) < 0)

@@ -26,8 +26,9 @@ void aor_rstate_close(aor_rstate *rs);
 void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg);
 
 /* Records the outcome of one upstream attempt on (provider, key) for (client, model).
- * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds:
- * backoff and (for rate/transient) breaker failure; client/config kinds: nothing.
+ * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds
+ * (rate, transient, quota, auth): backoff and a breaker failure (spec §4.4);
+ * client/config kinds: nothing.
  * hint_s: the verdict's retry hint or -1. started: when the attempt was sent (Unix s).
  * A failure of an attempt sent no later than the row's latest failure was in flight
  * when that failure set the window: it is the same episode, not new evidence, so it

@@ -141,6 +141,20 @@ def test_breaker_opens_after_three_failures_and_skips_without_call(env):
     eq(d.state()["breakers"], [], "success closed it")
 
 
+def test_breaker_counts_auth_and_quota_failures(env):
+    """§4.4 counts retryable failures, and §4.1 makes quota and auth retryable: three
+    keys answering 401 / 402 in one walk open the provider+model's circuit."""
+    mock, d = setup(env, keys=(("A", 0), ("B", 1), ("C", 2)))
+    mock.script("secret-A", [{"status": 401}])
+    mock.script("secret-B", [{"status": 402}])
+    mock.script("secret-C", [{"status": 401}])
+    r = chat(env)
+    eq(r.headers.get("x-aor-attempts"), "3", "every key tried")
+    st = d.state()
+    eq([(b["provider"], b["model"], b["state"]) for b in st["breakers"]],
+       [("p", "gpt-4o-mini", "open")], "circuit open after auth and quota failures")
+
+
 # --- §5.4 sticky and thresholds, §5.5 round-robin ------------------------------
 
 def test_sticky_moves_only_on_success_and_threshold(env):
