@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,6 +156,32 @@ out:
     return rc;
 }
 
+/* 1 when cmd names something that aor_cli_which did not take: cmd itself when it has a
+ * '/', else an entry of that name in a $PATH directory (a file without execute
+ * permission, a directory). */
+static int exists_not_runnable(const char *cmd) {
+    struct stat st;
+    if (strchr(cmd, '/'))
+        return stat(cmd, &st) == 0;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *end = strchr(p, ':');
+        size_t dlen = end ? (size_t)(end - p) : strlen(p);
+        char *cand = NULL;
+        if (asprintf(&cand, "%.*s/%s", (int)dlen, dlen ? p : ".", cmd) < 0)
+            return 0;
+        int found = stat(cand, &st) == 0;
+        free(cand);
+        if (found)
+            return 1;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
+}
+
 /* Comma list of the plan's names into buf. */
 static const char *names_of(const aor_cli_plan *p, size_t from, char *buf, size_t cap) {
     size_t o = 0;
@@ -265,8 +292,15 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     char *self_dir = aor_cli_self_dir(c->argv0);
     char *path = aor_cli_which(cmd[0]);
     if (!path) {
-        fprintf(stderr, "aor: %s: command not found\n", cmd[0]);
-        rc = 127;
+        /* As a shell says it: 126 for a file that is there but cannot be run. */
+        if (exists_not_runnable(cmd[0])) {
+            fprintf(stderr, "aor: %s: not executable (a directory, or no execute permission)\n",
+                    cmd[0]);
+            rc = 126;
+        } else {
+            fprintf(stderr, "aor: %s: command not found\n", cmd[0]);
+            rc = 127;
+        }
         goto out;
     }
     aor_binkind kind = aor_binkind_of_file(path);
