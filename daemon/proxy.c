@@ -971,6 +971,12 @@ static char *query_without_key(const char *q) {
 static const char *client_credential(const aor_http_request *req, const char *query, char **own) {
     *own = NULL;
     const char *v = aor_http_request_known(req, AOR_HF_AUTHORIZATION);
+    if (v && strncasecmp(v, "Bearer", 6) == 0 && (v[6] == ' ' || v[6] == '\t')) {
+        /* The credential is the token, not the scheme (spec §5.1): the same key sent as
+         * a bearer token or as x-api-key is one client, and an upstream that echoes the
+         * token is redacted. */
+        v += 6 + strspn(v + 6, " \t");
+    }
     if (!v)
         v = aor_http_request_known(req, AOR_HF_X_API_KEY);
     if (!v)

@@ -157,6 +157,20 @@ def test_breaker_counts_auth_and_quota_failures(env):
 
 # --- §5.4 sticky and thresholds, §5.5 round-robin ------------------------------
 
+def test_client_is_the_sha256_of_the_token(env):
+    """§5.1: the client is the SHA-256 of the credential presented: the token of a bearer
+    header (not "Bearer ..."), the same for that token sent as x-api-key."""
+    import hashlib
+    mock, d = setup(env)
+    chat(env, token="tok-123")
+    want = hashlib.sha256(b"tok-123").hexdigest()
+    eq([s["client"] for s in d.state()["sticky"]], [want], "sticky client of a bearer token")
+    env.curl(["https://api.openai.com/v1/chat/completions", "-H", "x-api-key: tok-123",
+              "-H", "Content-Type: application/json", "-d",
+              json.dumps({"model": "gpt-4o-mini", "messages": []})])
+    eq([s["client"] for s in d.state()["sticky"]], [want], "x-api-key: the same client")
+
+
 def test_sticky_moves_only_on_success_and_threshold(env):
     mock, d = setup(env, routing="key_priority_cache_threshold = 1")
     mock.script("secret-A", [{"status": 429}])
