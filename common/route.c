@@ -320,19 +320,21 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
         if (seq->dropped == 0 || avail < seq->earliest_until)
             seq->earliest_until = avail;
         seq->dropped++;
-        if (bo_blocked) {
-            aor_backoff_row row;
-            if (aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
-                (!have_backoff_kind || row.last_failure > latest_failure)) {
-                latest_failure = row.last_failure;
-                seq->last_kind = row.last_error_kind;
-                have_backoff_kind = 1;
-            }
-        } else {
+        /* The last failure reason (§5.6): the newest failure of a dropped key's backoff
+         * row, also of an expired row kept for its curve level when the key is held back
+         * by an open circuit (the failures that opened it). */
+        aor_backoff_row row;
+        if ((bo_blocked || br_blocked) &&
+            aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
+            (!have_backoff_kind || row.last_failure > latest_failure)) {
+            latest_failure = row.last_failure;
+            seq->last_kind = row.last_error_kind;
+            have_backoff_kind = 1;
+        } else if (!bo_blocked) {
             other_dropped = 1;
         }
     }
-    /* An open circuit means repeated failures; an exhausted window is a rate limit. */
+    /* No row to tell: an exhausted usage window is a rate limit. */
     if (!have_backoff_kind && other_dropped)
         seq->last_kind = AOR_KIND_RATE;
     return w;

@@ -450,19 +450,17 @@ static size_t ref_drop_unavailable(const aor_route_ctx *ctx, const char *model, 
         if (seq->dropped == 0 || avail < seq->earliest_until)
             seq->earliest_until = avail;
         seq->dropped++;
-        if (bo_blocked) {
-            aor_backoff_row row;
-            if (aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
-                (!have_backoff_kind || row.last_failure > latest_failure)) {
-                latest_failure = row.last_failure;
-                seq->last_kind = row.last_error_kind;
-                have_backoff_kind = 1;
-            }
-        } else {
+        aor_backoff_row row;
+        if ((bo_blocked || br_blocked) &&
+            aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
+            (!have_backoff_kind || row.last_failure > latest_failure)) {
+            latest_failure = row.last_failure;
+            seq->last_kind = row.last_error_kind;
+            have_backoff_kind = 1;
+        } else if (!bo_blocked) {
             other_dropped = 1;
         }
     }
-    /* An open circuit means repeated failures; an exhausted window is a rate limit. */
     if (!have_backoff_kind && other_dropped)
         seq->last_kind = AOR_KIND_RATE;
     return w;
@@ -740,6 +738,13 @@ static void test_breaker_only_and_combined(void **state) {
     select_order(w, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 1);
     assert_int_equal(w->seq.dropped, 2);
     assert_true(w->seq.earliest_until == NOW + 30);
+
+    /* Behind the open circuit, a2's window ended at NOW + 10: its row (kept for the
+     * curve) still says what failed last (§5.6: the last failure reason). */
+    fail_key(w, "A", "a2", AOR_KIND_TRANSIENT, 5, NOW + 2); /* a2: until NOW + 7 */
+    select_order(w, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 20);
+    assert_int_equal(w->seq.dropped, 2);
+    assert_int_equal(w->seq.last_kind, AOR_KIND_TRANSIENT);
 
     /* After the circuit's time: a1 is still backed off, a2 is the probe. */
     assert_string_equal(select_order(w, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 31), "A/a2");
