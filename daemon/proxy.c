@@ -1293,6 +1293,17 @@ static int start_next(aor_proxy *p) {
             p->skipped++;
             continue;
         }
+        aor_breaker_row br;
+        if (aor_breaker_get(aor_rstate_breaker(p->d->rs), pc->name, p->model ? p->model : "", now,
+                            &br) &&
+            br.state == AOR_BREAKER_OPEN) {
+            /* Its circuit opened meanwhile, perhaps by this walk's own failures or a failed
+             * probe (§4.4: an open circuit is skipped without an upstream call). */
+            if (!p->skipped || br.until < p->skipped_until)
+                p->skipped_until = br.until;
+            p->skipped++;
+            continue;
+        }
         if (try_candidate(p, cand) == 0)
             return 1;
         aor_error("could not start an upstream transfer to %s", pc->name);

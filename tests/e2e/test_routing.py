@@ -141,6 +141,27 @@ def test_breaker_opens_after_three_failures_and_skips_without_call(env):
     eq(d.state()["breakers"], [], "success closed it")
 
 
+def test_open_circuit_is_skipped_within_the_walk_and_after_a_failed_probe(env):
+    """§4.4: an open circuit is skipped without an upstream call, also when it opened
+    during the walk (this walk's own failure, or a failed probe): the provider's other
+    keys are not tried then (QA: the probe walked every key)."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 500, "times": -1}])
+    mock.script("secret-B", [{"status": 500, "times": -1}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-attempts")), (500, "2"), "A and B failed: 2 of 3")
+    d.advance(6)  # both 5 s windows over
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-attempts")), (500, "1"), "A's failure opened it")
+    eq(tried(mock, "B"), 1, "B skipped: its circuit is open")
+    eq([b["state"] for b in d.state()["breakers"]], ["open"], "circuit open")
+    d.advance(31)  # the circuit's 30 s are over, and A's 10 s window
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-attempts")), (500, "1"), "the probe: A only")
+    eq(tried(mock, "B"), 1, "the failed probe reopened it: B skipped again")
+    eq([b["state"] for b in d.state()["breakers"]], ["open"], "open again")
+
+
 def test_breaker_counts_auth_and_quota_failures(env):
     """§4.4 counts retryable failures, and §4.1 makes quota and auth retryable: three
     keys answering 401 / 402 in one walk open the provider+model's circuit."""
