@@ -19,12 +19,21 @@ struct fdslot {
 };
 
 struct fdtable {
-    size_t cap;
+    /* Atomic (relaxed) although the table is published with release/acquire: close()
+     * also runs inside ThreadSanitizer's own reports (its symbolizer closes files), where
+     * TSan ignores the acquire, and a plain read of a table published meanwhile looked
+     * like a race and deadlocked the report (tests/tsan-stress, about 1 run in 40). */
+    _Atomic size_t cap;
     struct fdtable *older; /* replaced tables, kept for lock-free readers */
     struct fdslot slots[];
 };
 
 static _Atomic(struct fdtable *) g_tab;
+
+static size_t cap_of(const struct fdtable *t) {
+    return atomic_load_explicit(&t->cap, memory_order_relaxed);
+}
+
 static atomic_int g_any;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -34,7 +43,7 @@ int aor_fdtab_any(void) {
 
 int aor_fdtab_marked(int fd) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_acquire);
-    if (fd < 0 || t == NULL || (size_t)fd >= t->cap)
+    if (fd < 0 || t == NULL || (size_t)fd >= cap_of(t))
         return 0;
     return atomic_load_explicit(&t->slots[fd].ino, memory_order_relaxed) != 0;
 }
@@ -46,7 +55,7 @@ static int reserve_locked(int fd) {
         errno = EBADF;
         return -1;
     }
-    if (t != NULL && (size_t)fd < t->cap)
+    if (t != NULL && (size_t)fd < cap_of(t))
         return 0;
     struct rlimit rl;
     size_t limit = FDTAB_HARD_MAX;
@@ -54,7 +63,7 @@ static int reserve_locked(int fd) {
         limit = (size_t)rl.rlim_cur;
     if ((size_t)fd >= limit)
         limit = (size_t)fd + 1; /* the fd exists, so the limit was lowered after it */
-    size_t cap = t != NULL ? t->cap : FDTAB_MIN;
+    size_t cap = t != NULL ? cap_of(t) : FDTAB_MIN;
     while (cap <= (size_t)fd)
         cap *= 2;
     if (cap > limit)
@@ -64,10 +73,10 @@ static int reserve_locked(int fd) {
         errno = ENOMEM;
         return -1;
     }
-    nt->cap = cap;
+    atomic_store_explicit(&nt->cap, cap, memory_order_relaxed);
     nt->older = t;
     if (t != NULL) {
-        for (size_t i = 0; i < t->cap; i++) {
+        for (size_t i = 0; i < cap_of(t); i++) {
             unsigned long ino = atomic_load_explicit(&t->slots[i].ino, memory_order_relaxed);
             if (ino != 0) {
                 nt->slots[i].info = t->slots[i].info;
@@ -121,16 +130,16 @@ int aor_fdtab_copy(int from, int newfd) {
 
 void aor_fdtab_clear(int fd) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_acquire);
-    if (fd < 0 || t == NULL || (size_t)fd >= t->cap)
+    if (fd < 0 || t == NULL || (size_t)fd >= cap_of(t))
         return;
     atomic_store_explicit(&t->slots[fd].ino, 0, memory_order_release);
 }
 
 void aor_fdtab_clear_range(unsigned int lo, unsigned int hi) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_acquire);
-    if (t == NULL || lo > hi || lo >= t->cap)
+    if (t == NULL || lo > hi || lo >= cap_of(t))
         return;
-    size_t end = hi < t->cap ? (size_t)hi + 1 : t->cap;
+    size_t end = hi < cap_of(t) ? (size_t)hi + 1 : cap_of(t);
     for (size_t i = lo; i < end; i++)
         atomic_store_explicit(&t->slots[i].ino, 0, memory_order_release);
 }
@@ -139,7 +148,7 @@ int aor_fdtab_get(int fd, aor_fdinfo *out) {
     int rc = 0;
     pthread_mutex_lock(&g_mu);
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
-    if (fd >= 0 && t != NULL && (size_t)fd < t->cap) {
+    if (fd >= 0 && t != NULL && (size_t)fd < cap_of(t)) {
         unsigned long ino = atomic_load_explicit(&t->slots[fd].ino, memory_order_acquire);
         if (ino != 0) {
             if (out != NULL) {
@@ -173,7 +182,7 @@ int aor_fdtab_get_checked(int fd, aor_fdinfo *out) {
 void aor_fdtab_set_tcpopt(int fd, int which, int value) {
     pthread_mutex_lock(&g_mu);
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
-    if (fd >= 0 && t != NULL && (size_t)fd < t->cap &&
+    if (fd >= 0 && t != NULL && (size_t)fd < cap_of(t) &&
         atomic_load_explicit(&t->slots[fd].ino, memory_order_relaxed) != 0) {
         aor_fdinfo *i = &t->slots[fd].info;
         switch (which) {
