@@ -549,7 +549,7 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
     flush_bookkeeping(p); /* an earlier success is recorded first */
     const aor_provider_cfg *pc = &p->d->cfg->providers[cand->provider];
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
-                      hint_s, p->attempt_started, aor_clock_now());
+                      hint_s, p->attempt_started, aor_clock_now(), cand->key < 0);
 }
 
 /* ---- upstream callbacks ------------------------------------------------------- */
@@ -811,12 +811,18 @@ static void redact(const aor_proxy *p, char *text, size_t cap) {
         size_t sl = secret ? strlen(secret) : 0;
         if (sl < 4)
             continue;
-        char *hit;
-        while ((hit = strstr(text, secret)) != NULL) {
+        /* Searched on after each replacement: a secret that "[redacted]" contains (or
+         * is) must not be found in its own replacement again, for ever. */
+        char *from = text, *hit;
+        while ((hit = strstr(from, secret)) != NULL) {
             char rest[512];
             snprintf(rest, sizeof rest, "%s", hit + sl);
             size_t head = (size_t)(hit - text);
             snprintf(text + head, cap - head, "[redacted]%s", rest);
+            size_t after = head + sizeof "[redacted]" - 1;
+            if (after >= strlen(text))
+                break; /* the end, or cut short by cap */
+            from = text + after;
         }
     }
 }

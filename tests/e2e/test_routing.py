@@ -192,6 +192,18 @@ def test_client_is_the_sha256_of_the_token(env):
     eq([s["client"] for s in d.state()["sticky"]], [want], "x-api-key: the same client")
 
 
+def test_redacting_a_credential_found_in_its_own_replacement_ends(env):
+    """A client token that "[redacted]" contains (or is), in an upstream error: the
+    redaction goes on after each replacement instead of finding it again for ever
+    (review: aord hung)."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 500, "body": {"error": {"code": "x [redacted] y",
+                                                                 "type": "server_error"}}}])
+    r = chat(env, token="[redacted]")
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "walked on to B")
+    eq(d.healthz(), 200, "aord still answers")
+
+
 def test_sticky_moves_only_on_success_and_threshold(env):
     mock, d = setup(env, routing="key_priority_cache_threshold = 1")
     mock.script("secret-A", [{"status": 429}])
