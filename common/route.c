@@ -324,7 +324,7 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
          * row, also of an expired row kept for its curve level when the key is held back
          * by an open circuit (the failures that opened it). */
         aor_backoff_row row;
-        if ((bo_blocked || br_blocked) &&
+        if ((bo_blocked || br_blocked) && ctx->backoff &&
             aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
             (!have_backoff_kind || row.last_failure > latest_failure)) {
             latest_failure = row.last_failure;

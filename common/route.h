@@ -29,10 +29,12 @@ typedef struct {
     double earliest_until; /* earliest time (Unix s) a dropped candidate is usable again:
                               the latest of its backoff until, its circuit until and its
                               usage window reset (0 when none dropped); §5.6 Retry-After */
-    aor_kind last_kind;    /* last_error_kind of the dropped backoff row that failed most
-                              recently; AOR_KIND_RATE when only open circuits or exhausted
-                              usage windows dropped candidates; AOR_KIND_OK when nothing
-                              was dropped */
+    aor_kind last_kind;    /* last_error_kind of the backoff row that failed most
+                              recently among the dropped candidates (also an expired row
+                              of a key behind an open circuit); AOR_KIND_RATE when no
+                              dropped candidate has a row (exhausted usage windows, or
+                              circuits without rows); AOR_KIND_OK when nothing was
+                              dropped */
     char *scratch;         /* storage for passthrough key names; internal */
 } aor_sequence;
 

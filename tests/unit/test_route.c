@@ -451,7 +451,7 @@ static size_t ref_drop_unavailable(const aor_route_ctx *ctx, const char *model, 
             seq->earliest_until = avail;
         seq->dropped++;
         aor_backoff_row row;
-        if ((bo_blocked || br_blocked) &&
+        if ((bo_blocked || br_blocked) && ctx->backoff &&
             aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
             (!have_backoff_kind || row.last_failure > latest_failure)) {
             latest_failure = row.last_failure;
@@ -739,12 +739,22 @@ static void test_breaker_only_and_combined(void **state) {
     assert_int_equal(w->seq.dropped, 2);
     assert_true(w->seq.earliest_until == NOW + 30);
 
-    /* Behind the open circuit, a2's window ended at NOW + 10: its row (kept for the
-     * curve) still says what failed last (§5.6: the last failure reason). */
+    /* Behind the open circuit, a2's window (now until NOW + 7) has ended: its row (kept
+     * for the curve) still says what failed last (§5.6: the last failure reason). */
     fail_key(w, "A", "a2", AOR_KIND_TRANSIENT, 5, NOW + 2); /* a2: until NOW + 7 */
     select_order(w, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 20);
     assert_int_equal(w->seq.dropped, 2);
     assert_int_equal(w->seq.last_kind, AOR_KIND_TRANSIENT);
+
+    /* Without a backoff table (route.h: nothing backed off) the circuit still drops
+     * both, and there is no row to tell the kind. */
+    aor_route_ctx nobo = w->ctx;
+    nobo.backoff = NULL;
+    aor_sequence seq;
+    assert_int_equal(aor_route_select(&nobo, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 20, &seq), 0);
+    assert_int_equal(seq.dropped, 2);
+    assert_int_equal(seq.last_kind, AOR_KIND_RATE);
+    aor_sequence_free(&seq);
 
     /* After the circuit's time: a1 is still backed off, a2 is the probe. */
     assert_string_equal(select_order(w, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 31), "A/a2");
