@@ -157,10 +157,12 @@ out:
 }
 
 /* 1 when cmd names something that aor_cli_which did not take: cmd itself when it has a
- * '/', else an entry of that name in a $PATH directory (a file without execute
- * permission, a directory). */
+ * '/' (a file without execute permission, a directory), else a regular file of that
+ * name in a $PATH directory (without execute permission). "" names nothing. */
 static int exists_not_runnable(const char *cmd) {
     struct stat st;
+    if (!*cmd)
+        return 0;
     if (strchr(cmd, '/'))
         return stat(cmd, &st) == 0;
     const char *path = getenv("PATH");
@@ -172,7 +174,7 @@ static int exists_not_runnable(const char *cmd) {
         char *cand = NULL;
         if (asprintf(&cand, "%.*s/%s", (int)dlen, dlen ? p : ".", cmd) < 0)
             return 0;
-        int found = stat(cand, &st) == 0;
+        int found = stat(cand, &st) == 0 && S_ISREG(st.st_mode); /* as a shell looks */
         free(cand);
         if (found)
             return 1;

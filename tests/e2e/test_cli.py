@@ -241,6 +241,8 @@ def test_run_dynamic_program_gets_preload(env):
         rc, _, err = aor(env, "run", "--", what)
         eq(rc, 126, "%s: not executable: 126 (stderr %r)" % (what, err))
         check("not executable" in err, "and says so: %r" % err)
+    rc, _, err = aor(env, "run", "--", "")
+    eq(rc, 127, "an empty command is not found, as in a shell (stderr %r)" % err)
     rc, _, err = aor(env, "run")
     eq(rc, 2, "aor run without a program is a usage error")
 
