@@ -95,8 +95,8 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
 }
 
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
-                      const char *client, aor_kind kind, double hint_s, double started,
-                      double now) {
+                      const char *client, aor_kind kind, double hint_s, double started, double now,
+                      int own_credential) {
     if (!model)
         model = "";
     if (!client)
@@ -127,9 +127,10 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
         aor_error("backoff: out of memory");
         return -1;
     }
-    /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count. */
-    if (kind == AOR_KIND_RATE || kind == AOR_KIND_TRANSIENT || kind == AOR_KIND_QUOTA ||
-        kind == AOR_KIND_AUTH) {
+    /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count; a
+     * client's own passed-through credential only for rate and transient (rstate.h). */
+    if (kind == AOR_KIND_RATE || kind == AOR_KIND_TRANSIENT ||
+        ((kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH) && !own_credential)) {
         double until = 0;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
             if (aor_store_log_breaker_open(rs->store, provider, model, until, now) < 0)

@@ -27,8 +27,11 @@ void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg);
 
 /* Records the outcome of one upstream attempt on (provider, key) for (client, model).
  * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds
- * (rate, transient, quota, auth): backoff and a breaker failure (spec §4.4);
- * client/config kinds: nothing.
+ * (rate, transient, quota, auth): backoff and a breaker failure (spec §4.4), except a
+ * quota or auth failure when own_credential is set (the key is the client's own
+ * credential passed through: its account says nothing of the provider's health, and
+ * clients with bad tokens must not open the circuit for the others); client/config
+ * kinds: nothing.
  * hint_s: the verdict's retry hint or -1. started: when the attempt was sent (Unix s).
  * A failure of an attempt sent no later than the row's latest failure was in flight
  * when that failure set the window: it is the same episode, not new evidence, so it
@@ -37,7 +40,8 @@ void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg);
  * Returns 0, or -1 when the store could not write (memory is then left unchanged and
  * the error is logged). */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
-                      const char *client, aor_kind kind, double hint_s, double started, double now);
+                      const char *client, aor_kind kind, double hint_s, double started, double now,
+                      int own_credential);
 
 /* Clears backoff rows and circuits of provider (NULL: all) — admin reset/clear.
  * Returns the number of rows removed, or -1 on store error. */

@@ -1,0 +1,126 @@
+/* Unit tests for daemon/rstate.c: what one recorded attempt does to the breakers
+ * (spec §4.4: retryable failures count; a client's own passed-through credential counts
+ * only for rate and transient). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "rstate.h"
+
+#define NOW 1800000000.0
+
+typedef struct {
+    char dir[64];
+    aor_config *cfg;
+    aor_rstate *rs;
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/aor-test-rstate-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    char path[128];
+    snprintf(path, sizeof path, "%s/aor.ini", f->dir);
+    FILE *c = fopen(path, "w");
+    if (!c)
+        return -1;
+    fprintf(c, "[key \"a\"]\nenv = TEST_RSTATE_KEY\n"
+               "[provider \"p\"]\ndialect = openai\nbase_url = https://p.example\n"
+               "keys = a\nmodels = *\n");
+    fclose(c);
+    setenv("TEST_RSTATE_KEY", "secret-a", 1);
+    char *errs = NULL;
+    f->cfg = aor_config_load(path, &errs);
+    free(errs);
+    if (!f->cfg)
+        return -1;
+    char db[128], err[256];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    f->rs = aor_rstate_open(f->cfg, db, NOW, err, sizeof err);
+    if (!f->rs)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    aor_rstate_close(f->rs);
+    aor_config_free(f->cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    int rc = system(cmd);
+    free(f);
+    return rc == 0 ? 0 : -1;
+}
+
+/* 1 when the circuit of (p, m) is open at NOW + 1. */
+static int is_open(fx *f) {
+    aor_breaker_row row;
+    return aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m", NOW + 1, &row) &&
+           row.state == AOR_BREAKER_OPEN;
+}
+
+/* Three failures of kind on three different keys, own_credential as given. */
+static void three_failures(fx *f, aor_kind kind, int own) {
+    const char *keys[] = {"k1", "k2", "k3"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            aor_rstate_record(f->rs, "p", keys[i], "m", "client", kind, -1, NOW - 1, NOW, own), 0);
+}
+
+static void test_auth_and_quota_of_configured_keys_open_the_circuit(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_AUTH, 0);
+    assert_true(is_open(f));
+}
+
+static void test_quota_of_configured_keys_opens_the_circuit(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_QUOTA, 0);
+    assert_true(is_open(f));
+}
+
+static void test_own_credentials_auth_and_quota_do_not(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_AUTH, 1);
+    three_failures(f, AOR_KIND_QUOTA, 1);
+    assert_false(is_open(f));
+}
+
+static void test_own_credentials_transient_does(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_TRANSIENT, 1);
+    assert_true(is_open(f));
+}
+
+static void test_client_errors_never(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_CLIENT, 0);
+    assert_false(is_open(f));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_of_configured_keys_opens_the_circuit, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_own_credentials_auth_and_quota_do_not, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_own_credentials_transient_does, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
