@@ -76,6 +76,17 @@ char *aor_cli_find_aord(const char *self_dir);
  * '/'), like execvp looks it up. malloc'd, or NULL when there is none. */
 char *aor_cli_which(const char *cmd);
 
+/* cmd as aor_cli_which looks it up ('/' in it: cmd itself; else each $PATH directory,
+ * an empty entry meaning "."), taking the first candidate accept() says 1 for.
+ * malloc'd path, or NULL (none, "" or out of memory). */
+char *aor_cli_path_find(const char *cmd, int (*accept)(const char *path));
+
+/* 1 when cmd names something aor_cli_which did not take but a shell would report as
+ * "not executable" (126): cmd itself when it has a '/' (a file without execute
+ * permission, a directory), else a regular file of that name on $PATH. "" names
+ * nothing. */
+int aor_cli_exists_not_runnable(const char *cmd);
+
 /* 1 when something accepts a connection on the Unix socket `path` (aord is up), else 0.
  * pid: when not NULL, receives the peer's pid (SO_PEERCRED) or 0 when unknown. */
 int aor_cli_socket_answers(const char *path, pid_t *pid);

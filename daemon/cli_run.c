@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,34 +155,6 @@ out:
     return rc;
 }
 
-/* 1 when cmd names something that aor_cli_which did not take: cmd itself when it has a
- * '/' (a file without execute permission, a directory), else a regular file of that
- * name in a $PATH directory (without execute permission). "" names nothing. */
-static int exists_not_runnable(const char *cmd) {
-    struct stat st;
-    if (!*cmd)
-        return 0;
-    if (strchr(cmd, '/'))
-        return stat(cmd, &st) == 0;
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path;;) {
-        const char *end = strchr(p, ':');
-        size_t dlen = end ? (size_t)(end - p) : strlen(p);
-        char *cand = NULL;
-        if (asprintf(&cand, "%.*s/%s", (int)dlen, dlen ? p : ".", cmd) < 0)
-            return 0;
-        int found = stat(cand, &st) == 0 && S_ISREG(st.st_mode); /* as a shell looks */
-        free(cand);
-        if (found)
-            return 1;
-        if (!end)
-            return 0;
-        p = end + 1;
-    }
-}
-
 /* Comma list of the plan's names into buf. */
 static const char *names_of(const aor_cli_plan *p, size_t from, char *buf, size_t cap) {
     size_t o = 0;
@@ -295,7 +266,7 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     char *path = aor_cli_which(cmd[0]);
     if (!path) {
         /* As a shell says it: 126 for a file that is there but cannot be run. */
-        if (exists_not_runnable(cmd[0])) {
+        if (aor_cli_exists_not_runnable(cmd[0])) {
             fprintf(stderr, "aor: %s: not executable (a directory, or no execute permission)\n",
                     cmd[0]);
             rc = 126;

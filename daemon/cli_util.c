@@ -57,11 +57,33 @@ static int is_exec_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
 char *aor_cli_which(const char *cmd) {
+    return aor_cli_path_find(cmd, is_exec_file);
+}
+
+int aor_cli_exists_not_runnable(const char *cmd) {
+    if (!cmd)
+        return 0;
+    char *p = aor_cli_path_find(cmd, strchr(cmd, '/') ? exists : is_file);
+    free(p);
+    return p != NULL;
+}
+
+char *aor_cli_path_find(const char *cmd, int (*accept)(const char *path)) {
     if (!cmd || !*cmd)
         return NULL;
     if (strchr(cmd, '/'))
-        return is_exec_file(cmd) ? strdup(cmd) : NULL;
+        return accept(cmd) ? strdup(cmd) : NULL;
     const char *path = getenv("PATH");
     if (!path)
         path = "/usr/local/bin:/usr/bin:/bin";
@@ -73,7 +95,7 @@ char *aor_cli_which(const char *cmd) {
         /* An empty PATH entry means the current directory. */
         if (asprintf(&cand, "%.*s%s%.*s", (int)dlen, dlen ? p : ".", "/", (int)clen, cmd) < 0)
             return NULL;
-        if (is_exec_file(cand))
+        if (accept(cand))
             return cand;
         free(cand);
         if (!end)
