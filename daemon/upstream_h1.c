@@ -142,7 +142,6 @@ struct aor_h1 {
     h1_xfer *deferred, *deferred_tail;
     struct event *defer_ev;
     struct event *sweep_ev; /* every SWEEP_MS while transfers exist: aor_h1_sweep */
-    double stall_s;         /* AOR_H1_STALL_S, or aor_h1_set_stall for tests */
     double swept_at;        /* stall_now() at the last sweep (0: none yet) */
     http_parser_settings settings;
     aor_pool spares; /* ended transfers kept with their head and line buffers (pool.h) */
@@ -1441,9 +1440,9 @@ void aor_h1_sweep(aor_h1 *h) {
             x->seen_progress = x->progress;
             if (h->swept_at > x->quiet_since)
                 x->quiet_since = h->swept_at;
-        } else if (now - x->quiet_since >= h->stall_s) {
+        } else if (now - x->quiet_since >= AOR_H1_STALL_S) {
             xfer_fail_later(x, CURLE_OPERATION_TIMEDOUT, "%s sent nothing for %.0f s", x->o->prefix,
-                            h->stall_s);
+                            AOR_H1_STALL_S);
         }
     }
     h->swept_at = now;
@@ -1451,16 +1450,11 @@ void aor_h1_sweep(aor_h1 *h) {
         sweep_arm(h);
 }
 
-void aor_h1_set_stall(aor_h1 *h, double seconds) {
-    h->stall_s = seconds > 0 ? seconds : AOR_H1_STALL_S;
-}
-
 aor_h1 *aor_h1_new(struct event_base *base) {
     aor_h1 *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->base = base;
-    h->stall_s = AOR_H1_STALL_S;
     h->defer_ev = event_new(base, -1, 0, on_deferred, h);
     h->sweep_ev = evtimer_new(base, on_sweep, h);
     if (!h->defer_ev || !h->sweep_ev) {

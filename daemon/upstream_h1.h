@@ -62,7 +62,4 @@ size_t aor_h1_idle_count(const aor_h1 *h);
  * the event loop, not from inside this call. */
 void aor_h1_sweep(aor_h1 *h);
 
-/* Sets the stall limit in seconds (tests); <= 0 restores AOR_H1_STALL_S. */
-void aor_h1_set_stall(aor_h1 *h, double seconds);
-
 #endif
