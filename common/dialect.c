@@ -350,6 +350,15 @@ char *aor_dialect_path_set_model(const char *path, const char *model) {
 
 /* --- credentials (§3.2) ------------------------------------------------------------- */
 
+int aor_dialect_secret_ok(const char *secret) {
+    if (!secret || !*secret)
+        return 0;
+    for (const char *p = secret; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) /* CR/LF would inject a header */
+            return 0;
+    return 1;
+}
+
 int aor_dialect_auth_parts(aor_dialect d, const char **name, const char **scheme) {
     static const char *const names[] = {"Authorization", "x-api-key", "x-goog-api-key"};
     if ((unsigned)d > AOR_DIALECT_GEMINI) {
@@ -367,11 +376,9 @@ char *aor_dialect_auth_header(aor_dialect d, const char *secret) {
         errno = EINVAL;
         return NULL;
     }
-    for (const char *p = secret; *p; p++) {
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) { /* CR/LF would inject a header */
-            errno = EINVAL;
-            return NULL;
-        }
+    if (!aor_dialect_secret_ok(secret)) {
+        errno = EINVAL;
+        return NULL;
     }
     size_t nl = strlen(name), cl = strlen(scheme), sl = strlen(secret);
     char *r = malloc(nl + 2 + cl + sl + 1);

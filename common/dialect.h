@@ -59,8 +59,12 @@ char *aor_dialect_auth_header(aor_dialect d, const char *secret);
  * "x-goog-api-key") and *scheme, the text before the secret in the value ("Bearer ", or
  * ""), both static. Returns 0, or -1 with errno EINVAL for an unknown dialect. For
  * callers that write the line themselves (no allocation per request); they must refuse
- * a secret with a control character as aor_dialect_auth_header does. */
+ * a secret aor_dialect_secret_ok refuses, as aor_dialect_auth_header does. */
 int aor_dialect_auth_parts(aor_dialect d, const char **name, const char **scheme);
+
+/* 1 when secret may go into a header line: not NULL or empty, no control character
+ * (CR/LF would inject a header); 0 otherwise. The check aor_dialect_auth_header makes. */
+int aor_dialect_secret_ok(const char *secret);
 
 /* 1 when header `name` (case-insensitive) carries a credential in any dialect:
  * authorization, x-api-key, x-goog-api-key, api-key. */

@@ -1064,13 +1064,10 @@ static int hb_raw(hblock *hb, const char *line) {
  * empty or has a control character (which would inject a header). */
 static int hb_auth(hblock *hb, aor_dialect d, const char *secret) {
     const char *name, *scheme;
-    if (!secret || !*secret || aor_dialect_auth_parts(d, &name, &scheme) < 0)
+    if (!aor_dialect_secret_ok(secret) || aor_dialect_auth_parts(d, &name, &scheme) < 0)
         return -1;
-    size_t ls = 0;
-    for (; secret[ls]; ls++)
-        if ((unsigned char)secret[ls] < 0x20 || secret[ls] == 0x7f)
-            return -1;
-    size_t ln = strlen(name), lc = strlen(scheme), need = hb->len + ln + 2 + lc + ls + 2;
+    size_t ls = strlen(secret), ln = strlen(name), lc = strlen(scheme);
+    size_t need = hb->len + ln + 2 + lc + ls + 2;
     if (hb_reserve(hb, need) < 0)
         return -1;
     char *d0 = hb->b + hb->len;
