@@ -14,17 +14,21 @@ SANITIZE ?=
 CC       ?= cc
 
 PKGS := libevent libevent_openssl libcurl openssl sqlite3 libcjson inih
+# llhttp (Node.js's HTTP/1.1 parser, the maintained successor of http_parser): Debian 12's
+# node-llhttp ships its C sources, which are compiled in (docs/architecture.md, "Parsing").
+LLHTTP_DIR ?= /usr/share/llhttp
+LLHTTP_INC ?= /usr/share/include/llhttp
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -Icommon -Idaemon -Ishim
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -Icommon -Idaemon -Ishim -I$(LLHTTP_INC)
 ifneq ($(SANITIZE),)
 SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 BASE_CFLAGS := $(filter-out -O2,$(BASE_CFLAGS)) -O1
 endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -lm
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 # aord does not link libcurl (it loads it only when a proxy needs it: daemon/curl_api.h)
 # nor libevent_openssl (its TLS sockets are read and written with OpenSSL directly).
-AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl libevent_openssl,$(PKGS)) 2>/dev/null) -lhttp_parser -lm
+AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl libevent_openssl,$(PKGS)) 2>/dev/null) -lm
 CFLAGS_ALL = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
 # The shim lives inside other programs: libc, libdl and pthread only, never sanitized.
 SHIM_CFLAGS = $(BASE_CFLAGS) -fvisibility=hidden $(CFLAGS)
@@ -41,7 +45,8 @@ COMMON_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/obj/%.o)
 SHIM_OBJS   := $(SHIM_SRCS:%.c=$(BUILD)/shimobj/%.o)
 AORD_OBJS   := $(AORD_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS    := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIB_OBJS := $(filter-out $(BUILD)/obj/daemon/main.o,$(AORD_OBJS))
+LLHTTP_OBJS := $(BUILD)/obj/llhttp/llhttp.o $(BUILD)/obj/llhttp/api.o $(BUILD)/obj/llhttp/http.o
+DAEMON_LIB_OBJS := $(filter-out $(BUILD)/obj/daemon/main.o,$(AORD_OBJS)) $(LLHTTP_OBJS)
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BINS   := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
 
@@ -54,7 +59,7 @@ all: deps $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
 # Install missing Debian packages / npm clients (scripts/install-deps) when needed:
 # deps for building, deps-demo for the demo, deps-test for the tests.
 deps:
-	@pkg-config --exists $(PKGS) 2>/dev/null && [ -f /usr/include/http_parser.h ] \
+	@pkg-config --exists $(PKGS) 2>/dev/null && [ -f $(LLHTTP_DIR)/llhttp.c ] \
 	  && [ -f /usr/include/xxhash.h ] \
 	  || scripts/install-deps
 
@@ -73,6 +78,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
+# Generated third-party code: its own warnings are not ours to fix (-w), sanitizers still apply.
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(WARN),$(CFLAGS_ALL)) -w -c $< -o $@
+
 $(BUILD)/shimobj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
@@ -81,7 +91,7 @@ $(BUILD)/libaorcommon.a: $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/aord: $(AORD_OBJS) $(BUILD)/libaorcommon.a
+$(BUILD)/aord: $(AORD_OBJS) $(LLHTTP_OBJS) $(BUILD)/libaorcommon.a
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(AORD_LIBS) $(LDFLAGS)
 
 $(BUILD)/aor: $(CLI_OBJS) $(BUILD)/libaorcommon.a

@@ -146,6 +146,13 @@ long aor_config_retries_for(const aor_config *cfg, const char *model);
  * Source: spec §2 (hosts to intercept), §3 `intercept`. */
 int aor_config_provider_owns_host(const aor_provider_cfg *p, const char *host);
 
+/* Splits an http:// or https:// URL (the syntax base_url accepts: no credentials, query
+ * or fragment) into its host (lower case, IPv6 without brackets; malloc'd, caller frees),
+ * its port (the written one, else 443 / 80) and whether it is https (*tls 1). Returns 0,
+ * or -1 with *why a static text (never containing the URL) and *host NULL. Source: spec
+ * §3 `base_url`. */
+int aor_config_url_split(const char *url, char **host, int *port, int *tls, const char **why);
+
 /* Reads only the [daemon] `socket` and `listen` values of the config file (path as in
  * aor_config_load: argument, $AOR_CONFIG, $XDG_CONFIG_HOME/aor/aor.ini), ignoring every
  * error elsewhere; $AOR_SOCKET overrides the socket; defaults as aor_config_load's.

@@ -512,6 +512,19 @@ fail_oom:
     return -1;
 }
 
+int aor_config_url_split(const char *url, char **host, int *port, int *tls, const char **why) {
+    aor_cfg_url u;
+    *host = NULL;
+    if (aor_cfg_parse_url(url, &u, why) != 0)
+        return -1;
+    *host = u.host; /* handed over */
+    u.host = NULL;
+    *port = u.port;
+    *tls = strncasecmp(url, "https://", 8) == 0;
+    aor_cfg_url_free(&u);
+    return 0;
+}
+
 int aor_cfg_parse_listen(const char *v, char **out, const char **why) {
     *out = NULL;
     if (aor_cfg_ieq(v, "off"))

@@ -11,8 +11,8 @@
 #define BODY_RESERVE_MAX (8 * 1024 * 1024)
 
 struct aor_http_reader {
-    http_parser parser;
-    http_parser_settings settings;
+    llhttp_t parser;
+    llhttp_settings_t settings;
     size_t body_max;
     size_t header_bytes;
     aor_http_request *req; /* being built */
@@ -168,7 +168,7 @@ static int ensure_req(aor_http_reader *r) {
     return 0;
 }
 
-static int on_message_begin(http_parser *p) {
+static int on_message_begin(llhttp_t *p) {
     aor_http_reader *r = p->data;
     r->header_bytes = 0;
     r->headers_done = 0;
@@ -186,7 +186,7 @@ static int count_header_bytes(aor_http_reader *r, size_t len) {
     return 0;
 }
 
-static int on_url(http_parser *p, const char *at, size_t len) {
+static int on_url(llhttp_t *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     if (count_header_bytes(r, len) < 0)
         return -1;
@@ -195,13 +195,14 @@ static int on_url(http_parser *p, const char *at, size_t len) {
     return 0;
 }
 
-static int on_header_field(http_parser *p, const char *at, size_t len) {
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     aor_http_request *q = r->req;
     if (count_header_bytes(r, len) < 0)
         return -1;
-    /* http_parser (non-strict build) takes SP as a name character: "Content-Length : 5" would
-     * be a field it does not frame the body by, forwarded upstream. RFC 9112 §5.1: 400. */
+    /* RFC 9112 §5.1: no whitespace between a field name and its colon ("Content-Length : 5"
+     * would be a field the body is not framed by). llhttp rejects it already; kept so the
+     * rule does not depend on the parser's strictness. */
     if (memchr(at, ' ', len))
         return fail(r, 400, "whitespace in a request header field name");
     if (q->nfields == 0 || r->last_was_value) {
@@ -226,7 +227,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
     return 0;
 }
 
-static int on_header_value(http_parser *p, const char *at, size_t len) {
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     aor_http_request *q = r->req;
     if (count_header_bytes(r, len) < 0)
@@ -242,7 +243,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len) {
 }
 
 /* Drops the trailing whitespace of the values of fields from..nfields: not part of the value
- * (RFC 9112 §5.1); http_parser drops only the leading one. */
+ * (RFC 9112 §5.1); llhttp drops only the leading one. */
 static void trim_values(aor_http_request *q, size_t from) {
     for (size_t i = from; i < q->nfields; i++) {
         char *v = q->fields[i].value;
@@ -296,7 +297,7 @@ static int index_known(aor_http_request *q) {
     return hosts;
 }
 
-static int on_headers_complete(http_parser *p) {
+static int on_headers_complete(llhttp_t *p) {
     aor_http_reader *r = p->data;
     aor_http_request *q = r->req;
     for (size_t i = 0; i < q->nfields; i++) {
@@ -315,8 +316,8 @@ static int on_headers_complete(http_parser *p) {
         return fail(r, 505, "HTTP version not supported: aor speaks HTTP/1.x");
     if (hosts > 1)
         return fail(r, 400, "more than one Host header");
-    if (p->content_length != (uint64_t)-1 && p->content_length > r->body_max &&
-        !(p->flags & F_CHUNKED))
+    int has_length = (p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED);
+    if (has_length && p->content_length > r->body_max)
         return fail(r, 413, "request body larger than body_max");
     q->method = p->method;
     q->http_major = p->http_major;
@@ -342,18 +343,16 @@ static int on_headers_complete(http_parser *p) {
     /* A body of known length (up to BODY_RESERVE_MAX) goes into one block reserved now,
      * so that the proxy's evbuffer_pullup of it is free instead of another allocation and
      * copy of the whole body (docs/performance.md). Larger ones grow as they arrive. */
-    if (p->content_length != (uint64_t)-1 && p->content_length > 0 &&
-        p->content_length <= BODY_RESERVE_MAX && !(p->flags & F_CHUNKED) &&
+    if (has_length && p->content_length > 0 && p->content_length <= BODY_RESERVE_MAX &&
         evbuffer_expand(q->body, (size_t)p->content_length) < 0)
         return fail(r, 500, "out of memory");
-    if (p->content_length != (uint64_t)-1 && p->content_length > 0)
+    if (has_length && p->content_length > 0)
         q->body_reserved = 1;
     r->headers_done = 1;
-    /* An Upgrade request has no body to read here (http_parser would stop at upgrade). */
     return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t len) {
+static int on_body(llhttp_t *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     if (evbuffer_get_length(r->req->body) + len > r->body_max)
         return fail(r, 413, "request body larger than body_max");
@@ -362,13 +361,26 @@ static int on_body(http_parser *p, const char *at, size_t len) {
     return 0;
 }
 
-static int on_message_complete(http_parser *p) {
+static int on_message_complete(llhttp_t *p) {
     aor_http_reader *r = p->data;
     trim_values(r->req, r->req->nheaders); /* trailer fields */
-    r->req->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+    r->req->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade;
     r->complete = 1;
-    http_parser_pause(p, 1);
-    return 0;
+    return HPE_PAUSED; /* execute stops right after this request */
+}
+
+size_t aor_http_parsed(const llhttp_t *p, llhttp_errno_t e, const char *data, size_t len) {
+    if (e == HPE_OK)
+        return len;
+    const char *pos = llhttp_get_error_pos(p);
+    if (!pos || pos < data || pos > data + len)
+        return 0;
+    return (size_t)(pos - data);
+}
+
+const char *aor_http_parse_error(const llhttp_t *p, llhttp_errno_t e) {
+    const char *why = llhttp_get_error_reason(p);
+    return why && *why ? why : llhttp_errno_name(e);
 }
 
 aor_http_reader *aor_http_reader_new(size_t body_max) {
@@ -376,9 +388,7 @@ aor_http_reader *aor_http_reader_new(size_t body_max) {
     if (!r)
         return NULL;
     r->body_max = body_max;
-    http_parser_init(&r->parser, HTTP_REQUEST);
-    r->parser.data = r;
-    http_parser_settings_init(&r->settings);
+    llhttp_settings_init(&r->settings);
     r->settings.on_message_begin = on_message_begin;
     r->settings.on_url = on_url;
     r->settings.on_header_field = on_header_field;
@@ -386,6 +396,8 @@ aor_http_reader *aor_http_reader_new(size_t body_max) {
     r->settings.on_headers_complete = on_headers_complete;
     r->settings.on_body = on_body;
     r->settings.on_message_complete = on_message_complete;
+    llhttp_init(&r->parser, HTTP_REQUEST, &r->settings); /* keeps &r->settings */
+    r->parser.data = r;
     return r;
 }
 
@@ -402,9 +414,8 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
     if (r->complete)
         return AOR_HTTP_REQUEST;
     int had_headers = r->headers_done;
-    size_t n = http_parser_execute(&r->parser, &r->settings, data, len);
-    *consumed = n;
-    enum http_errno e = HTTP_PARSER_ERRNO(&r->parser);
+    llhttp_errno_t e = llhttp_execute(&r->parser, data, len);
+    *consumed = aor_http_parsed(&r->parser, e, data, len);
     if (r->complete)
         return AOR_HTTP_REQUEST;
     if (r->err_status) {
@@ -412,16 +423,23 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
         *why = r->err_why;
         return AOR_HTTP_ERROR;
     }
-    if (e != HPE_OK && e != HPE_PAUSED) {
-        *status = 400;
-        *why = http_errno_description(e);
-        return AOR_HTTP_ERROR;
-    }
-    if (r->parser.upgrade && r->headers_done) {
-        /* http_parser stops at an Upgrade request; hand it over as complete. */
+    if (e == HPE_PAUSED_UPGRADE && r->headers_done) {
+        /* An Upgrade request that on_message_complete did not end: complete as it is. */
         r->req->keep_alive = 0;
         r->complete = 1;
         return AOR_HTTP_REQUEST;
+    }
+    if (e != HPE_OK && e != HPE_PAUSED) {
+        /* RFC 9112 §2.3: a version this server does not speak (HTTP/3.0, the HTTP/2
+         * connection preface "PRI * HTTP/2.0") gets 505; other syntax errors 400. */
+        const char *reason = llhttp_get_error_reason(&r->parser);
+        int version = e == HPE_PAUSED_H2_UPGRADE ||
+                      (e == HPE_INVALID_VERSION && reason && /* well-formed, not 1.0/1.1 */
+                       strcmp(reason, "Invalid HTTP version") == 0);
+        *status = version ? 505 : 400;
+        *why = version ? "HTTP version not supported: aor speaks HTTP/1.x"
+                       : aor_http_parse_error(&r->parser, e);
+        return AOR_HTTP_ERROR;
     }
     if (!had_headers && r->headers_done && r->expect_continue)
         return AOR_HTTP_CONTINUE;
@@ -435,7 +453,7 @@ aor_http_request *aor_http_reader_take(aor_http_reader *r) {
     r->req = NULL;
     r->complete = 0;
     r->headers_done = 0;
-    http_parser_pause(&r->parser, 0);
+    llhttp_resume(&r->parser); /* paused by on_message_complete */
     return q;
 }
 

@@ -1,12 +1,12 @@
-/* HTTP/1.1 request parsing glue over http_parser (libhttp-parser, nodejs/http-parser
- * 2.9) and response framing helpers. Source: RFC 9112 (message syntax), spec §8.
+/* HTTP/1.1 request parsing glue over llhttp (Node.js's parser, 8.1 from Debian's
+ * node-llhttp) and response framing helpers. Source: RFC 9112 (message syntax), spec §8.
  * Limits: headers at most AOR_HTTP_MAX_HEADER_BYTES in total and AOR_HTTP_MAX_HEADERS
  * fields; the body at most the configured body_max (413 beyond it). */
 #ifndef AOR_HTTP_H
 #define AOR_HTTP_H
 
 #include <event2/buffer.h>
-#include <http_parser.h>
+#include <llhttp.h>
 #include <stddef.h>
 
 #define AOR_HTTP_MAX_HEADER_BYTES (64 * 1024)
@@ -35,7 +35,7 @@ typedef enum {
 
 /* One parsed request. Owned by the aor_http_reader that produced it until taken. */
 typedef struct {
-    unsigned method; /* enum http_method */
+    unsigned method; /* llhttp_method_t: HTTP_GET, HTTP_POST, ... */
     char *url;       /* request target as received, e.g. "/v1/chat/completions?x=1" */
     aor_http_field *fields;
     size_t nfields;
@@ -61,6 +61,15 @@ typedef enum {
     AOR_HTTP_CONTINUE,      /* headers done with "Expect: 100-continue": send 100 */
     AOR_HTTP_ERROR          /* malformed / over a limit: answer `status` and close */
 } aor_http_result;
+
+/* The bytes of data (len bytes) that llhttp_execute took when it returned e: all of them
+ * on HPE_OK, else those before the point where it paused or failed (llhttp_get_error_pos;
+ * 0 when that is unknown). Can't fail. Source: llhttp.h. */
+size_t aor_http_parsed(const llhttp_t *p, llhttp_errno_t e, const char *data, size_t len);
+
+/* A static text naming parser p's error e: llhttp's reason ("Invalid header value char"),
+ * else the error's name. Never NULL; not owned by the caller. */
+const char *aor_http_parse_error(const llhttp_t *p, llhttp_errno_t e);
 
 /* New reader for one connection; body_max in bytes. NULL on ENOMEM. */
 aor_http_reader *aor_http_reader_new(size_t body_max);

@@ -1,6 +1,7 @@
 #include "upstream_h1.h"
 
 #include "clock.h"
+#include "config.h"
 #include "curl_api.h"
 #include "http.h"
 #include "log.h"
@@ -12,7 +13,6 @@
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include <event2/util.h>
-#include <http_parser.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -34,7 +34,8 @@
 #define READS_PER_EVENT 4        /* recv() or SSL_read calls per readable event before yielding */
 #define CONNECT_TIMEOUT_MS 10000 /* default: name lookup + TCP + TLS handshake */
 #define MIN_ATTEMPT_MS 250       /* least time one address gets when more remain */
-#define LINE_MAX_BYTES (256 * 1024) /* one header line (http_parser stops at 80 KiB) */
+#define LINE_MAX_BYTES (256 * 1024) /* one header line (HEAD_MAX_BYTES stops it sooner) */
+#define HEAD_MAX_BYTES (80 * 1024)  /* status line and header fields of an answer */
 #define BODY_REF_MIN 16384          /* TLS: larger bodies are referenced, not copied */
 #define SWEEP_MS 1000               /* how often transfers are checked for a stall */
 
@@ -73,7 +74,7 @@ struct h1_conn {
     long long deadline_ms; /* connect phase ends (monotonic ms) */
     long long idle_since_ms;
     struct evbuffer *out; /* request bytes not yet written */
-    http_parser parser;
+    llhttp_t parser;
     h1_xfer *x;
     int served; /* answers completed on this connection */
     int connected;
@@ -104,8 +105,11 @@ struct h1_xfer {
     int complete;  /* the answer is complete */
     int cut;       /* on_data refused bytes: stop */
     int retried;
-    int switched; /* the upstream answered 101 Switching Protocols */
-    int leftover; /* bytes followed the answer: the connection is not reusable */
+    int switched;      /* the upstream answered 101 Switching Protocols */
+    int head_too_big;  /* the answer's header section passed HEAD_MAX_BYTES */
+    int keep_alive;    /* the complete answer lets the connection carry another request */
+    size_t head_bytes; /* bytes of status line and fields seen (HEAD_MAX_BYTES) */
+    int leftover;      /* bytes followed the answer: the connection is not reusable */
     long status;
     int lstate; /* header line being built: LS_* */
     char *line;
@@ -141,10 +145,10 @@ struct aor_h1 {
     size_t nidle;
     h1_xfer *deferred, *deferred_tail;
     struct event *defer_ev;
-    struct event *sweep_ev; /* every SWEEP_MS while transfers exist: aor_h1_sweep */
-    double swept_at;        /* stall_now() at the last sweep (0: none yet) */
-    http_parser_settings settings;
-    aor_pool spares; /* ended transfers kept with their head and line buffers (pool.h) */
+    struct event *sweep_ev;     /* every SWEEP_MS while transfers exist: aor_h1_sweep */
+    double swept_at;            /* stall_now() at the last sweep (0: none yet) */
+    llhttp_settings_t settings; /* every connection's parser keeps a pointer to it */
+    aor_pool spares;            /* ended transfers kept with their head and line buffers (pool.h) */
     char scratch[READ_CHUNK];
 };
 
@@ -396,7 +400,7 @@ static void conn_close(h1_conn *c) {
     free(c);
 }
 
-/* ---- answer parsing (http_parser callbacks; parser->data is the connection) ------ */
+/* ---- answer parsing (llhttp callbacks; parser->data is the connection) ----------- */
 
 static int line_add(h1_xfer *x, const char *s, size_t n) {
     if (x->line_len + n + 1 > x->line_cap) {
@@ -416,8 +420,8 @@ static int line_add(h1_xfer *x, const char *s, size_t n) {
     return 0;
 }
 
-/* "HTTP/x.y NNN " (http_parser bounds the version digits and the 3-digit status). */
-static int status_prefix(h1_xfer *x, const http_parser *p) {
+/* "HTTP/x.y NNN " (llhttp bounds the version digits and the 3-digit status). */
+static int status_prefix(h1_xfer *x, const llhttp_t *p) {
     char pre[16];
     unsigned st = p->status_code % 1000;
     memcpy(pre, "HTTP/", 5);
@@ -447,7 +451,7 @@ static int plain_separator(const char *from, const char *to) {
 }
 
 /* Hands the line built so far to on_header. Returns nonzero to stop the parser. */
-static int emit_line(h1_xfer *x, const http_parser *p) {
+static int emit_line(h1_xfer *x, const llhttp_t *p) {
     if (x->lstate == LS_NONE)
         return 0;
     if (x->lstate == LS_STATUS_START && status_prefix(x, p) != 0)
@@ -469,13 +473,24 @@ static int emit_line(h1_xfer *x, const http_parser *p) {
     return x->cancelled;
 }
 
-static h1_xfer *parser_xfer(http_parser *p) {
+static h1_xfer *parser_xfer(llhttp_t *p) {
     h1_conn *c = p->data;
     return c->x;
 }
 
-static int on_message_begin(http_parser *p) {
+/* Counts len more bytes of the header section. Returns nonzero (stop) past HEAD_MAX_BYTES:
+ * llhttp, unlike http_parser before it, has no limit of its own. */
+static int head_count(h1_xfer *x, size_t len) {
+    x->head_bytes += len;
+    if (x->head_bytes <= HEAD_MAX_BYTES)
+        return 0;
+    x->head_too_big = 1;
+    return -1;
+}
+
+static int on_message_begin(llhttp_t *p) {
     h1_xfer *x = parser_xfer(p);
+    x->head_bytes = 0;
     x->line_len = 0;
     x->raw = NULL;
     x->lstate = LS_STATUS_START;
@@ -483,17 +498,21 @@ static int on_message_begin(http_parser *p) {
     return 0;
 }
 
-static int on_status(http_parser *p, const char *at, size_t len) {
+static int on_status(llhttp_t *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
+    if (head_count(x, len) != 0)
+        return -1;
     if (x->lstate == LS_STATUS_START && status_prefix(x, p) != 0)
         return -1;
     return line_add(x, at, len);
 }
 
-static int on_header_field(http_parser *p, const char *at, size_t len) {
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
     if (x->lstate == LS_TRAILER)
         return 0;
+    if (head_count(x, len) != 0)
+        return -1;
     if (x->lstate != LS_FIELD) {
         if (emit_line(x, p) != 0)
             return -1;
@@ -507,10 +526,12 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
     return line_add(x, at, len);
 }
 
-static int on_header_value(http_parser *p, const char *at, size_t len) {
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
     if (x->lstate == LS_TRAILER)
         return 0;
+    if (head_count(x, len) != 0)
+        return -1;
     if (x->lstate == LS_FIELD) {
         x->lstate = LS_VALUE;
         if (x->raw && plain_separator(x->raw + x->raw_len, at)) {
@@ -526,7 +547,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len) {
     return line_add(x, at, len);
 }
 
-static int on_headers_complete(http_parser *p) {
+static int on_headers_complete(llhttp_t *p) {
     h1_xfer *x = parser_xfer(p);
     if (x->lstate == LS_FIELD && ((x->raw && raw_to_line(x) != 0) || line_add(x, ":", 1) != 0))
         return -1; /* a name without a value */
@@ -540,8 +561,8 @@ static int on_headers_complete(http_parser *p) {
     if (x->cancelled)
         return -1;
     /* 1: no body. RFC 9112 §6.3: the answer to HEAD and every 1xx, 204 or 304 answer end
-     * at the empty line whatever their fields say; http_parser skips the body of these
-     * only when it has no Content-Length or chunked Transfer-Encoding. */
+     * at the empty line whatever their fields say; llhttp would read a body announced by
+     * Content-Length or chunked Transfer-Encoding on some of these. */
     unsigned st = p->status_code;
     return x->is_head || st / 100 == 1 || st == 204 || st == 304 ? 1 : 0;
 }
@@ -562,7 +583,7 @@ static int hold(h1_xfer *x, const char *at, size_t len) {
     return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t len) {
+static int on_body(llhttp_t *p, const char *at, size_t len) {
     h1_xfer *x = parser_xfer(p);
     if (x->held_len)
         return hold(x, at, len); /* paused: keep the order */
@@ -582,7 +603,7 @@ static int on_body(http_parser *p, const char *at, size_t len) {
     return 0;
 }
 
-static int on_message_complete(http_parser *p) {
+static int on_message_complete(llhttp_t *p) {
     h1_xfer *x = parser_xfer(p);
     if (p->status_code == 101) {
         x->switched = 1; /* aor never asks to switch protocols: not an answer */
@@ -591,8 +612,8 @@ static int on_message_complete(http_parser *p) {
     if (p->status_code >= 100 && p->status_code < 200)
         return 0; /* an interim answer: the real one follows */
     x->complete = 1;
-    http_parser_pause(p, 1); /* stop here: execute returns the bytes of this answer */
-    return 0;
+    x->keep_alive = llhttp_should_keep_alive(p); /* llhttp resets it after this message */
+    return HPE_PAUSED; /* stop here: execute stops after the bytes of this answer */
 }
 
 /* ---- reading ---------------------------------------------------------------------- */
@@ -616,9 +637,8 @@ static int tls_more_after_answer(h1_conn *c) {
 /* Ends x after its answer is complete and on_data has taken every byte. */
 static void finish_ok(h1_xfer *x) {
     h1_conn *c = x->c;
-    int reusable = c && !x->cut && !x->leftover && http_should_keep_alive(&c->parser) &&
-                   x->status >= 200 && (!c->out || evbuffer_get_length(c->out) == 0) &&
-                   !tls_more_after_answer(c);
+    int reusable = c && !x->cut && !x->leftover && x->keep_alive && x->status >= 200 &&
+                   (!c->out || evbuffer_get_length(c->out) == 0) && !tls_more_after_answer(c);
     detach_conn(x, reusable);
     xfer_end(x, CURLE_OK, NULL);
 }
@@ -642,7 +662,7 @@ static void conn_lost(h1_xfer *x, int err, const char *tls_err) {
     if (!x->complete && x->got_bytes && !err) {
         /* An answer delimited by the end of the connection ends here. */
         x->in_cb++;
-        http_parser_execute(&c->parser, &x->h->settings, NULL, 0);
+        llhttp_finish(&c->parser);
         x->in_cb--;
         if (x->cancelled) {
             xfer_kill(x);
@@ -682,7 +702,8 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
     x->got_bytes = 1;
     x->progress++;
     x->in_cb++;
-    size_t n = http_parser_execute(&c->parser, &c->h->settings, data, len);
+    llhttp_errno_t e = llhttp_execute(&c->parser, data, len);
+    size_t n = aor_http_parsed(&c->parser, e, data, len);
     x->in_cb--;
     if (x->cancelled) {
         xfer_kill(x);
@@ -693,9 +714,8 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
         xfer_end(x, CURLE_OUT_OF_MEMORY, "out of memory reading an answer's header");
         return -1;
     }
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
     if (e == HPE_PAUSED) {
-        http_parser_pause(&c->parser, 0);
+        llhttp_resume(&c->parser);
         if (n < len)
             x->leftover = 1;
         return (ssize_t)n;
@@ -704,6 +724,10 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
         char text[256];
         if (x->cut)
             snprintf(text, sizeof text, "transfer stopped by aor");
+        else if (x->head_too_big)
+            snprintf(text, sizeof text,
+                     "not a valid HTTP/1.1 answer from %s: header section over %d KiB",
+                     x->o->prefix, HEAD_MAX_BYTES / 1024);
         else if (x->switched)
             snprintf(text, sizeof text,
                      "%s answered 101 Switching Protocols to a request that asked for no "
@@ -711,7 +735,7 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
                      x->o->prefix);
         else
             snprintf(text, sizeof text, "not a valid HTTP/1.1 answer from %s: %s", x->o->prefix,
-                     http_errno_description(e));
+                     aor_http_parse_error(&c->parser, e));
         xfer_end(x, x->cut ? CURLE_WRITE_ERROR : CURLE_WEIRD_SERVER_REPLY, text);
         return -1;
     }
@@ -943,7 +967,7 @@ static void on_write_ready(evutil_socket_t fd, short what, void *arg) {
 
 static void send_request(h1_conn *c) {
     h1_xfer *x = c->x;
-    http_parser_init(&c->parser, HTTP_RESPONSE);
+    llhttp_init(&c->parser, HTTP_RESPONSE, &c->h->settings);
     c->parser.data = c;
     x->got_bytes = 0;
     x->complete = 0;
@@ -1281,34 +1305,15 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
         goto fail;
     o->prefix_len = n;
     o->authority = strstr(o->prefix, "://") + 3;
-    /* http_parser's URL parser (the library that parses our HTTP). */
-    struct http_parser_url pu;
-    http_parser_url_init(&pu);
-    if (strchr(o->authority, '@') || http_parser_parse_url(o->prefix, n, 0, &pu) != 0 ||
-        !(pu.field_set & (1 << UF_SCHEMA)) || !(pu.field_set & (1 << UF_HOST)) ||
-        (pu.field_set & (1 << UF_USERINFO))) {
+    /* The base_url syntax of the config (aor_config_url_split): no credentials; an IPv6
+     * zone id ('%') is not an address it takes, so libcurl gets that URL. */
+    const char *uwhy;
+    int port;
+    if (aor_config_url_split(o->prefix, &o->host, &port, &o->tls, &uwhy) != 0) {
         *why = AOR_H1_UNSUPPORTED;
         goto fail;
     }
-    const char *scheme = o->prefix + pu.field_data[UF_SCHEMA].off;
-    size_t sl = pu.field_data[UF_SCHEMA].len;
-    if (sl == 5 && strncasecmp(scheme, "https", 5) == 0)
-        o->tls = 1;
-    else if (!(sl == 4 && strncasecmp(scheme, "http", 4) == 0)) {
-        *why = AOR_H1_UNSUPPORTED;
-        goto fail;
-    }
-    const char *host = o->prefix + pu.field_data[UF_HOST].off;
-    size_t hl = pu.field_data[UF_HOST].len;
-    if (hl == 0 || memchr(host, '%', hl)) { /* an IPv6 zone id: leave it to libcurl */
-        *why = AOR_H1_UNSUPPORTED;
-        goto fail;
-    }
-    o->host = strndup(host, hl); /* IPv6 without its brackets */
-    if (!o->host)
-        goto fail;
-    unsigned port = (pu.field_set & (1 << UF_PORT)) ? pu.port : o->tls ? 443 : 80;
-    snprintf(o->port, sizeof o->port, "%u", port);
+    snprintf(o->port, sizeof o->port, "%d", port);
     unsigned char buf[sizeof(struct in6_addr)];
     o->host_is_ip = inet_pton(AF_INET, o->host, buf) == 1 || inet_pton(AF_INET6, o->host, buf) == 1;
     if (o->tls && !(o->ctx = client_ctx(ca_file)))
@@ -1465,7 +1470,7 @@ aor_h1 *aor_h1_new(struct event_base *base) {
         free(h);
         return NULL;
     }
-    http_parser_settings_init(&h->settings);
+    llhttp_settings_init(&h->settings);
     h->settings.on_message_begin = on_message_begin;
     h->settings.on_status = on_status;
     h->settings.on_header_field = on_header_field;

@@ -1,4 +1,4 @@
-/* libFuzzer target: the HTTP/1.1 request reader (daemon/http.h over http_parser) and
+/* libFuzzer target: the HTTP/1.1 request reader (daemon/http.h over llhttp) and
  * what the daemon does next with a request (daemon/guard.h admission, path and model
  * lookups of common/dialect.h), driven like daemon/conn.c drives them.
  * Input: byte 0 picks body_max, bytes 1-2 a split point; the rest is the byte stream of

@@ -107,7 +107,7 @@ static void on_header(void *arg, const char *line, size_t len) {
     } else if (len == 0) {
         FUZZ_CHECK(r->in_block, "an empty line ends a header block");
         r->in_block = 0;
-        if (r->last_status / 100 != 1) /* http_parser takes 1-3 digits: "20" is 20, final */
+        if (r->last_status / 100 != 1) /* a 1xx block is interim; any other ends the head */
             r->final_block = 1;
     } else {
         FUZZ_CHECK(r->in_block, "a field line inside a header block");
@@ -350,7 +350,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(a.done || a.capped, "the plain run ends or waits for more");
     if (a.done && a.rc == CURLE_WEIRD_SERVER_REPLY && !b.cut && !(b.cancelled && !b.capped)) {
         /* A parse error: the lines and bytes handed on before it depend on where the reads
-         * ended (http_parser hands on a field or body piece at the end of each read), so
+         * ended (llhttp hands on a field or body piece at the end of each read), so
          * either run may have seen more; the end is the same. */
         FUZZ_CHECK(b.done && b.rc == a.rc && b.status == a.status, "the same parse error");
         FUZZ_CHECK(is_prefix(&a.heads, &b.heads) || is_prefix(&b.heads, &a.heads),

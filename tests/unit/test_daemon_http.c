@@ -1,5 +1,5 @@
 /* Unit tests for daemon/http.c: the client-side HTTP/1.1 request reader (RFC 9112 over
- * http_parser) and its response helpers. Every test asserts what a caller such as
+ * llhttp) and its response helpers. Every test asserts what a caller such as
  * daemon/conn.c sees: the result of each feed, the bytes consumed, the parsed request
  * (method, target, fields in order, body, keep-alive, version), and the status and reason
  * of a refusal. The reader must give the same request whatever the read boundaries. */
@@ -1018,7 +1018,7 @@ static void test_nul_in_value(void **state) {
     for (size_t i = 0; i < 3; i++) {
         for (size_t step = 0; step <= 3; step++) {
             assert_int_equal(expect_error(cases[i], lens[i], step, BODY_MAX, &why), 400);
-            if (!strstr(why, "NUL") && !strstr(why, "invalid character in header"))
+            if (!strstr(why, "NUL") && !strstr(why, "Invalid header value char"))
                 fail_msg("reason for a NUL byte: %s", why);
         }
     }
@@ -1028,18 +1028,18 @@ static void test_garbage(void **state) {
     const char *why;
     static const char bin[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
     assert_int_equal(expect_error(bin, sizeof bin - 1, 0, BODY_MAX, &why), 400);
-    assert_non_null(strstr(why, "method"));
+    assert_non_null(strcasestr(why, "method"));
     assert_int_equal(expect_error("HELLO WORLD\r\n\r\n", 15, 0, BODY_MAX, &why), 400);
-    assert_non_null(strstr(why, "method"));
+    assert_non_null(strcasestr(why, "method"));
     static const char nover[] = "GET / HTTP/9.x\r\n\r\n";
     assert_int_equal(expect_error(nover, sizeof nover - 1, 0, BODY_MAX, &why), 400);
-    assert_non_null(strstr(why, "version"));
+    assert_non_null(strcasestr(why, "version"));
     static const char badcl[] = "POST / HTTP/1.1\r\nContent-Length: 12x\r\n\r\n";
     assert_int_equal(expect_error(badcl, sizeof badcl - 1, 0, BODY_MAX, &why), 400);
-    assert_non_null(strstr(why, "content-length"));
+    assert_non_null(strcasestr(why, "content-length"));
     static const char badchunk[] = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
     assert_int_equal(expect_error(badchunk, sizeof badchunk - 1, 0, BODY_MAX, &why), 400);
-    assert_non_null(strstr(why, "chunk"));
+    assert_non_null(strcasestr(why, "chunk"));
 }
 
 /* Whitespace in or around a field name is refused (RFC 9112 §5.1, §2.2), not taken as
@@ -1059,7 +1059,9 @@ static void test_name_whitespace(void **state) {
             int status = expect_error(bad[i], strlen(bad[i]), step, BODY_MAX, &why);
             if (status != 400)
                 fail_msg("case %zu step %zu: status %d (%s)", i, step, status, why);
-            if (!strstr(why, "whitespace") && !strstr(why, "invalid character in header"))
+            /* ours, or llhttp's ("Invalid header field char", "Unexpected space after start
+             * line", "Invalid header token") */
+            if (!strcasestr(why, "space") && !strcasestr(why, "header"))
                 fail_msg("case %zu: reason %s", i, why);
         }
     }
@@ -1130,9 +1132,16 @@ static void test_write_response(void **state) {
 }
 
 /* What the reader makes of what write_response wrote (as a request body carrier): the
- * framing round-trips through http_parser's response mode. */
-static int on_body_cat(http_parser *p, const char *at, size_t len) {
+ * framing round-trips through llhttp's response mode. */
+static int on_body_cat(llhttp_t *p, const char *at, size_t len) {
     buf_add(p->data, at, len);
+    return 0;
+}
+
+static int keep_alive_seen;
+
+static int on_complete_ka(llhttp_t *p) {
+    keep_alive_seen = llhttp_should_keep_alive(p); /* the flags are reset after this */
     return 0;
 }
 
@@ -1142,18 +1151,19 @@ static void test_write_response_parses(void **state) {
     static const char *const extra[] = {"X-A: 1", NULL};
     assert_int_equal(aor_http_write_response(out, 503, "text/plain", extra, "busy", 4, 1), 0);
     char *s = drain(out);
-    http_parser p;
-    http_parser_settings st;
-    http_parser_init(&p, HTTP_RESPONSE);
-    http_parser_settings_init(&st);
+    llhttp_t p;
+    llhttp_settings_t st;
+    llhttp_settings_init(&st);
     st.on_body = on_body_cat;
+    st.on_message_complete = on_complete_ka;
+    keep_alive_seen = -1;
+    llhttp_init(&p, HTTP_RESPONSE, &st);
     buf body = {0};
     p.data = &body;
     size_t n = strlen(s);
-    assert_int_equal(http_parser_execute(&p, &st, s, n), n);
-    assert_int_equal(HTTP_PARSER_ERRNO(&p), HPE_OK);
+    assert_int_equal(llhttp_execute(&p, s, n), HPE_OK);
     assert_int_equal(p.status_code, 503);
-    assert_int_equal(http_should_keep_alive(&p), 1);
+    assert_int_equal(keep_alive_seen, 1);
     assert_int_equal(body.len, 4);
     assert_memory_equal(body.p, "busy", 4);
     free(body.p);

@@ -1423,6 +1423,42 @@ static void test_bad_header_is_weird_reply(void **state) {
     assert_int_equal(f->r[0].data_calls, 0);
 }
 
+/* An answer of n header fields of 1,000 bytes each (static storage for the script). */
+static const char *big_head(size_t n) {
+    static char buf[128 * 1024];
+    size_t len = 0;
+    memcpy(buf, "HTTP/1.1 200 OK\r\n", 17);
+    len = 17;
+    for (size_t i = 0; i < n && len + 1100 < sizeof buf; i++) {
+        int w = snprintf(buf + len, sizeof buf - len, "X-F%04zu: ", i);
+        assert_true(w > 0);
+        len += (size_t)w;
+        memset(buf + len, 'v', 990);
+        len += 990;
+        memcpy(buf + len, "\r\n", 2);
+        len += 2;
+    }
+    static const char tail[] = "Content-Length: 2\r\n\r\nok";
+    memcpy(buf + len, tail, sizeof tail);
+    return buf;
+}
+
+/* llhttp has no limit on a header section; aor_h1 stops at 80 KiB (HEAD_MAX_BYTES), as
+ * http_parser did before, and hands no body on. Under the limit the answer is fine. */
+static void test_header_section_limit(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY, big_head(70));
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 200, "ok");
+    assert_int_equal(f->r[0].nlines, MAX_LINES); /* as many as the result keeps */
+    script(f, 0, 1, ACT_REPLY, big_head(90));    /* the same, kept-alive connection */
+    get(f, &f->r[1], plain_url(f, 1, "/"));
+    assert_fail(&f->r[1], CURLE_WEIRD_SERVER_REPLY);
+    assert_int_equal(f->r[1].data_calls, 0);
+    assert_non_null(strstr(f->r[1].errtext, "header section over 80 KiB"));
+}
+
 static void test_eof_mid_body(void **state) {
     fx *f = *state;
     srv_listen(f, NULL);
@@ -1903,6 +1939,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_content_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_header_value, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_section_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_delimited, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_reads_no_body, setup, teardown),
