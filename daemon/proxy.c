@@ -665,24 +665,63 @@ static void on_up_header(void *arg, const char *line, size_t len) {
     hset_add(&p->hdrs, line, len);
 }
 
-/* Looks for the end of the first SSE event in held. Returns its length (up to and
- * including the blank line), or 0 when not complete yet. */
-static size_t first_event_len(struct evbuffer *held) {
-    struct evbuffer_ptr e = evbuffer_search(held, "\n\n", 2, NULL);
-    struct evbuffer_ptr e2 = evbuffer_search(held, "\r\n\r\n", 4, NULL);
+/* Looks for the end of the SSE event that starts at off in held. Returns its length (up
+ * to and including the blank line), or 0 when it is not complete yet. */
+static size_t event_len_at(struct evbuffer *held, size_t off) {
+    struct evbuffer_ptr start;
+    if (evbuffer_ptr_set(held, &start, off, EVBUFFER_PTR_SET) < 0)
+        return 0;
+    struct evbuffer_ptr e = evbuffer_search(held, "\n\n", 2, &start);
+    struct evbuffer_ptr e2 = evbuffer_search(held, "\r\n\r\n", 4, &start);
     size_t best = 0;
     if (e.pos >= 0)
         best = (size_t)e.pos + 2;
     if (e2.pos >= 0 && (best == 0 || (size_t)e2.pos + 4 < best))
         best = (size_t)e2.pos + 4;
-    return best;
+    return best ? best - off : 0;
+}
+
+/* 1 when the len bytes at ev hold no field: only comment lines (":" ...) and blank lines,
+ * which an SSE client ignores (WHATWG HTML, "Server-sent events": OpenRouter sends
+ * ": OPENROUTER PROCESSING" before the first event). */
+static int event_is_comment(const char *ev, size_t len) {
+    const char *s = ev, *end = ev + len;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t ll = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        if (ll && s[ll - 1] == '\r')
+            ll--;
+        if (ll && s[0] != ':')
+            return 0;
+        s = nl ? nl + 1 : end;
+    }
+    return 1;
+}
+
+/* Finds the first SSE event of held that is not only comments. Returns 1 with *off and
+ * *len set, or 0 when none is complete yet. */
+static int first_event(struct evbuffer *held, size_t *off, size_t *len) {
+    size_t at = 0, n;
+    while ((n = event_len_at(held, at)) > 0) {
+        const char *ev = (const char *)evbuffer_pullup(held, (ssize_t)(at + n));
+        if (!ev)
+            return 0;
+        if (!event_is_comment(ev + at, n)) {
+            *off = at;
+            *len = n;
+            return 1;
+        }
+        at += n;
+    }
+    return 0;
 }
 
 /* Checks the first SSE event for an error event (§5.3). */
-static int first_event_is_error(aor_proxy *p, size_t evlen) {
-    const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)evlen);
+static int first_event_is_error(aor_proxy *p, size_t off, size_t evlen) {
+    const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)(off + evlen));
     if (!ev)
         return 0;
+    ev += off;
     /* Gather the data: lines. */
     char *data = malloc(evlen + 1);
     if (!data)
@@ -745,14 +784,16 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         return len;
     case MODE_SSE_PEEK: {
         evbuffer_add(p->held, data, len);
-        size_t evlen = first_event_len(p->held);
-        if (!evlen) {
+        /* The first event that is not only comments decides (§5.3); comments and blank
+         * lines before it are held and forwarded with it. */
+        size_t evoff = 0, evlen = 0;
+        if (!first_event(p->held, &evoff, &evlen)) {
             if (evbuffer_get_length(p->held) > SSE_PEEK_MAX)
                 evlen = evbuffer_get_length(p->held); /* no event boundary: just go on */
             else
                 return len;
         }
-        if (first_event_is_error(p, evlen)) {
+        if (first_event_is_error(p, evoff, evlen)) {
             p->sse_error = 1;
             p->cut = 1;
             return 0; /* end this attempt; on_done walks on */
@@ -864,7 +905,9 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             return;
         }
     } else if (p->mode == MODE_SSE_PEEK) {
-        if (evbuffer_get_length(p->held) == 0) {
+        size_t hl = evbuffer_get_length(p->held);
+        const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
+        if (!h || event_is_comment(h, hl)) { /* nothing, or only comments */
             v.kind = AOR_KIND_TRANSIENT;
             v.hint_s = -1;
             snprintf(v.reason, sizeof v.reason, "stream ended before its first event");

@@ -295,6 +295,36 @@ def test_sse_error_before_first_byte_walks_on(env):
     check("[DONE]" in r.body and "error" not in r.body, "clean stream from B")
 
 
+def test_sse_comments_before_an_error_event_still_walk_on(env):
+    """OpenRouter sends ": OPENROUTER PROCESSING" comment lines before its first event; an
+    error event after them is still the first event (comments are not events), so the
+    attempt fails and the walk goes on. Before, the comment committed the stream."""
+    mock, d = setup(env)
+    err = 'data: {"error":{"message":"Provider returned error","code":502}}\n\n'
+    for lead in (": OPENROUTER PROCESSING\n\n", "\n\n", ": a\r\n: b\r\n\r\n"):
+        mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                                  "body_text": lead + err}])
+        r = chat(env, stream=True)
+        eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")),
+           (200, "B", "2"), "error event after %r -> next candidate" % lead)
+        check("[DONE]" in r.body and "Provider returned error" not in r.body,
+              "clean stream from B")
+        d.admin("POST", "/admin/api/backoff/clear")
+    # A stream of comments only that ends is no answer either: transient, walk on.
+    mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                              "body_text": ": keep-alive\n\n"}])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "comments-only stream -> next")
+    eq(row(d, "A")["last_error_kind"], "transient", "recorded as transient")
+    # Comments before a good first event are forwarded with it.
+    mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                              "body_text": ": hi\n\ndata: {\"x\":1}\n\ndata: [DONE]\n\n"}])
+    d.admin("POST", "/admin/api/backoff/clear")
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "good stream after a comment")
+    check(r.body.startswith(": hi") and "[DONE]" in r.body, "comment forwarded: %r" % r.body)
+
+
 # --- §5.2 models ------------------------------------------------------------------
 
 def test_model_mapping_and_unlisted_model(env):
