@@ -99,8 +99,10 @@ int aor_backoff_preview(const aor_backoff *b, const char *provider, const char *
     }
 
     double until = now + window;
-    if (e && e->row.until > until) /* never shorten a running window */
+    if (e && e->row.until > until) { /* never shorten a running window */
         until = e->row.until;
+        window = e->row.window_s; /* and report the window that is in force */
+    }
 
     *out = (aor_backoff_row){
         .provider = provider,

@@ -58,8 +58,10 @@ int aor_backoff_preview(const aor_backoff *b, const char *provider, const char *
  *   until = max(old until, now + window).
  * failure_count saturates at INT_MAX; the curve exponent is capped so huge counts stay
  * at max_s. A quota/auth failure also adds 1 to failure_count, so a later rate failure
- * continues the curve above it. window_s is the window this failure computed (curve
- * level, hint or cooldown); until may be later when a running window was longer.
+ * continues the curve above it. window_s is the length of the window in force: the one
+ * this failure computed (curve level, hint or cooldown), or, when a running window ends
+ * later (until kept), that window's window_s, so until - window_s is when it started.
+ * last_error_kind is this failure's kind either way.
  * out: if not NULL, receives the row after the change (pointers owned by the table).
  * Returns 0, or -1 with errno=ENOMEM (table unchanged). kind OK/CLIENT/CONFIG or a NULL
  * provider/key: errno=EINVAL (table unchanged). */
