@@ -18,6 +18,8 @@ struct aor_breaker {
 typedef struct {
     aor_breaker_state state; /* stored state; see breaker_state() for the state at now */
     double until;            /* open until, when state is open / half-open */
+    double probe_since;      /* when allow() let the probe in flight through */
+    double probe_until;      /* its lease ends (memory only); 0: no probe let through */
     const char *provider;
     const char *model;
     int n;    /* failure times stored */
@@ -118,19 +120,60 @@ static breaker_entry *breaker_get_or_add(aor_breaker *b, const char *provider, c
 static void breaker_open(breaker_entry *e, double until) {
     e->state = AOR_BREAKER_OPEN;
     e->until = until;
+    e->probe_since = 0;
+    e->probe_until = 0;
     e->n = 0;
     e->head = 0;
+}
+
+/* 1 when a probe let through is in flight at now (its lease has not ended). */
+static int breaker_probing(const breaker_entry *e, double now) {
+    return e->probe_until > now;
+}
+
+/* Lets the probe of a circuit whose time passed through: half-open, leased until
+ * now + open_s (breaker.h). */
+static void breaker_take_probe(const aor_breaker *b, breaker_entry *e, double now) {
+    e->state = AOR_BREAKER_HALF_OPEN;
+    e->probe_since = now;
+    e->probe_until = now + b->p.open_s;
 }
 
 int aor_breaker_allow(aor_breaker *b, const char *provider, const char *model, double now) {
     if (!provider || !model)
         return 1;
     breaker_entry *e = aor_map_get(b->circuits, provider, model);
-    if (!e || e->state != AOR_BREAKER_OPEN)
+    aor_breaker_state st = breaker_state(e, now);
+    if (st == AOR_BREAKER_CLOSED)
         return 1;
-    if (e->until > now)
+    /* Open, or another request's probe is in flight: skip it (§4.4). */
+    if (st == AOR_BREAKER_OPEN || breaker_probing(e, now))
         return 0;
-    e->state = AOR_BREAKER_HALF_OPEN; /* this caller is the probe */
+    breaker_take_probe(b, e, now); /* this caller is the probe */
+    return 1;
+}
+
+int aor_breaker_allow_walk(aor_breaker *b, const char *provider, const char *model, double now,
+                           double chosen_at, double *until) {
+    if (!provider || !model)
+        return 1;
+    breaker_entry *e = aor_map_get(b->circuits, provider, model);
+    aor_breaker_state st = breaker_state(e, now);
+    if (st == AOR_BREAKER_CLOSED)
+        return 1;
+    if (st == AOR_BREAKER_OPEN) {
+        if (until)
+            *until = e->until;
+        return 0;
+    }
+    if (breaker_probing(e, now)) {
+        if (chosen_at >= e->probe_since)
+            return 1; /* the walk whose aor_route_select took the probe */
+        if (until)
+            *until = e->probe_until;
+        return 0;
+    }
+    breaker_take_probe(b, e, now);
     return 1;
 }
 
@@ -233,6 +276,7 @@ static void breaker_fill(const aor_breaker *b, const breaker_entry *e, double no
         .state = st,
         .until = st == AOR_BREAKER_CLOSED ? 0 : e->until,
         .recent_failures = breaker_recent(b, e, now),
+        .probe_until = st == AOR_BREAKER_HALF_OPEN && breaker_probing(e, now) ? e->probe_until : 0,
     };
 }
 

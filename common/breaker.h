@@ -19,6 +19,8 @@ typedef struct {
     aor_breaker_state state; /* as of the `now` given to foreach/get */
     double until;            /* open until (Unix seconds); 0 when closed */
     int recent_failures;     /* failures inside the window */
+    double probe_until;      /* half-open with a probe in flight: its lease ends (Unix
+                                seconds); 0 otherwise (memory only, see allow) */
 } aor_breaker_row;
 
 /* Most failures a circuit counts (breaker_failures above this: EINVAL). */
@@ -34,21 +36,49 @@ void aor_breaker_free(aor_breaker *b);
 /* State model (§4.4). Per circuit: closed (with the timestamps of recent failures),
  * open until `until`, or half-open. An open circuit whose `until` has passed (until <=
  * now) is half-open as of now: get/foreach report it so, a failure reopens it, a success
- * closes it, and allow() lets requests through (the first is the probe). A failure is
+ * closes it, and allow() lets exactly one request through: the probe. A failure is
  * "within the window" when its time t > now - window_s (sliding; a failure exactly
  * window_s old no longer counts). Failures recorded while the circuit is open and its
- * time has not passed (late answers of requests sent before it opened) change nothing. */
+ * time has not passed (late answers of requests sent before it opened) change nothing.
+ *
+ * The probe's lease. While the probe is in flight every other request skips the circuit
+ * as if it were open (§4.4: one probe, not a stampede onto a provider that just failed).
+ * Its result is recorded as a failure (reopens) or a success (closes); when it never is
+ * (the client went away and the attempt was cancelled, a client or config error that
+ * records nothing, an aor bug), the probe would wedge the circuit, so it holds the
+ * circuit only for a lease of open_s seconds (breaker_open_s) from when it was let
+ * through: after that the next request becomes the probe. open_s because a lost probe
+ * then costs what one more failed probe would (the circuit held back for open_s), and a
+ * slow probe still running lets at most one more probe through per open_s — the rate at
+ * which a provider that keeps failing is probed. open_s = 0: no lease, every request
+ * after the expiry goes through. The lease is memory only, like the move to half-open:
+ * nothing is logged (§4.5 persists open-until; after a restart the first request after
+ * the expiry is the probe again). */
 
 /* 1 when a request may go to (provider, model) at `now`: closed, or open with its time
- * passed (the first request after expiry is the probe: state becomes half-open and
- * further callers are allowed too until the probe's result is recorded). 0 when open.
- * The move to half-open is memory only (nothing to log). Unknown circuit: 1. */
+ * passed and no probe in flight — this caller is then the probe (state becomes
+ * half-open, leased until now + open_s). 0 when open, or half-open with another probe in
+ * flight whose lease has not ended (lease end: aor_breaker_get's probe_until). Memory
+ * only (nothing to log). Unknown circuit: 1. Called by routing (aor_route_select) once
+ * per provider for a new request's candidate sequence. */
 int aor_breaker_allow(aor_breaker *b, const char *provider, const char *model, double now);
+
+/* allow() for a candidate further down a walk (daemon/proxy.c) whose sequence
+ * aor_route_select chose at `chosen_at` (Unix seconds: the `now` it was given). Closed:
+ * 1. Open with its time not passed: 0. Half-open with a probe in flight: 1 when the
+ * probe was let through at or after chosen_at — by this walk's own aor_route_select,
+ * the walk that holds the probe (a sequence chosen later leaves the provider out) —,
+ * else 0: an older walk, chosen before the probe was let through, skips the circuit like
+ * every other request. Half-open with no probe in flight: this caller becomes the probe,
+ * as with allow, and 1. On 0 sets *until (when not NULL) to when to look again: the
+ * open-until, or the probe's lease end. Unknown circuit: 1. */
+int aor_breaker_allow_walk(aor_breaker *b, const char *provider, const char *model, double now,
+                           double chosen_at, double *until);
 
 /* Records a retryable failure at now. Closed: counts it; when that makes >= failures
  * within the window the circuit opens until now + open_s (failure times are forgotten).
- * Half-open (or open with its time passed): reopens at once until now + open_s. Open:
- * nothing changes.
+ * Half-open (or open with its time passed): reopens at once until now + open_s, and the
+ * probe's lease ends. Open: nothing changes.
  * Returns 1 when this failure opened the circuit (state changed to open: the caller logs
  * breaker_open with the until aor_breaker_preview_fail gave first), 0 when it only
  * counted, -1 with errno=ENOMEM (table unchanged) or errno=EINVAL (NULL name). */
@@ -62,14 +92,15 @@ int aor_breaker_fail(aor_breaker *b, const char *provider, const char *model, do
 int aor_breaker_preview_fail(const aor_breaker *b, const char *provider, const char *model,
                              double now, double *until);
 
-/* Records a success: closes the circuit and forgets failures (the circuit's memory is
- * freed). Returns 1 when the state changed (it was open or half-open, whether or not its
- * time had passed: log breaker_close first), 0 otherwise. Can't fail. To know ahead of
+/* Records a success: closes the circuit and forgets failures and any probe lease (the
+ * circuit's memory is freed). Returns 1 when the state changed (it was open or half-open, whether
+ * or not its time had passed: log breaker_close first), 0 otherwise. Can't fail. To know ahead of
  * time, aor_breaker_get(...) returning a state other than CLOSED means 1. */
 int aor_breaker_success(aor_breaker *b, const char *provider, const char *model);
 
-/* Puts an open circuit back as it was (replay): open until `until` (failure times are
- * forgotten). 0, or -1 with errno=ENOMEM (table unchanged) or errno=EINVAL (NULL name). */
+/* Puts an open circuit back as it was (replay): open until `until` (failure times and
+ * any probe lease are forgotten). 0, or -1 with errno=ENOMEM (table unchanged) or errno=EINVAL
+ * (NULL name). */
 int aor_breaker_restore(aor_breaker *b, const char *provider, const char *model, double until);
 
 /* Removes every circuit of provider (NULL: all), including closed ones that only hold

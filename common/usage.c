@@ -20,27 +20,36 @@ typedef struct {
     char strs[];
 } usage_entry;
 
+/* How a window's reset header is written. */
+typedef enum {
+    RESET_GO_DURATION, /* OpenAI: "6m0s", relative to the answer */
+    RESET_RFC3339,     /* Anthropic: a timestamp */
+    RESET_EPOCH,       /* OpenRouter: Unix ms (or s), or a Go duration (usage.h) */
+} reset_format;
+
 /* The headers of each window (indexed by aor_usage_window_id), with their lengths. */
 static const struct {
     const char *remaining;
     size_t remaining_len;
     const char *reset;
     size_t reset_len;
-    int rfc3339; /* reset is an RFC 3339 timestamp (Anthropic), else a Go duration */
+    reset_format format;
 } windows[AOR_USAGE_NWINDOWS] = {
-#define WINDOW(rem, res, rfc)                                                                      \
-    { rem, sizeof rem - 1, res, sizeof res - 1, rfc }
+#define WINDOW(rem, res, fmt)                                                                      \
+    { rem, sizeof rem - 1, res, sizeof res - 1, fmt }
     [AOR_USAGE_REQUESTS] =
-        WINDOW("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", 0),
-    [AOR_USAGE_TOKENS] = WINDOW("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", 0),
-    [AOR_USAGE_A_REQUESTS] =
-        WINDOW("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset", 1),
-    [AOR_USAGE_A_TOKENS] =
-        WINDOW("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset", 1),
+        WINDOW("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", RESET_GO_DURATION),
+    [AOR_USAGE_TOKENS] =
+        WINDOW("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", RESET_GO_DURATION),
+    [AOR_USAGE_A_REQUESTS] = WINDOW("anthropic-ratelimit-requests-remaining",
+                                    "anthropic-ratelimit-requests-reset", RESET_RFC3339),
+    [AOR_USAGE_A_TOKENS] = WINDOW("anthropic-ratelimit-tokens-remaining",
+                                  "anthropic-ratelimit-tokens-reset", RESET_RFC3339),
     [AOR_USAGE_A_INPUT_TOKENS] = WINDOW("anthropic-ratelimit-input-tokens-remaining",
-                                        "anthropic-ratelimit-input-tokens-reset", 1),
+                                        "anthropic-ratelimit-input-tokens-reset", RESET_RFC3339),
     [AOR_USAGE_A_OUTPUT_TOKENS] = WINDOW("anthropic-ratelimit-output-tokens-remaining",
-                                         "anthropic-ratelimit-output-tokens-reset", 1),
+                                         "anthropic-ratelimit-output-tokens-reset", RESET_RFC3339),
+    [AOR_USAGE_PLAIN] = WINDOW("x-ratelimit-remaining", "x-ratelimit-reset", RESET_EPOCH),
 #undef WINDOW
 };
 
@@ -116,15 +125,38 @@ static double parse_remaining(const char *value) {
     return digits > 0 ? v : -1;
 }
 
-/* A reset header of window i: Unix seconds, or 0 when not valid. A past RFC 3339 time is
- * kept as it is (the window is stale). */
+/* The unsuffixed x-ratelimit-reset (usage.h): a plain number in [1e11, 1e14) is Unix
+ * milliseconds, in [1e9, 1e11) Unix seconds (kept as they are, even when past: stale);
+ * a value with units a Go duration from now. 0 when it is none of these: a bare number
+ * below 1e9 (seconds from now, or a broken epoch? not clearly either) or from 1e14 on
+ * (past the year 5000 in milliseconds). */
+static double parse_reset_epoch(const char *buf, double now) {
+    double v = parse_remaining(buf);
+    if (v >= 1e11 && v < 1e14)
+        return v / 1000.0;
+    if (v >= 1e9 && v < 1e11)
+        return v;
+    if (v >= 0)
+        return 0;
+    double s = aor_hint_go_duration(buf);
+    return s > 0 ? now + s : 0;
+}
+
+/* A reset header of window i: Unix seconds, or 0 when not valid. A past RFC 3339 or
+ * epoch time is kept as it is (the window is stale). */
 static double parse_reset(size_t i, const char *value, double now) {
     char buf[AOR_HINT_MAX_VALUE + 1];
     if (trimmed(value, buf, sizeof buf))
         return 0;
-    if (windows[i].rfc3339) {
+    switch (windows[i].format) {
+    case RESET_RFC3339: {
         double t;
         return aor_rfc3339_parse(buf, &t) == 0 && t > 0 ? t : 0;
+    }
+    case RESET_EPOCH:
+        return parse_reset_epoch(buf, now);
+    case RESET_GO_DURATION:
+        break;
     }
     double s = aor_hint_go_duration(buf);
     return s > 0 ? now + s : 0;

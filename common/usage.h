@@ -6,8 +6,19 @@
  * x-ratelimit-reset-requests/-tokens as Go durations "6m0s", "1.5s", "20ms"; Groq and
  * other OpenAI-compatible providers send the same), Anthropic "Rate limits"
  * (anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{remaining,reset},
- * reset as an RFC 3339 timestamp). Gemini sends no usage headers; its RetryInfo is a
- * retry hint (§4.3, common/classify.h), not a usage window.
+ * reset as an RFC 3339 timestamp), OpenRouter "Limits" (unsuffixed x-ratelimit-limit,
+ * x-ratelimit-remaining, x-ratelimit-reset, reset as Unix epoch milliseconds, e.g.
+ * 1735689600000). Gemini sends no usage headers; its RetryInfo is a retry hint (§4.3,
+ * common/classify.h), not a usage window.
+ *
+ * The unsuffixed x-ratelimit-reset (AOR_USAGE_PLAIN) is read by its form: a plain
+ * decimal number in [1e11, 1e14) is Unix milliseconds (OpenRouter; 1e11 ms is 1973), a
+ * number in [1e9, 1e11) Unix seconds (2001 to the year 5138; both kept as given, even
+ * when past: the window is then stale), a value with units a Go duration from the
+ * answer ("20s", as OpenAI-compatible providers write their suffixed resets); anything
+ * else is "unknown": a bare number below 1e9 (seconds from now, or a broken epoch? not
+ * clearly either), one from 1e14 on, junk. The *-limit headers are not read (only
+ * remaining and reset decide exhaustion).
  *
  * Rules (§6):
  *  - A 429 means throttled, never exhausted: a 429 answer (and a 529 overloaded answer,
@@ -39,8 +50,8 @@
 
 #include <stddef.h>
 
-/* Windows a snapshot tracks. OpenAI-style and Anthropic windows are kept apart (a
- * provider sends one family; both families are read from every answer). */
+/* Windows a snapshot tracks. OpenAI-style, OpenRouter and Anthropic windows are kept
+ * apart (a provider sends one family; every family is read from every answer). */
 typedef enum {
     AOR_USAGE_REQUESTS = 0,    /* x-ratelimit-*-requests */
     AOR_USAGE_TOKENS,          /* x-ratelimit-*-tokens */
@@ -48,6 +59,7 @@ typedef enum {
     AOR_USAGE_A_TOKENS,        /* anthropic-ratelimit-tokens-* */
     AOR_USAGE_A_INPUT_TOKENS,  /* anthropic-ratelimit-input-tokens-* */
     AOR_USAGE_A_OUTPUT_TOKENS, /* anthropic-ratelimit-output-tokens-* */
+    AOR_USAGE_PLAIN,           /* x-ratelimit-remaining, x-ratelimit-reset (OpenRouter) */
     AOR_USAGE_NWINDOWS
 } aor_usage_window_id;
 
@@ -74,13 +86,13 @@ void aor_usage_free(aor_usage *u);
  * case-insensitive, values without CRLF; NULL/0 allowed). now: Unix seconds of the
  * answer (Go-duration resets are relative to it). provider and key are copied.
  * An answer without any usage header creates no row. Remaining values must be plain
- * non-negative decimal numbers and resets valid Go durations (OpenAI) or RFC 3339
- * timestamps (Anthropic), each at most AOR_HINT_MAX_VALUE bytes; anything else counts
- * as "unknown" for that field. When the table holds more than AOR_USAGE_PRUNE_AT rows,
- * rows with no future reset time are dropped first.
- * Returns 1 when the snapshot changed, 0 when the answer was ignored or named no
- * window, -1 with errno=EINVAL (u, provider or key NULL) or errno=ENOMEM (table
- * unchanged). */
+ * non-negative decimal numbers and resets valid Go durations (OpenAI), RFC 3339
+ * timestamps (Anthropic) or, for the unsuffixed x-ratelimit-reset, the forms at the top
+ * of this file (OpenRouter epoch milliseconds), each at most AOR_HINT_MAX_VALUE bytes;
+ * anything else counts as "unknown" for that field. When the table holds more than
+ * AOR_USAGE_PRUNE_AT rows, rows with no future reset time are dropped first. Returns 1 when the
+ * snapshot changed, 0 when the answer was ignored or named no window, -1 with errno=EINVAL (u,
+ * provider or key NULL) or errno=ENOMEM (table unchanged). */
 int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long status,
                       const aor_header *hdrs, size_t n, double now);
 

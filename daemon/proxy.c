@@ -98,7 +98,12 @@ struct aor_proxy {
     /* A 2xx answer forwarded as it comes (MODE_STREAM) whose usage headers and success
      * are not recorded yet: done right after the answer is sent (flush_bookkeeping). */
     int ok_pending;
-    int sse_error; /* first event was an error: attempt failed */
+    /* A forwarded 2xx answer counts as a success only once it has ended cleanly (§5.3: a
+     * stream cut after its first byte is a failure, not a success and then a failure). */
+    int answer_done;  /* the upstream answer ended cleanly */
+    int ok_at_end;    /* record the success when it does */
+    double chosen_at; /* when aor_route_select chose the sequence (aor_breaker_allow_walk) */
+    int sse_error;    /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
     int cut;             /* we stopped the transfer */
     char *upstream_body; /* rewritten body when the model id differs */
@@ -123,6 +128,7 @@ static void hb_free(hblock *hb);
 /* Starts the next attempt; returns 1 when one is in flight, 0 when it answered (p freed). */
 static int start_next(aor_proxy *p);
 static void flush_bookkeeping(aor_proxy *p);
+static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s);
 
 #define HDR_CHUNK 2048  /* bytes of names and values in a header set's first block */
 #define HDR_KEEP_MAX 64 /* a recycled set keeps arrays of up to this many headers */
@@ -294,6 +300,12 @@ static const char *hset_content_length(const hdr_set *s) {
 
 static void proxy_free(aor_proxy *p) {
     flush_bookkeeping(p);
+    if (p->ok_at_end) {
+        /* The client left while a 2xx answer was still coming: no sign of an upstream
+         * failure, so it counts as the success it was so far. */
+        p->ok_at_end = 0;
+        record(p, p->cand, AOR_KIND_OK, -1);
+    }
     if (p->x)
         aor_xfer_cancel(p->x);
     aor_http_request_free(p->req);
@@ -535,9 +547,39 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
         evbuffer_add(out, "\r\n", 2);
 }
 
-/* Sends a buffered answer as it came, with a Content-Length. */
+/* Replaces the configured secret that cand sent upstream wherever it appears in b by
+ * "[redacted]": an upstream error body may quote the key ("Incorrect API key provided:
+ * sk-...") and the client never had it (§3.2: no secret in an error body). The client's
+ * own credential (cand->key < 0) is its own. Error paths only. */
+static void redact_body(const aor_proxy *p, struct evbuffer *b, const aor_candidate *cand) {
+    if (!cand || cand->key < 0)
+        return;
+    const char *secret = p->d->cfg->keys[cand->key].secret;
+    size_t sl = secret ? strlen(secret) : 0, len = evbuffer_get_length(b);
+    if (sl < 4 || len < sl)
+        return;
+    const char *s = (const char *)evbuffer_pullup(b, -1);
+    if (!s || !memmem(s, len, secret, sl))
+        return;
+    struct evbuffer *out = evbuffer_new();
+    if (!out)
+        return;
+    const char *at = s, *end = s + len, *hit;
+    while ((hit = memmem(at, (size_t)(end - at), secret, sl)) != NULL) {
+        evbuffer_add(out, at, (size_t)(hit - at));
+        evbuffer_add(out, "[redacted]", 10);
+        at = hit + sl;
+    }
+    evbuffer_add(out, at, (size_t)(end - at));
+    evbuffer_drain(b, len);
+    evbuffer_add_buffer(b, out);
+    evbuffer_free(out);
+}
+
+/* Sends a buffered answer as it came (but for redact_body), with a Content-Length. */
 static void send_buffered(aor_proxy *p, long status, const hdr_set *hs, struct evbuffer *b,
                           const aor_candidate *cand) {
+    redact_body(p, b, cand);
     write_head(p, status, hs, cand, (long long)evbuffer_get_length(b));
     evbuffer_add_buffer(aor_conn_output(p->c), b);
     finish(p, 1);
@@ -605,7 +647,8 @@ static void observe_usage(aor_proxy *p) {
 /* Records the usage headers and the success of a forwarded 2xx answer, if still to be
  * done. Runs once the answer's head has been sent (the client waits for the bytes, not
  * for the bookkeeping; docs/performance.md), before any later record of the attempt, and
- * at the latest when p is freed. */
+ * at the latest when p is freed. The success itself waits for the answer's clean end
+ * (ok_at_end): a small answer has usually ended by then. */
 static void flush_bookkeeping(aor_proxy *p) {
     if (!p->ok_pending)
         return;
@@ -613,7 +656,10 @@ static void flush_bookkeeping(aor_proxy *p) {
     if (p->c)
         aor_conn_on_flushed(p->c, NULL, NULL);
     observe_usage(p);
-    record(p, p->cand, AOR_KIND_OK, -1);
+    if (p->answer_done)
+        record(p, p->cand, AOR_KIND_OK, -1);
+    else
+        p->ok_at_end = 1;
 }
 
 static void on_flushed(void *arg) {
@@ -799,7 +845,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             return 0; /* end this attempt; on_done walks on */
         }
         p->mode = MODE_STREAM;
-        record(p, p->cand, AOR_KIND_OK, -1);
+        p->ok_at_end = 1; /* usage was observed with the head; success at the clean end */
         write_head(p, p->status, &p->hdrs, p->cand, -1);
         write_body_buffer(p, p->held);
         break;
@@ -813,6 +859,11 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
 
 /* Keeps the failed answer to return it as it came if the walk runs out. */
 static void keep_last(aor_proxy *p, const aor_verdict *v) {
+    /* §5.6 returns the last upstream *response*: an attempt that got none (connect
+     * failure, reset, timeout) does not hide one an earlier attempt got (its Retry-After
+     * would be lost behind a 502). */
+    if (p->status <= 0 && p->last_status > 0)
+        return;
     hset_clear(&p->last_hdrs);
     p->last_hdrs = p->hdrs;
     memset(&p->hdrs, 0, sizeof p->hdrs);
@@ -878,9 +929,16 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             aor_warn("%s/%s: upstream failed after the answer started (%s); ending the "
                      "client's response without its terminator",
                      prov, cand->key_name, errtext);
+            p->d->m.attempt_fail++;
             record(p, cand, AOR_KIND_TRANSIENT, -1);
+            p->ok_at_end = 0;
             abort_client(p);
             return;
+        }
+        p->answer_done = 1;
+        if (p->ok_at_end) {
+            p->ok_at_end = 0;
+            record(p, cand, AOR_KIND_OK, -1);
         }
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
@@ -926,7 +984,6 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     }
     redact(p, v.reason, sizeof v.reason);
     (void)status;
-    p->d->m.attempts++;
     aor_info("%s/%s: %ld -> %s (%s)%s", prov, cand->key_name, p->status, aor_kind_name(v.kind),
              v.reason, v.hint_s > 0 ? " with retry hint" : "");
     if (v.kind == AOR_KIND_OK) {
@@ -1280,6 +1337,7 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
     reset_attempt(p);
     p->cand = cand;
     p->attempts++;
+    p->d->m.attempts++; /* every request sent upstream, streamed or not */
     p->attempt_started = aor_clock_now();
     aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method, p->path);
     p->x = aor_xfer_start(p->d->up, &xr, &cb, p); /* copies url and headers */
@@ -1339,14 +1397,13 @@ static int start_next(aor_proxy *p) {
             p->skipped++;
             continue;
         }
-        aor_breaker_row br;
-        if (aor_breaker_get(aor_rstate_breaker(p->d->rs), pc->name, p->model ? p->model : "", now,
-                            &br) &&
-            br.state == AOR_BREAKER_OPEN) {
-            /* Its circuit opened meanwhile, perhaps by this walk's own failures or a failed
-             * probe (§4.4: an open circuit is skipped without an upstream call). */
-            if (!p->skipped || br.until < p->skipped_until)
-                p->skipped_until = br.until;
+        double br_until = 0;
+        if (!aor_breaker_allow_walk(aor_rstate_breaker(p->d->rs), pc->name,
+                                    p->model ? p->model : "", now, p->chosen_at, &br_until)) {
+            /* Its circuit opened meanwhile (this walk's own failures, a failed probe), or
+             * another request's probe of it is in flight (§4.4: skipped, no upstream call). */
+            if (!p->skipped || br_until < p->skipped_until)
+                p->skipped_until = br_until;
             p->skipped++;
             continue;
         }
@@ -1378,6 +1435,35 @@ static int start_next(aor_proxy *p) {
              p->last_verdict.reason);
     answer_local_error(p, 502, "aor_upstream_unreachable", msg, NULL);
     return 0;
+}
+
+/* 1 when a sidecar request's path is one aor forwards (spec §8: the provider APIs, all
+ * under /v1/, /v1beta/ or /v1alpha/), with no "." or ".." segment a server might resolve to
+ * another path. Anything else (/favicon.ico, /ADMIN/..., /v1/../x) is answered locally
+ * and never reaches a provider with the user's key. */
+static int sidecar_path_ok(const char *path) {
+    static const char *const roots[] = {"/v1/", "/v1beta/", "/v1alpha/"};
+    int root = 0;
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++)
+        root |= strncmp(path, roots[i], strlen(roots[i])) == 0;
+    if (!root)
+        return 0;
+    for (const char *s = path; (s = strchr(s, '/')) != NULL;) {
+        s++;
+        size_t n = strcspn(s, "/"), dots = 0, i = 0;
+        while (i < n) { /* a segment of only '.' or "%2e" (RFC 3986 §6.2.2.2 decodes it) */
+            if (s[i] == '.')
+                i++;
+            else if (n - i >= 3 && s[i] == '%' && s[i + 1] == '2' && (s[i + 2] | 0x20) == 'e')
+                i += 3;
+            else
+                break;
+            dots++;
+        }
+        if (i == n && (dots == 1 || dots == 2))
+            return 0;
+    }
+    return 1;
 }
 
 aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host) {
@@ -1418,6 +1504,13 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
             }
         }
     }
+    if (!host && !sidecar_path_ok(p->path)) {
+        answer_local_error(p, 404, "aor_unknown_route",
+                           "aor: the sidecar serves the provider APIs under /v1/ and /v1beta/ "
+                           "(and /v1alpha/), without '.' or '..' path segments",
+                           NULL);
+        return NULL;
+    }
     if (req->upgrade) {
         answer_local_error(p, 426, "websocket_not_supported",
                            "aor: WebSocket is not supported here; use HTTP", NULL);
@@ -1442,7 +1535,8 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     if (!d->cfg->auto_fallback)
         p->allowed = 1;
     aor_route_ctx ctx = aor_rstate_route_ctx(d->rs);
-    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, aor_clock_now(), &p->seq) <
+    p->chosen_at = aor_clock_now();
+    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, p->chosen_at, &p->seq) <
         0) {
         answer_local_error(p, 500, "aor_internal", "aor: out of memory", NULL);
         return NULL;

@@ -286,6 +286,55 @@ def test_cut_stream_after_first_byte_is_an_error(env):
     check(row(d, "A") is not None, "the failure is recorded")
 
 
+def test_streams_cut_after_the_first_byte_escalate_and_open_the_circuit(env):
+    """A stream cut after its first event is a failure only (§5.3): not a success first.
+    Before, the first event recorded a success (clearing the curve, closing the circuit,
+    making the key sticky), so a provider whose streams always broke stayed at 5 s."""
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"kind": "cut_after", "events": 2, "times": -1}])
+    windows = []
+    for wait in (0, 6, 11):
+        d.advance(wait) if wait else None
+        r = chat(env, stream=True)
+        check(r.rc != 0, "the client sees an error (rc %d)" % r.rc)
+        windows.append((row(d, "A")["window_s"], row(d, "A")["failure_count"]))
+    eq(windows, [(5, 1), (10, 2), (20, 3)], "the curve escalates")
+    st = d.state()
+    eq([(b["provider"], b["state"]) for b in st["breakers"]], [("p", "open")],
+       "three failures in 60 s open the circuit")
+    eq(st["sticky"], [], "a broken stream makes no sticky")
+    # A stream that ends cleanly is a success: the row goes, the key becomes sticky.
+    d.admin("POST", "/admin/api/backoff/clear")
+    mock.script("secret-A", [{"status": 200}])
+    r = chat(env, stream=True)
+    eq(r.status, 200, "clean stream")
+    check("[DONE]" in r.body, "complete")
+    st = d.state()
+    eq((st["backoff"], [s["key"] for s in st["sticky"]]), ([], ["A"]), "success recorded")
+    m = d.metrics()
+    eq([int(re.search(r"^%s (\d+)$" % n, m, re.M).group(1)) for n in
+        ("aor_upstream_attempts_total", "aor_upstream_failures_total")], [4, 3],
+       "every attempt and every failure counted, streamed ones too")
+
+
+def test_a_failed_connect_at_the_end_does_not_hide_the_last_response(env):
+    """§5.6: the walk ran out with upstream errors -> the last upstream *response* as it
+    came. A last attempt that got no response (connection refused) used to turn the answer
+    into a 502 without the earlier 429's Retry-After."""
+    closed = aortest.free_port()
+    env.set_keys(KEY_D="secret-D")
+    mock, d = setup(env, keys=(("A", 0),), extra=(
+        '[key "D"]\nenv = KEY_D\n[provider "dead"]\ndialect = openai\n'
+        "base_url = http://127.0.0.1:%d\nkeys = D\nmodels = gpt-4o-mini\npriority = 1\n"
+        % closed))
+    mock.script("secret-A", [{"status": 429, "headers": {"retry-after": "30"}}])
+    r = chat(env)
+    eq((r.status, r.headers.get("retry-after"), r.headers.get("x-aor-provider"),
+        r.headers.get("x-aor-attempts")), (429, "30", "p", "2"), "A's 429 as it came")
+    check("rate_limit" in r.body, "its body: %r" % r.body)
+    eq(row(d, "D")["last_error_kind"], "transient", "the refused connect is still recorded")
+
+
 def test_sse_error_before_first_byte_walks_on(env):
     mock, d = setup(env)
     mock.script("secret-A", [{"kind": "sse_error_first"}])
@@ -293,6 +342,30 @@ def test_sse_error_before_first_byte_walks_on(env):
     eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")), (200, "B", "2"),
        "failed first event -> next candidate")
     check("[DONE]" in r.body and "error" not in r.body, "clean stream from B")
+
+
+def test_configured_key_quoted_in_an_error_body_is_redacted(env):
+    """§3.2: a secret never reaches an error body. An upstream 401 that quotes the key aor
+    sent ("Incorrect API key provided: <key>") is returned with the key replaced; the
+    client never had that key."""
+    mock, d = setup(env)
+    for name in ("A", "B"):
+        msg = "Incorrect API key provided: secret-%s. Check secret-%s!" % (name, name)
+        mock.script("secret-" + name, [{"status": 401, "body": {"error": {
+            "message": msg, "type": "invalid_request_error", "code": "invalid_api_key"}}}])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (401, "B"), "last answer as it came")
+    check("secret-" not in r.body, "no configured key in the body: %r" % r.body)
+    eq(r.json()["error"]["message"], "Incorrect API key provided: [redacted]. Check [redacted]!",
+       "the rest of the body unchanged")
+    eq(r.headers.get("content-length"), str(len(r.body.encode())), "length of what was sent")
+    # A client error (no walk) is redacted too.
+    mock.script("secret-A", [{"status": 400, "body": {"error": {
+        "message": "bad request for key secret-A", "type": "invalid_request_error"}}}])
+    d.admin("POST", "/admin/api/backoff/clear")
+    r = chat(env)
+    eq(r.status, 400, "client error passed on")
+    eq(r.json()["error"]["message"], "bad request for key [redacted]", "redacted")
 
 
 def test_sse_comments_before_an_error_event_still_walk_on(env):

@@ -83,26 +83,127 @@ static void test_spread_failures_do_not_open(void **state) {
     assert_int_equal(aor_breaker_allow(b, "p", "m2", 171), 0);
 }
 
-/* After the open time the first request is the probe (half-open); further callers
- * pass too; a success closes it. */
+/* After the open time the first request is the probe (half-open); a success closes it. */
 static void test_probe_after_expiry_and_success_closes(void **state) {
     aor_breaker *b = *state;
     aor_breaker_row row;
     open_at_20(b);
     assert_int_equal(aor_breaker_get(b, "p", "m", 50, &row), 1);
     assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    assert_time(row.probe_until, 0);                         /* no probe yet */
     assert_int_equal(aor_breaker_allow(b, "p", "m", 50), 1); /* the probe */
-    assert_int_equal(aor_breaker_allow(b, "p", "m", 50.5), 1);
     assert_int_equal(aor_breaker_get(b, "p", "m", 51, &row), 1);
     assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    assert_time(row.probe_until, 80); /* its lease: open_s */
     assert_int_equal(aor_breaker_success(b, "p", "m"), 1);
     assert_int_equal(aor_breaker_get(b, "p", "m", 52, NULL), 0);
     assert_int_equal(aor_breaker_allow(b, "p", "m", 52), 1);
-    assert_int_equal(aor_breaker_success(b, "p", "m"), 0); /* already closed */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 52), 1); /* closed: everyone */
+    assert_int_equal(aor_breaker_success(b, "p", "m"), 0);   /* already closed */
     /* Failures were forgotten: it takes 3 new ones to open again. */
     assert_int_equal(aor_breaker_fail(b, "p", "m", 53), 0);
     assert_int_equal(aor_breaker_fail(b, "p", "m", 54), 0);
     assert_int_equal(aor_breaker_fail(b, "p", "m", 55), 1);
+}
+
+/* QA repro (§4.4): while the probe is in flight the other requests skip the circuit as
+ * if it were open; its failure reopens it and they keep skipping. */
+static void test_probe_in_flight_holds_others(void **state) {
+    aor_breaker *b = *state;
+    aor_breaker_row row;
+    open_at_20(b);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 50), 1);   /* request 1: the probe */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 50.4), 0); /* request 2: skips */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 79.9), 0);
+    assert_int_equal(aor_breaker_get(b, "p", "m", 60, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    assert_time(row.until, 50);
+    /* Other circuits are not held. */
+    assert_int_equal(aor_breaker_allow(b, "p", "m2", 51), 1);
+    assert_int_equal(aor_breaker_allow(b, "q", "m", 51), 1);
+    /* The probe fails at 51.5: open again until 81.5, the lease ends with it. */
+    assert_int_equal(aor_breaker_fail(b, "p", "m", 51.5), 1);
+    assert_int_equal(aor_breaker_get(b, "p", "m", 52, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_OPEN);
+    assert_time(row.probe_until, 0);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 81.4), 0);
+    /* The next expiry has its own single probe. */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 81.5), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 81.5), 0);
+}
+
+/* A probe whose result is never recorded (client gone, attempt cancelled) does not wedge
+ * the circuit: after its lease (open_s) the next request is the probe. */
+static void test_lost_probe_lease_expires(void **state) {
+    aor_breaker *b = *state;
+    aor_breaker_row row;
+    open_at_20(b);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 55), 1);   /* lost */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 84.9), 0); /* lease until 85 */
+    assert_int_equal(aor_breaker_get(b, "p", "m", 85, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    assert_time(row.probe_until, 0);                          /* lease over */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 85), 1);  /* the new probe */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 86), 0);  /* holds the others */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 115), 1); /* lost too: next one */
+    assert_int_equal(aor_breaker_success(b, "p", "m"), 1);    /* it answered: closed */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 116), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 116), 1);
+}
+
+/* A replayed (restored) circuit has no lease, even over a probe in flight: the first
+ * request after its expiry is the probe. */
+static void test_restore_forgets_lease(void **state) {
+    aor_breaker *b = *state;
+    open_at_20(b);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 50), 1);
+    assert_int_equal(aor_breaker_restore(b, "p", "m", 60), 0);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 59), 0);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 60), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 61), 0);
+}
+
+/* breaker_open_s = 0: no lease, every request after the expiry goes through. */
+static void test_open_zero_has_no_lease(void **state) {
+    aor_breaker_params p = {.failures = 1, .window_s = 60, .open_s = 0};
+    aor_breaker *b = aor_breaker_new(&p);
+    assert_non_null(b);
+    assert_int_equal(aor_breaker_fail(b, "p", "m", 10), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 10), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 10), 1);
+    aor_breaker_free(b);
+}
+
+/* allow_walk: a walk further down its sequence. The walk that took the probe in its
+ * aor_route_select (chosen at the probe's time) goes on; a walk chosen earlier skips
+ * the circuit until the lease ends; with no probe in flight the walk becomes it. */
+static void test_allow_walk(void **state) {
+    aor_breaker *b = *state;
+    double until = -1;
+    /* Closed / unknown: 1, until untouched. */
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 0, 0, &until), 1);
+    assert_time(until, -1);
+    open_at_20(b);
+    /* Open: 0 with the open-until. */
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 30, 5, &until), 0);
+    assert_time(until, 50);
+    /* Request R chose its sequence at 52 and took the probe there. */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 52), 1);
+    until = -1;
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 53, 52, &until), 1); /* R */
+    assert_time(until, -1);
+    /* W chose its sequence at 10 (circuit closed then): skips until the lease ends. */
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 53, 10, &until), 0);
+    assert_time(until, 82);
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 81.9, 10, NULL), 0);
+    /* Lease over: W becomes the probe (at 82); R's old sequence is held now. */
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 82, 10, &until), 1);
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 83, 52, &until), 0);
+    assert_time(until, 112);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 83), 0);
+    assert_int_equal(aor_breaker_success(b, "p", "m"), 1);
+    assert_int_equal(aor_breaker_allow_walk(b, "p", "m", 84, 10, NULL), 1);
+    assert_int_equal(aor_breaker_allow_walk(b, NULL, "m", 84, 10, NULL), 1);
 }
 
 /* A failure in half-open reopens at once for open_s. */
@@ -117,6 +218,7 @@ static void test_failure_in_half_open_reopens(void **state) {
     assert_int_equal(aor_breaker_allow(b, "p", "m", 60), 0);
     assert_int_equal(aor_breaker_allow(b, "p", "m", 80.9), 0);
     assert_int_equal(aor_breaker_allow(b, "p", "m", 81), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 81), 0); /* one probe */
 }
 
 /* A failure after the open time passed, before any allow(), also reopens (the circuit
@@ -266,6 +368,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_spread_failures_do_not_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_after_expiry_and_success_closes, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_probe_in_flight_holds_others, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_probe_lease_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_forgets_lease, setup, teardown),
+        cmocka_unit_test(test_open_zero_has_no_lease),
+        cmocka_unit_test_setup_teardown(test_allow_walk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_in_half_open_reopens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_after_expiry_reopens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_ignores_failures_success_closes, setup, teardown),

@@ -111,6 +111,40 @@ static void test_client_errors_never(void **state) {
     assert_false(is_open(f));
 }
 
+/* §4.4/§4.5: the probe of a half-open circuit holds the others; its lease is memory
+ * only (no write); its recorded failure reopens the circuit, written ahead; a recorded
+ * success of the next probe closes it, written ahead. */
+static void test_probe_lease_and_its_result(void **state) {
+    fx *f = *state;
+    aor_breaker *br = aor_rstate_breaker(f->rs);
+    three_failures(f, AOR_KIND_TRANSIENT, 0); /* open until NOW + 30 */
+    assert_true(is_open(f));
+    unsigned long w = aor_rstate_writes(f->rs);
+    assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 30), 1); /* the probe */
+    assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 31), 0); /* held */
+    assert_int_equal(aor_rstate_writes(f->rs), w);                  /* lease: memory only */
+    /* The probe fails: reopened until NOW + 32 + 30 (one write). */
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_TRANSIENT, -1,
+                                       NOW + 30, NOW + 32, 0),
+                     0);
+    aor_breaker_row row;
+    assert_int_equal(aor_breaker_get(br, "p", "m", NOW + 33, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_OPEN);
+    assert_true(row.until == NOW + 62);
+    assert_true(row.probe_until == 0);
+    assert_true(aor_rstate_writes(f->rs) > w);
+    /* The next probe succeeds: closed (written), everyone passes. */
+    assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 62), 1);
+    w = aor_rstate_writes(f->rs);
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k2", "m", "client", AOR_KIND_OK, -1, NOW + 62, NOW + 63, 0),
+        0);
+    assert_true(aor_rstate_writes(f->rs) > w);
+    assert_int_equal(aor_breaker_get(br, "p", "m", NOW + 63, NULL), 0);
+    assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 63), 1);
+    assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 63), 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
@@ -121,6 +155,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_own_credentials_transient_does, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

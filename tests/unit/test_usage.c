@@ -284,6 +284,106 @@ static void test_many_ratelimit_headers(void **state) {
     assert_int_equal(aor_usage_get(u, "openai", "B", w), 0);
 }
 
+/* OpenRouter: unsuffixed x-ratelimit-* on a 200, reset in Unix epoch milliseconds; 0
+ * remaining marks the key exhausted until then (QA: these headers were ignored). */
+static void test_openrouter_unsuffixed_headers(void **state) {
+    aor_usage *u = *state;
+    const double now = 1735689590; /* 10 s before 2025-01-01T00:00:00Z */
+    const aor_header h[] = {
+        {"X-RateLimit-Limit", "20"},
+        {"X-RateLimit-Remaining", "0"},
+        {"X-RateLimit-Reset", "1735689600000"},
+    };
+    assert_int_equal(aor_usage_observe(u, "openrouter", "K", 200, h, NH(h), now), 1);
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    assert_int_equal(aor_usage_get(u, "openrouter", "K", w), 1);
+    assert_true(w[AOR_USAGE_PLAIN].known);
+    assert_true(w[AOR_USAGE_PLAIN].remaining == 0);
+    assert_true(w[AOR_USAGE_PLAIN].reset_at == 1735689600);
+    assert_false(w[AOR_USAGE_REQUESTS].known);
+    double until = 0;
+    assert_int_equal(aor_usage_exhausted(u, "openrouter", "K", now, &until), 1);
+    assert_true(until == 1735689600);
+    assert_true(aor_usage_next_reset(u, "openrouter", "K", now) == 1735689600);
+    /* Trusted only until its reset. */
+    assert_int_equal(aor_usage_exhausted(u, "openrouter", "K", 1735689600, NULL), 0);
+
+    /* A 429 never writes 0 remaining: a fresh key stays usable. */
+    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 429, h, NH(h), now), 0);
+    assert_int_equal(aor_usage_exhausted(u, "openrouter", "L", now, NULL), 0);
+    /* Nor does it overwrite a healthy snapshot. */
+    const aor_header ok[] = {{"x-ratelimit-remaining", "7"},
+                             {"x-ratelimit-reset", "1735689600000"}};
+    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 200, ok, NH(ok), now), 1);
+    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 429, h, NH(h), now + 1), 0);
+    assert_int_equal(aor_usage_get(u, "openrouter", "L", w), 1);
+    assert_true(w[AOR_USAGE_PLAIN].remaining == 7);
+    assert_int_equal(aor_usage_exhausted(u, "openrouter", "L", now + 1, NULL), 0);
+}
+
+/* The unsuffixed reset's other forms: epoch seconds, a Go duration; junk, a bare small
+ * number and absurd values are unknown (0 remaining then is not trusted); a past epoch is
+ * kept and stale. The unsuffixed window is apart from the suffixed ones. */
+static void test_unsuffixed_reset_forms(void **state) {
+    aor_usage *u = *state;
+    aor_usage_window w[AOR_USAGE_NWINDOWS];
+    struct {
+        const char *reset;
+        double reset_at; /* expected; 0 = unknown */
+        int exhausted;   /* at NOW */
+    } cases[] = {
+        {"1800000045", NOW + 45, 1},          /* epoch seconds */
+        {" 1800000045000 ", NOW + 45, 1},     /* epoch ms, spaces trimmed */
+        {"1800000002500.5", NOW + 2.5005, 1}, /* fractional ms */
+        {"20s", NOW + 20, 1},                 /* Go duration */
+        {"1m30s", NOW + 90, 1},               /* Go duration */
+        {"1799999995000", NOW - 5, 0},        /* past epoch ms: kept, stale */
+        {"30", 0, 0},                         /* bare small number: not clearly one */
+        {"999999999", 0, 0},                  /* just below 1e9 */
+        {"100000000000000", 0, 0},            /* 1e14 ms: past the year 5000 */
+        {"2027-01-15T08:00:30Z", 0, 0},       /* not a form of this header */
+        {"1800000045junk", 0, 0},             /* junk */
+        {"-1800000045", 0, 0},                /* negative */
+    };
+    for (size_t i = 0; i < NH(cases); i++) {
+        const aor_header h[] = {{"x-ratelimit-remaining", "0"},
+                                {"x-ratelimit-reset", cases[i].reset}};
+        char key[16];
+        snprintf(key, sizeof key, "k%zu", i);
+        assert_int_equal(aor_usage_observe(u, "p", key, 200, h, NH(h), NOW), 1);
+        assert_int_equal(aor_usage_get(u, "p", key, w), 1);
+        if (!(w[AOR_USAGE_PLAIN].reset_at > cases[i].reset_at - 1e-6 &&
+              w[AOR_USAGE_PLAIN].reset_at < cases[i].reset_at + 1e-6))
+            fail_msg("reset %s: reset_at %.6f, expected %.6f", cases[i].reset,
+                     w[AOR_USAGE_PLAIN].reset_at, cases[i].reset_at);
+        if (aor_usage_exhausted(u, "p", key, NOW, NULL) != cases[i].exhausted)
+            fail_msg("reset %s: exhausted should be %d", cases[i].reset, cases[i].exhausted);
+    }
+
+    /* Suffixed and unsuffixed windows side by side: each keeps its own values. */
+    const aor_header both[] = {
+        {"x-ratelimit-remaining-requests", "5"}, {"x-ratelimit-reset-requests", "10s"},
+        {"x-ratelimit-remaining", "0"},          {"x-ratelimit-reset", "1800000060000"},
+        {"x-ratelimit-remaining-tokens", "900"}, {"x-ratelimit-reset-tokens", "1s"},
+    };
+    assert_int_equal(aor_usage_observe(u, "p", "both", 200, both, NH(both), NOW), 1);
+    assert_int_equal(aor_usage_get(u, "p", "both", w), 1);
+    assert_true(w[AOR_USAGE_REQUESTS].remaining == 5 && w[AOR_USAGE_REQUESTS].reset_at == NOW + 10);
+    assert_true(w[AOR_USAGE_TOKENS].remaining == 900);
+    assert_true(w[AOR_USAGE_PLAIN].remaining == 0 && w[AOR_USAGE_PLAIN].reset_at == NOW + 60);
+    double until = 0;
+    assert_int_equal(aor_usage_exhausted(u, "p", "both", NOW, &until), 1);
+    assert_true(until == NOW + 60);
+    /* A later answer naming only the suffixed windows keeps the unsuffixed one. */
+    const aor_header later[] = {{"x-ratelimit-remaining-requests", "4"}};
+    assert_int_equal(aor_usage_observe(u, "p", "both", 200, later, NH(later), NOW + 1), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "both", NOW + 1, NULL), 1);
+    /* One that names it with remaining > 0 frees the key. */
+    const aor_header refill[] = {{"x-ratelimit-remaining", "19"}};
+    assert_int_equal(aor_usage_observe(u, "p", "both", 200, refill, NH(refill), NOW + 2), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "both", NOW + 2, NULL), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -296,6 +396,8 @@ int main(void) {
         T(test_no_headers_and_errors),
         T(test_prune),
         T(test_many_ratelimit_headers),
+        T(test_openrouter_unsuffixed_headers),
+        T(test_unsuffixed_reset_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
