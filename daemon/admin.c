@@ -120,11 +120,20 @@ static int token_ok(aor_daemon *d, const aor_http_request *req) {
         if (strlen(t) == 64 && CRYPTO_memcmp(t, d->admin_token, 64) == 0)
             return 1;
     }
+    /* Cookie: name=value pairs separated by ";" and optional spaces (RFC 6265 §4.2.1);
+     * the pair named exactly aor_admin, with exactly the token as its value. */
     const char *cookie = aor_http_request_field(req, "cookie");
-    if (cookie) {
-        const char *c = strstr(cookie, "aor_admin=");
-        if (c && strlen(c + 10) >= 64 && CRYPTO_memcmp(c + 10, d->admin_token, 64) == 0)
+    for (const char *s = cookie; s && *s;) {
+        while (*s == ' ' || *s == ';')
+            s++;
+        size_t n = strcspn(s, ";");
+        size_t vn = n;
+        while (vn > 0 && s[vn - 1] == ' ')
+            vn--;
+        if (vn == 10 + 64 && strncmp(s, "aor_admin=", 10) == 0 &&
+            CRYPTO_memcmp(s + 10, d->admin_token, 64) == 0)
             return 1;
+        s += n;
     }
     return 0;
 }
@@ -279,8 +288,10 @@ static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
     M("aor_connections_total", "Client connections accepted.", m->connections);
     M("aor_requests_total", "Requests handled.", m->requests);
     M("aor_proxied_requests_total", "Requests routed upstream.", m->proxied);
-    M("aor_upstream_attempts_total", "Upstream attempts classified.", m->attempts);
-    M("aor_upstream_failures_total", "Retryable upstream failures.", m->attempt_fail);
+    M("aor_upstream_attempts_total", "Requests sent to a provider (each attempt of a walk).",
+      m->attempts);
+    M("aor_upstream_failures_total",
+      "Failed upstream attempts (retryable, or cut after the answer started).", m->attempt_fail);
     M("aor_all_backed_off_total", "Terminal aor_all_backed_off answers.", m->all_backed_off);
     M("aor_rejected_peers_total", "Connections refused by the uid check.", m->rejected_peers);
     M("aor_bad_preambles_total", "Shim connections with a malformed preamble.", m->bad_preambles);
@@ -353,6 +364,10 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
                   sizeof admin_page - 1);
         }
         free(tok);
+        goto done;
+    }
+    if (strcmp(path, "/admin") == 0) {
+        reply_error(c, req, 405, "use GET");
         goto done;
     }
     if (strcmp(path, "/admin/api/clock/advance") == 0 && !aor_clock_is_fake()) {

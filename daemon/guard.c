@@ -67,9 +67,20 @@ int aor_guard_check(const aor_http_request *req, int sidecar, const char **why) 
                "base URL at it (e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1)";
         return 400;
     }
+    /* RFC 9112 §3.2: a server responds 400 to an HTTP/1.1 request without Host. */
+    const char *host = aor_http_request_known(req, AOR_HF_HOST);
+    if (!host && req->http_major == 1 && req->http_minor >= 1) {
+        *why = "an HTTP/1.1 request needs a Host header";
+        return 400;
+    }
+    /* RFC 9110 §10.1.1: an expectation the server cannot meet gets 417. */
+    const char *expect = aor_http_request_known(req, AOR_HF_EXPECT);
+    if (expect && strcasecmp(expect, "100-continue") != 0) {
+        *why = "the only expectation aor meets is Expect: 100-continue";
+        return 417;
+    }
     if (!sidecar)
         return 0;
-    const char *host = aor_http_request_known(req, AOR_HF_HOST);
     if (host && !aor_guard_loopback_host(host, strlen(host))) {
         *why = "the Host header is not a loopback name (127.0.0.1, localhost, [::1]); "
                "refused to protect against DNS rebinding";

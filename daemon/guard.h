@@ -1,6 +1,7 @@
 /* Admission rules for client requests, applied before anything is routed or any state
  * changes (spec §8 "no open proxy", loopback-only sidecar; robustness against requests
- * aor cannot serve): methods, request-target form, and — on the sidecar — the Host,
+ * aor cannot serve): methods, request-target form, a missing Host (HTTP/1.1), an
+ * Expect other than 100-continue, and — on the sidecar — the Host,
  * Origin and Sec-Fetch-Site headers that browsers send, so a web page cannot spend the
  * user's keys through the sidecar (cross-site requests, DNS rebinding). */
 #ifndef AOR_GUARD_H
@@ -9,7 +10,7 @@
 #include "http.h"
 
 /* Checks req. sidecar: 1 for the loopback listener, 0 for shim connections.
- * Returns 0 when the request may go on; else the status to answer (400, 403, 405) and
+ * Returns 0 when the request may go on; else the status to answer (400, 403, 405, 417) and
  * *why (static text naming the problem). Never changes req. */
 int aor_guard_check(const aor_http_request *req, int sidecar, const char **why);
 

@@ -15,6 +15,7 @@ struct aor_http_reader {
     llhttp_settings_t settings;
     size_t body_max;
     size_t header_bytes;
+    size_t url_bytes;
     aor_http_request *req; /* being built */
     int complete;
     int headers_done;
@@ -171,6 +172,7 @@ static int ensure_req(aor_http_reader *r) {
 static int on_message_begin(llhttp_t *p) {
     aor_http_reader *r = p->data;
     r->header_bytes = 0;
+    r->url_bytes = 0;
     r->headers_done = 0;
     r->expect_continue = 0;
     r->last_was_value = 0;
@@ -190,6 +192,9 @@ static int on_url(llhttp_t *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     if (count_header_bytes(r, len) < 0)
         return -1;
+    r->url_bytes += len;
+    if (r->url_bytes > AOR_HTTP_MAX_URL_BYTES)
+        return fail(r, 414, "request target longer than 32 KiB");
     if (append(r->req, &r->req->url, at, len) < 0)
         return fail(r, 500, "out of memory");
     return 0;
@@ -499,6 +504,10 @@ const char *aor_http_reason(int status) {
         return "Request Timeout";
     case 413:
         return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 417:
+        return "Expectation Failed";
     case 426:
         return "Upgrade Required";
     case 429:

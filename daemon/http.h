@@ -11,6 +11,7 @@
 
 #define AOR_HTTP_MAX_HEADER_BYTES (64 * 1024)
 #define AOR_HTTP_MAX_HEADERS 200
+#define AOR_HTTP_MAX_URL_BYTES (32 * 1024) /* request target (414 beyond) */
 
 typedef struct {
     char *name; /* as received; compare case-insensitively */
@@ -77,7 +78,7 @@ void aor_http_reader_free(aor_http_reader *r);
 
 /* Feeds up to len bytes of data. Sets *consumed to how many were used (the rest belongs
  * to a following request and must be fed again after the current one was handled).
- * On AOR_HTTP_ERROR, *status is the status to answer (400, 413, 431) and *why a static
+ * On AOR_HTTP_ERROR, *status is the status to answer (400, 413, 414, 431, 505) and *why a static
  * text naming the problem. */
 aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_t len,
                                      size_t *consumed, int *status, const char **why);

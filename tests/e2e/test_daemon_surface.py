@@ -70,8 +70,24 @@ def test_admin_token_and_local_routes(env):
     check("key-a-secret" not in body.decode(), "no secret in the state")
     m = d.metrics()
     check("aor_requests_total" in m and "# TYPE" in m, "prometheus text")
-    status, _, _ = d.http("GET", "/nope")
-    eq(status, 404, "unknown path on the sidecar")
+    tok = d.token()
+    for cookie, want in (("theme=dark; aor_admin=" + tok, 200), ("aor_admin=%s ;x=1" % tok, 200),
+                         ("xaor_admin=" + tok, 401), ("aor_admin=%sgarbage" % tok, 401),
+                         ("aor_admin=bad; aor_admin=" + tok, 200), ("aor_admin=" + tok[:63], 401)):
+        status, _, _ = d.http("GET", "/admin/api/state", headers={"cookie": cookie})
+        eq(status, want, "cookie %r" % cookie.replace(tok, "TOKEN"))
+    status, _, _ = d.http("POST", "/admin", body=b"", headers={"authorization": "Bearer " + tok})
+    eq(status, 405, "POST /admin")
+    # Only the provider APIs reach a provider, and never with dot segments (spec §8).
+    before = len(mock.log())
+    for path in ("/nope", "/favicon.ico", "/ADMIN/api/state", "//admin/api/state",
+                 "/v1/chat/completions/../../secret", "/v1/./models", "/v1/%2E%2e/x"):
+        status, hdrs, body = d.http("GET", path)
+        eq(status, 404, "local 404 for %s" % path)
+        check(b"aor_unknown_route" in body, "says why: %r" % body)
+    eq(len(mock.log()), before, "none of them reached the provider")
+    status, _, _ = d.http("GET", "/v1/models")
+    eq(status, 200, "a provider path still goes through")
 
 
 def test_body_cap_and_websocket(env):

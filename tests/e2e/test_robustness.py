@@ -46,6 +46,15 @@ def test_requests_aor_cannot_serve_change_no_state(env):
         out = raw(d.port, c)
         status = int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/1.1 ") else 0
         check(status in (400, 405), "refused locally: %r -> %r" % (c[:30], out[:80]))
+    # RFC 9112 §3.2, RFC 9110 §10.1.1, §15.5.15: no Host in HTTP/1.1, an expectation aor
+    # cannot meet, a request target over 32 KiB.
+    post = b"POST /v1/chat/completions HTTP/1.1\r\n%sContent-Length: 2\r\n\r\n{}"
+    for c, want in ((post % b"", 400), (post % b"Host: 127.0.0.1\r\nExpect: 200-ok\r\n", 417),
+                    (b"GET /v1/models?q=" + b"x" * 40000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                     414)):
+        out = raw(d.port, c)
+        eq(out.split(b"\r\n", 1)[0].split(b" ", 2)[1:2], [str(want).encode()],
+           "status for %r" % c[:50])
     r = env.curl(["-x", d.url, "https://api.openai.com/v1/models"], preload=False)
     check(r.rc != 0 or r.status in (400, 405), "HTTPS_PROXY pointed at the sidecar is refused")
     eq(len(mock.log()), 0, "nothing went upstream")
