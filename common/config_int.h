@@ -70,9 +70,11 @@ int aor_cfg_secret_option_name(const char *name);
  * aor_cfg_looks_secret(s). Returns buf. */
 const char *aor_cfg_show(const char *s, char *buf, size_t cap);
 
-/* The candidate closest to `word` for a "did you mean" hint: case-insensitive
- * Levenshtein distance <= 2, else a candidate that word is a prefix of (or that is a
- * prefix of word), 3+ characters. Returns a pointer to the candidate, or NULL. */
+/* The candidate closest to `word` for a "did you mean" hint (case-insensitive):
+ * Levenshtein distance <= 2 (1 under 4 letters), else one that is a 3+ letter prefix of
+ * the other, else the single candidate whose words (split at '_' / '-') match every word
+ * of `word` (the same up to a plural, one typo, or a 3+ letter prefix). Returns a pointer
+ * to the candidate, or NULL when none matches or two match equally well. */
 const char *aor_cfg_suggest(const char *word, const char *const *cands, size_t n);
 
 /* Case-insensitive ASCII equality. */

@@ -528,6 +528,16 @@ static void opt_key(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
             aor_cfg_err(c->errs, line, "name is longer than 200 characters");
             return;
         }
+        /* `aor status` prints it: no byte that drives a terminal (ESC, tab, DEL...). */
+        for (const char *p = v; *p; p++) {
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+                aor_cfg_err(c->errs, line,
+                            "name = %s: name contains control characters (byte 0x%02x); "
+                            "use printable text",
+                            aor_cfg_show(v, b, sizeof b), (unsigned)(unsigned char)*p);
+                return;
+            }
+        }
         k->friendly = strdup(v);
         if (!k->friendly)
             c->errs->oom = 1;

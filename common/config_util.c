@@ -245,6 +245,80 @@ static size_t levenshtein_ci(const char *a, const char *b) {
     return prev[lb];
 }
 
+#define WORDS_MAX 8 /* words (parts between '_' and '-') of a name compared */
+
+/* Splits s at '_' and '-' into its non-empty words, each copied lower case into w[i]
+ * (at most LEV_MAX bytes) with a plural ending taken off ("retries" -> "retry",
+ * "keys" -> "key"). Returns the number of words, or 0 when there are more than
+ * WORDS_MAX or one is longer than LEV_MAX. */
+static size_t split_words(const char *s, char w[WORDS_MAX][LEV_MAX + 1]) {
+    size_t nw = 0;
+    while (*s) {
+        size_t len = strcspn(s, "_-");
+        if (len) {
+            if (nw == WORDS_MAX || len > LEV_MAX)
+                return 0;
+            for (size_t i = 0; i < len; i++)
+                w[nw][i] = (char)tolower((unsigned char)s[i]);
+            w[nw][len] = '\0';
+            if (len > 4 && strcmp(w[nw] + len - 3, "ies") == 0)
+                memcpy(w[nw] + len - 3, "y", 2);
+            else if (len > 3 && w[nw][len - 1] == 's' && w[nw][len - 2] != 's')
+                w[nw][len - 1] = '\0';
+            nw++;
+        }
+        s += len;
+        if (*s)
+            s++;
+    }
+    return nw;
+}
+
+/* How well word part a matches candidate part b: 2 the same word (up to a plural),
+ * 1 one typo away (both 4+ letters) or a 3+ letter prefix of b, 0 no match. */
+static int word_match(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (strcmp(a, b) == 0)
+        return 2;
+    if (la >= 4 && lb >= 4 && levenshtein_ci(a, b) <= 1)
+        return 1;
+    return la >= 3 && la < lb && strncmp(a, b, la) == 0;
+}
+
+/* The hint by words: the one candidate of which every word of `word` (4+ characters)
+ * matches some word, the best sum of matches winning ("max_retries" and "retry" ->
+ * "max_opaque_retries"). NULL when none does, or when two tie (a guess would mislead:
+ * "cooldown" could be quota_cooldown_s or auth_cooldown_s). */
+static const char *suggest_by_words(const char *word, const char *const *cands, size_t n) {
+    char ww[WORDS_MAX][LEV_MAX + 1], cw[WORDS_MAX][LEV_MAX + 1];
+    size_t nww = strlen(word) >= 4 ? split_words(word, ww) : 0;
+    if (!nww)
+        return NULL;
+    const char *best = NULL;
+    int best_score = 0, tie = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t ncw = split_words(cands[i], cw);
+        int score = 0;
+        for (size_t a = 0; a < nww && score >= 0; a++) {
+            int m = 0;
+            for (size_t b = 0; b < ncw; b++) {
+                int v = word_match(ww[a], cw[b]);
+                if (v > m)
+                    m = v;
+            }
+            score = m ? score + m : -1;
+        }
+        if (score > best_score) {
+            best = cands[i];
+            best_score = score;
+            tie = 0;
+        } else if (score > 0 && score == best_score) {
+            tie = 1;
+        }
+    }
+    return tie ? NULL : best;
+}
+
 const char *aor_cfg_suggest(const char *word, const char *const *cands, size_t n) {
     size_t wl = strlen(word);
     const char *best = NULL;
@@ -267,7 +341,7 @@ const char *aor_cfg_suggest(const char *word, const char *const *cands, size_t n
             (cl >= 3 && wl > cl && strncasecmp(word, cands[i], cl) == 0))
             return cands[i];
     }
-    return NULL;
+    return suggest_by_words(word, cands, n);
 }
 
 /* ---- value syntax ------------------------------------------------------------------- */

@@ -26,7 +26,7 @@ static const command commands[] = {
     {"backoff", "[list [--json] | reset PROVIDER | clear]", "show or reset backoff rows",
      aor_cli_cmd_backoff},
     {"check-config", "[--config FILE]", "validate the configuration", cmd_check_config},
-    {"install-service", "[--print] [--no-start] [--systemd|--launchd]",
+    {"install-service", "[--print] [--no-start] [--systemd|--launchd] [--config FILE]",
      "run aord as a user service", aor_cli_cmd_install_service},
     {"doctor", "[--config FILE]", "check the setup, one line per check", aor_cli_cmd_doctor},
 };
@@ -56,9 +56,9 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
     if (!cfg)
         return AOR_CLI_USAGE;
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
-    printf("aor: configuration OK (%s): %zu providers, %zu keys\n",
+    printf("aor: configuration OK (%s): %zu provider%s, %zu key%s\n",
            cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
-           nk);
+           cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
     aor_config_free(cfg);
     return AOR_CLI_OK;
 }

@@ -50,14 +50,27 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv); /* cli_servi
 int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
 
 /* Loads the configuration (c->config_arg, else $AOR_CONFIG, else the default). On
- * errors prints "aor: configuration errors:" and the file:line list on stderr and
- * returns NULL. Free with aor_config_free. */
+ * errors prints "aor: configuration errors:" and the file:line list on stderr (plus a
+ * note naming the service's env file, aor_cli_service_env_file, when a key variable is
+ * not set and that file exists) and returns NULL. Free with aor_config_free. */
 aor_config *aor_cli_load_config(const aor_cli *c);
 
 /* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key
  * whose variable is not in this process's environment is no error (its secret is NULL;
  * AOR_CONFIG_SECRETS_OPTIONAL), since the daemon may have it from its own. */
 aor_config *aor_cli_load_config_no_secrets(const aor_cli *c);
+
+/* The configuration file the user chose: c->config_arg, else $AOR_CONFIG (non-empty),
+ * else NULL (none chosen: the default file or the embedded default, found by aord itself).
+ * Returns a pointer into c or the environment; never malloc'd. */
+const char *aor_cli_chosen_config(const aor_cli *c);
+
+/* The env file of the user service (install-service's EnvironmentFile, `NAME=value`
+ * lines): ~/.config/aor/env (the path the systemd unit names), else
+ * $XDG_CONFIG_HOME/aor/env, the first that exists as a regular file. malloc'd path, or
+ * NULL when neither exists (or ENOMEM). The file is not read: aor never loads its
+ * secrets. */
+char *aor_cli_service_env_file(void);
 
 /* Absolute directory of the running aor binary (/proc/self/exe, else argv0 resolved
  * through PATH). malloc'd, or NULL when it cannot be found. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define TOKEN_LEN 64 /* hex characters of admin.token */
 #define DEFAULT_LISTEN "127.0.0.1:8787"
@@ -69,11 +70,12 @@ out:
     free(dir);
 }
 
-/* 0, or -1 after printing (out of memory). */
+/* 0, or -1 after printing (out of memory). The keys' variables need not be set here
+ * (no secret is used; aord may have them from a service's env file). */
 static int target_open(aor_cli *c, target *t) {
     memset(t, 0, sizeof *t);
     char *errors = NULL;
-    aor_config *cfg = aor_config_load(c->config_arg, &errors);
+    aor_config *cfg = aor_config_load_flags(c->config_arg, AOR_CONFIG_SECRETS_OPTIONAL, &errors);
     if (cfg) {
         t->socket_path = strdup(cfg->socket_path);
         t->listen = cfg->listen ? strdup(cfg->listen) : NULL;
@@ -81,11 +83,37 @@ static int target_open(aor_cli *c, target *t) {
             goto fail_oom;
         aor_config_free(cfg);
     } else {
-        fprintf(stderr, "aor: warning: the configuration has errors (see `aor check-config`); "
-                        "using its [daemon] socket and listen values\n");
         free(errors);
         if (aor_config_daemon_addrs(c->config_arg, &t->socket_path, &t->listen) < 0)
             goto fail_oom;
+        /* Say which values are used: the file's [daemon] ones, or the defaults when the
+         * file cannot be read at all. */
+        const char *file = aor_cli_chosen_config(c);
+        char *def = NULL;
+        if (!file) {
+            char *dir = aor_path_config_dir();
+            file = def = dir ? aor_path_join(dir, "aor.ini") : NULL;
+            free(dir);
+        }
+        int readable = file && access(file, R_OK) == 0;
+        int err = errno;
+        const char *lp = t->listen ? "http://" : "", *lv = t->listen ? t->listen : "listen = off";
+        if (readable)
+            fprintf(stderr,
+                    "aor: warning: the configuration has errors (see `aor check-config`); "
+                    "using socket %s and %s%s from its [daemon] section (defaults where unset)\n",
+                    t->socket_path, lp, lv);
+        else if (file && (def == NULL || err != ENOENT))
+            fprintf(stderr,
+                    "aor: warning: cannot read the configuration file %s (%s); using the "
+                    "default socket %s and %s%s\n",
+                    file, strerror(err), t->socket_path, lp, lv);
+        else /* no file: the embedded default from the environment has errors */
+            fprintf(stderr,
+                    "aor: warning: the configuration has errors (see `aor check-config`); "
+                    "using the default socket %s and %s%s\n",
+                    t->socket_path, lp, lv);
+        free(def);
     }
     read_token(t);
     return 0;
@@ -541,7 +569,7 @@ static int backoff_post(const target *t, const char *provider) {
 }
 
 int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
-    const char *words[3] = {NULL, NULL, NULL};
+    const char *words[2] = {NULL, NULL};
     int nw = 0, json = 0;
     for (int i = 0; i < argc; i++) {
         int tk = aor_cli_take_config(c, argc, argv, &i);
@@ -553,24 +581,23 @@ int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
             json = 1;
             continue;
         }
-        if (argv[i][0] == '-' || nw == 3) {
+        /* The first word is the subcommand; only reset takes one more (PROVIDER). */
+        int max = nw > 0 && strcmp(words[0], "reset") == 0 ? 2 : 1;
+        if (argv[i][0] == '-' || nw == max) {
             fprintf(stderr, "aor backoff: unexpected argument '%s'\n", argv[i]);
-            return AOR_CLI_USAGE;
+            goto usage;
         }
         words[nw++] = argv[i];
     }
     int op; /* 0 list, 1 reset, 2 clear */
-    if (nw == 0 || (nw == 1 && strcmp(words[0], "list") == 0))
+    if (nw == 0 || strcmp(words[0], "list") == 0)
         op = 0;
     else if (nw == 2 && strcmp(words[0], "reset") == 0 && words[1][0])
         op = 1;
-    else if (nw == 1 && strcmp(words[0], "clear") == 0)
+    else if (strcmp(words[0], "clear") == 0)
         op = 2;
-    else {
-        fprintf(stderr, "usage: aor backoff [list] [--json] | aor backoff reset PROVIDER | "
-                        "aor backoff clear\n");
-        return AOR_CLI_USAGE;
-    }
+    else
+        goto usage;
     target t;
     if (target_open(c, &t) < 0)
         return AOR_CLI_FAIL;
@@ -587,4 +614,8 @@ int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
 out:
     target_free(&t);
     return rc;
+usage:
+    fprintf(stderr, "usage: aor backoff [list] [--json] | aor backoff reset PROVIDER | "
+                    "aor backoff clear\n");
+    return AOR_CLI_USAGE;
 }

@@ -33,9 +33,42 @@ static void say(tally *t, level l, const char *fmt, ...) {
     t->warns += l == WARN;
 }
 
+/* Keys whose variable is not set in this shell (cfg loaded with
+ * AOR_CONFIG_SECRETS_OPTIONAL): a warning each, not a failure, since aord may have them
+ * from its own environment (the service's env file). */
+static void warn_unset_keys(const aor_config *cfg, tally *t) {
+    char *envf = aor_cli_service_env_file();
+    for (size_t i = 0; i < cfg->nkeys; i++) {
+        const aor_key_cfg *k = &cfg->keys[i];
+        if (k->secret || !k->env)
+            continue;
+        if (envf)
+            say(t, WARN,
+                "key \"%s\": %s is not set in this shell; %s exists (the service's "
+                "EnvironmentFile): aord run as a service gets it from there if it is in that "
+                "file, aord started from this shell (`aord`, `aor run`) does not",
+                k->name, k->env, envf);
+        else
+            say(t, WARN,
+                "key \"%s\": %s is not set in this shell; aord needs it in its own "
+                "environment (export it before starting aord, put it in env_file in [daemon], "
+                "or in ~/.config/aor/env for the service)",
+                k->name, k->env);
+    }
+    free(envf);
+}
+
 static aor_config *check_config(aor_cli *c, tally *t) {
     char *errors = NULL;
     aor_config *cfg = aor_config_load(c->config_arg, &errors);
+    if (!cfg) {
+        /* Only unset key variables? Then the file is valid and aord may have them. */
+        cfg = aor_config_load_flags(c->config_arg, AOR_CONFIG_SECRETS_OPTIONAL, NULL);
+        if (cfg) {
+            free(errors);
+            errors = NULL;
+        }
+    }
     if (!cfg) {
         say(t, FAIL, "configuration has errors (fix them; `aor check-config` lists them too):");
         /* file:line messages; they never contain a secret (config.h). */
@@ -49,14 +82,15 @@ static aor_config *check_config(aor_cli *c, tally *t) {
         return NULL;
     }
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
+    const char *ps = cfg->nproviders == 1 ? "" : "s", *ks = nk == 1 ? "" : "s";
     if (cfg->source)
-        say(t, OK, "config %s is valid (%zu providers, %zu keys)", cfg->source, cfg->nproviders,
-            nk);
+        say(t, OK, "config %s is valid (%zu provider%s, %zu key%s)", cfg->source, cfg->nproviders,
+            ps, nk, ks);
     else
         say(t, OK,
-            "no config file: embedded default from the environment (%zu providers, %zu "
-            "keys)",
-            cfg->nproviders, nk);
+            "no config file: embedded default from the environment (%zu provider%s, %zu key%s)",
+            cfg->nproviders, ps, nk, ks);
+    warn_unset_keys(cfg, t);
     return cfg;
 }
 

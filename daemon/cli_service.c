@@ -1,7 +1,8 @@
 /* aor install-service: run aord as a per-user service (spec §1: "run by hand, by `aor run`,
  * or under systemd --user / launchd"). Writes the unit from the templates below (the
  * same text as scripts/aord.service and scripts/aord.plist, with the absolute path of
- * aord filled in), then enables it when the service manager is reachable. */
+ * aord filled in, followed by `--config FILE` when the user chose a configuration file),
+ * then enables it when the service manager is reachable. */
 #include "cli.h"
 #include "paths.h"
 
@@ -9,6 +10,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,15 +135,25 @@ static int put_xml(char **buf, size_t *len, const char *p) {
     return 0;
 }
 
-/* The template with its placeholder replaced by aord. malloc'd, NULL on ENOMEM. */
-static char *render(int launchd, const char *aord) {
+/* The template with its placeholder replaced by aord, followed by `--config <config>`
+ * when config is not NULL (ExecStart words / ProgramArguments strings). malloc'd, NULL
+ * on ENOMEM. */
+static char *render(int launchd, const char *aord, const char *config) {
     const char *tpl = launchd ? launchd_template : systemd_template;
     const char *at = strstr(tpl, PLACEHOLDER);
     char *buf = NULL;
     size_t len = 0;
+    static const char xml_sep[] = "</string>\n        <string>";
     if (!at || put(&buf, &len, tpl, (size_t)(at - tpl)) < 0)
         goto fail;
     if ((launchd ? put_xml(&buf, &len, aord) : put_systemd_path(&buf, &len, aord)) < 0)
+        goto fail;
+    if (config && launchd &&
+        (put(&buf, &len, xml_sep, strlen(xml_sep)) < 0 || put(&buf, &len, "--config", 8) < 0 ||
+         put(&buf, &len, xml_sep, strlen(xml_sep)) < 0 || put_xml(&buf, &len, config) < 0))
+        goto fail;
+    if (config && !launchd &&
+        (put(&buf, &len, " --config ", 10) < 0 || put_systemd_path(&buf, &len, config) < 0))
         goto fail;
     at += strlen(PLACEHOLDER);
     if (put(&buf, &len, at, strlen(at)) < 0)
@@ -237,27 +249,91 @@ static int enable_launchd(const char *dest, int no_start) {
     return AOR_CLI_OK;
 }
 
+/* The configuration file chosen for aor (--config, $AOR_CONFIG) as an absolute path
+ * for the service, symbolic links kept (the service follows them like aor does).
+ * *out: malloc'd path, or NULL when none was chosen (aord then finds the default
+ * itself). Returns 0, or -1 after printing (missing file, control characters, ENOMEM). */
+static int service_config(const aor_cli *c, char **out) {
+    *out = NULL;
+    const char *chosen = aor_cli_chosen_config(c);
+    if (!chosen)
+        return 0;
+    for (const char *p = chosen; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            fprintf(stderr, "aor: the configuration file name contains control characters; a "
+                            "service unit cannot name it\n");
+            return -1;
+        }
+    }
+    char *abs = NULL;
+    if (chosen[0] == '/') {
+        abs = strdup(chosen);
+    } else {
+        char *cwd = getcwd(NULL, 0);
+        while (chosen[0] == '.' && chosen[1] == '/') { /* "./a.ini" -> "a.ini" */
+            chosen += 2;
+            while (*chosen == '/')
+                chosen++;
+        }
+        if (cwd && asprintf(&abs, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", chosen) < 0)
+            abs = NULL;
+        free(cwd);
+    }
+    if (!abs) {
+        fprintf(stderr, "aor: cannot make the configuration path absolute: %s\n", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (stat(abs, &st) < 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (why) {
+        fprintf(stderr, "aor: configuration file %s: %s\n", abs, why);
+        free(abs);
+        return -1;
+    }
+    *out = abs;
+    return 0;
+}
+
 int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
-    int print_only = 0, no_start = 0;
+    int print_only = 0, no_start = 0, want_systemd = 0, want_launchd = 0;
 #ifdef __APPLE__
     int launchd = 1;
 #else
     int launchd = 0;
 #endif
     for (int i = 0; i < argc; i++) {
+        int tk = aor_cli_take_config(c, argc, argv, &i);
+        if (tk < 0)
+            return AOR_CLI_USAGE;
+        if (tk > 0)
+            continue;
         if (strcmp(argv[i], "--print") == 0)
             print_only = 1;
         else if (strcmp(argv[i], "--no-start") == 0)
             no_start = 1;
         else if (strcmp(argv[i], "--systemd") == 0)
-            launchd = 0;
+            want_systemd = 1;
         else if (strcmp(argv[i], "--launchd") == 0)
-            launchd = 1;
+            want_launchd = 1;
         else {
             fprintf(stderr, "aor install-service: unknown argument '%s'\n", argv[i]);
             return AOR_CLI_USAGE;
         }
     }
+    if (want_systemd && want_launchd) {
+        fprintf(stderr, "aor install-service: --systemd and --launchd exclude each other; give "
+                        "one\n");
+        return AOR_CLI_USAGE;
+    }
+    if (want_systemd || want_launchd)
+        launchd = want_launchd;
+    char *config = NULL;
+    if (service_config(c, &config) < 0)
+        return AOR_CLI_USAGE;
     int rc = AOR_CLI_FAIL;
     char *unit = NULL, *dest = NULL, *dir = NULL;
     char *self = aor_cli_self_dir(c->argv0);
@@ -269,7 +345,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
                 self ? self : "the directory of aor");
         goto out;
     }
-    unit = render(launchd, aord);
+    unit = render(launchd, aord, config);
     if (!unit) {
         fprintf(stderr, "aor: out of memory\n");
         goto out;
@@ -288,9 +364,11 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
         fprintf(stderr, "aor: cannot write %s: %s\n", dest, strerror(errno));
         goto out;
     }
-    printf("wrote %s (aord: %s)\n", dest, aord);
+    printf("wrote %s (aord: %s%s%s)\n", dest, aord, config ? ", config: " : "",
+           config ? config : "");
     rc = launchd ? enable_launchd(dest, no_start) : enable_systemd(no_start);
 out:
+    free(config);
     free(unit);
     free(dest);
     free(dir);

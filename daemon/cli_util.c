@@ -1,6 +1,7 @@
 /* aor: helpers shared by the commands (see cli.h): config loading, finding the binaries,
  * the socket probe, small file I/O, shell quoting. */
 #include "cli.h"
+#include "paths.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,30 @@ int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i) {
     return 1;
 }
 
+const char *aor_cli_chosen_config(const aor_cli *c) {
+    if (c->config_arg && *c->config_arg)
+        return c->config_arg;
+    const char *env = getenv("AOR_CONFIG");
+    return env && *env ? env : NULL;
+}
+
+char *aor_cli_service_env_file(void) {
+    char *dir = aor_path_config_dir();
+    char *home = aor_path_home();
+    char *cand[2] = {home ? aor_path_join(home, ".config/aor/env") : NULL,
+                     dir ? aor_path_join(dir, "env") : NULL};
+    char *found = NULL;
+    struct stat st;
+    for (int i = 0; i < 2 && !found; i++)
+        if (cand[i] && stat(cand[i], &st) == 0 && S_ISREG(st.st_mode))
+            found = cand[i], cand[i] = NULL;
+    free(cand[0]);
+    free(cand[1]);
+    free(dir);
+    free(home);
+    return found;
+}
+
 static aor_config *load_config(const aor_cli *c, unsigned flags) {
     char *errors = NULL;
     aor_config *cfg = aor_config_load_flags(c->config_arg, flags, &errors);
@@ -40,6 +65,16 @@ static aor_config *load_config(const aor_cli *c, unsigned flags) {
     fprintf(stderr, "aor: configuration errors:\n%s", errors ? errors : "(out of memory)\n");
     if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
         fputc('\n', stderr);
+    /* Keys kept only in the service's env file are unset here: say where they may be. */
+    char *envf = errors && strstr(errors, " is not set") ? aor_cli_service_env_file() : NULL;
+    if (envf)
+        fprintf(stderr,
+                "aor: note: %s exists (the service's EnvironmentFile): aord run as a service "
+                "gets its variables from there, but aor checks this shell's environment (and "
+                "env_file in [daemon]): a variable listed above that is in that file is "
+                "missing only here\n",
+                envf);
+    free(envf);
     free(errors);
     return NULL;
 }

@@ -96,7 +96,11 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
         aor_warn("SIGHUP: [daemon] listen/socket/state changes take effect at the next start; "
                  "still on %s and %s",
                  boot->listen ? boot->listen : "listen off", d->socket_path);
-    if (cfg->embedded && !d->cfg->embedded)
+    if (!cfg->source && d->cfg->source)
+        aor_warn("SIGHUP: the config file %s is gone; the embedded default now applies "
+                 "(providers and keys from the environment)",
+                 d->cfg->source);
+    else if (cfg->embedded && !d->cfg->embedded)
         aor_warn("SIGHUP: the config file has no providers now; using the embedded default "
                  "(keys from the environment)");
     retired[nretired++] = d->cfg;
@@ -172,9 +176,9 @@ int main(int argc, char **argv) {
     }
     if (check_only) {
         size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
-        printf("aord: configuration OK (%s): %zu providers, %zu keys\n",
+        printf("aord: configuration OK (%s): %zu provider%s, %zu key%s\n",
                cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
-               nk);
+               cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
         aor_config_free(cfg);
         return 0;
     }
@@ -256,8 +260,9 @@ int main(int argc, char **argv) {
     evsignal_add(ev_int, NULL);
     evsignal_add(ev_hup, NULL);
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
-    aor_info("aord %s ready: socket %s, sidecar %s%s, %zu providers, %zu keys, config %s%s",
-             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "", cfg->nproviders, nk,
+    aor_info("aord %s ready: socket %s, sidecar %s%s, %zu provider%s, %zu key%s, config %s%s",
+             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "", cfg->nproviders,
+             cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s",
              cfg->source ? cfg->source : "<embedded default>",
              aor_clock_is_fake() ? ", TEST CLOCK" : "");
     event_base_dispatch(d.base);

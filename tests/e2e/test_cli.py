@@ -551,3 +551,146 @@ def test_install_service(env):
     plist = os.path.join(env.env["HOME"], "Library", "LaunchAgents", "dev.aor.aord.plist")
     check(os.path.isfile(plist), "plist written")
     check("launchctl bootstrap gui/%d %s" % (os.getuid(), plist) in out, out)
+
+
+def test_install_service_passes_the_chosen_config(env):
+    """QA: `aor --config FILE install-service` (or AOR_CONFIG) wrote ExecStart without
+    --config, so the service ran another configuration. The file goes in as an absolute
+    path, quoted for systemd (spaces, %) and escaped for the plist."""
+    setup(env, start=False)
+    aord = os.path.realpath(os.path.join(env.build, "aord"))
+    d = env.path("my conf 100%")
+    os.makedirs(d, exist_ok=True)
+    cfg = os.path.join(d, "a&b.ini")
+    shutil.copy(env.config_path, cfg)
+    want_exec = 'ExecStart=%s --config "%s"\n' % (aord, cfg.replace("%", "%%"))
+    rc, out, err = aor(env, "--config", cfg, "install-service", "--print", "--systemd")
+    eq(rc, 0, "--print with --config (stderr %r)" % err)
+    check(want_exec in out, "ExecStart names the config: %r" % out)
+    eq(out.replace(want_exec, "ExecStart=%s\n" % aord), _template("aord.service", aord),
+       "the rest is the template")
+    # AOR_CONFIG, relative to the working directory: made absolute.
+    rc, out, err = env.run_client([aor_path(env), "install-service", "--print", "--systemd"],
+                                  preload=False, cwd=d, extra_env={"AOR_CONFIG": "./a&b.ini"})
+    eq(rc, 0, "AOR_CONFIG (stderr %r)" % err)
+    check(want_exec in out, "AOR_CONFIG relative path made absolute: %r" % out)
+    # launchd: two more ProgramArguments strings, XML-escaped.
+    rc, out, err = aor(env, "install-service", "--print", "--launchd", "--config", cfg)
+    eq(rc, 0, "--launchd with --config")
+    want = ("        <string>%s</string>\n        <string>--config</string>\n"
+            "        <string>%s</string>\n" % (aord, cfg.replace("&", "&amp;")))
+    check(want in out, "plist ProgramArguments: %r" % out)
+    eq(out.replace(want, "        <string>%s</string>\n" % aord), _template("aord.plist", aord),
+       "the rest is the plist template")
+    # Installed (not only printed) too.
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start", "--config", cfg)
+    eq(rc, 0, "install with --config (stderr %r)" % err)
+    unit = os.path.join(env.env["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
+    with open(unit) as f:
+        check(want_exec in f.read(), "installed unit names the config")
+    # systemd's own parser agrees, when it is here.
+    if shutil.which("systemd-analyze"):
+        r = subprocess.run(["systemd-analyze", "--user", "verify", unit], capture_output=True,
+                           text=True, env=env.env)
+        check("ExecStart" not in r.stderr and "--config" not in r.stderr,
+              "systemd-analyze has no complaint about ExecStart: %s" % r.stderr)
+    # A chosen file that does not exist is an error, not a unit that cannot start.
+    rc, out, err = aor(env, "--config", env.path("nope.ini"), "install-service", "--print")
+    eq(rc, 2, "missing config file: exit 2")
+    check("nope.ini" in err, "names the file: %r" % err)
+    # --systemd and --launchd together: usage error (QA: the last one won).
+    rc, out, err = aor(env, "install-service", "--print", "--systemd", "--launchd")
+    eq(rc, 2, "--systemd --launchd is a usage error")
+    check("--systemd" in err and "--launchd" in err, "says why: %r" % err)
+    eq(out, "", "prints no unit")
+
+
+def test_keys_only_in_the_service_env_file(env):
+    """QA: keys kept only in the service env file (as install-service recommends) made
+    `aor doctor` fail and `aor status`/`aor backoff` warn on every call. status and backoff
+    need no secret; doctor warns per variable; check-config stays strict but points at
+    the env file."""
+    port, d = setup(env)
+    envfile = os.path.join(env.env["XDG_CONFIG_HOME"], "aor", "env")
+    with open(envfile, "w") as f:
+        f.write("KEY_A=%s\nKEY_B=%s\n" % (SECRET_A, SECRET_B))
+    os.chmod(envfile, 0o600)
+    unset = ["env", "-u", "KEY_A", "-u", "KEY_B"]
+
+    def run(*args):
+        rc, out, err = env.run_client(unset + [aor_path(env)] + list(args), preload=False)
+        no_secret(out, err)
+        return rc, out, err
+
+    rc, out, err = run("status")
+    eq(rc, 0, "status (stderr %r)" % err)
+    eq(err, "", "status prints no warning")
+    check("aord: up" in out, out)
+    rc, out, err = run("backoff")
+    eq(rc, 0, "backoff (stderr %r)" % err)
+    eq(err, "", "backoff prints no warning")
+    rc, out, err = run("doctor")
+    eq(rc, 0, "doctor does not fail: %s %s" % (out, err))
+    check("ok: config %s is valid" % env.config_path in out, out)
+    for var, key in (("KEY_A", "A"), ("KEY_B", "B")):
+        check(re.search(r'^warn: key "%s": %s is not set in this shell; %s exists' %
+                        (key, var, re.escape(envfile)), out, re.M),
+              "doctor warns about %s and names the env file:\n%s" % (var, out))
+    check("fail:" not in out, "no failure:\n" + out)
+    rc, out, err = run("check-config")
+    eq(rc, 2, "check-config stays strict")
+    check("KEY_A is not set" in err, "names the variable: %r" % err)
+    check("note: %s exists (the service's EnvironmentFile)" % envfile in err,
+          "mentions the env file: %r" % err)
+    # Without the env file, doctor still only warns, and says where a key can live.
+    os.unlink(envfile)
+    rc, out, err = run("doctor")
+    eq(rc, 0, "doctor without the env file: %s" % out)
+    check(re.search(r'^warn: key "A": KEY_A is not set in this shell; aord needs it', out, re.M),
+          out)
+    rc, out, err = run("check-config")
+    check("note:" not in err, "no env-file note without the file: %r" % err)
+
+
+def test_status_with_a_broken_or_missing_config(env):
+    """QA: `aor --config /nonexist status` said it used the file's [daemon] values, then
+    used 127.0.0.1:8787. A file with errors: its socket/listen are used, and said so."""
+    port, d = setup(env)
+    with open(env.config_path, "a") as f:
+        f.write("[provider \"extra\"]\nbogus = 1\n")
+    rc, out, err = aor(env, "status")
+    eq(rc, 0, "status reaches the running daemon (%s %s)" % (out, err))
+    check("using socket %s and http://127.0.0.1:%d from its [daemon] section"
+          % (env.socket_path, port) in err, "says which values: %r" % err)
+    missing = env.path("nonexist.ini")
+    rc, out, err = aor(env, "--config", missing, "status")
+    check(("cannot read the configuration file %s (No such file or directory); using the "
+           "default socket %s and http://127.0.0.1:8787" % (missing, env.socket_path)) in err,
+          "says the file cannot be read and which defaults: %r" % err)
+    check("[daemon]" not in err, "does not claim the file's values: %r" % err)
+
+
+def test_cli_arguments_and_counts(env):
+    """QA trivia: `aor backoff reset P a b` complained about 'b' instead of 'a'; counts of
+    one read "1 provider, 1 key"."""
+    rc, out, err = aor(env, "backoff", "reset", "mock", "a", "b")
+    eq(rc, 2, "extra arguments: usage error")
+    check("unexpected argument 'a'" in err, "names the first extra argument: %r" % err)
+    rc, out, err = aor(env, "backoff", "list", "x")
+    eq(rc, 2, "list takes no word")
+    check("unexpected argument 'x'" in err, err)
+    rc, out, err = aor(env, "backoff", "clear", "x")
+    eq(rc, 2, "clear takes no word")
+    env.set_keys(KEY_A=SECRET_A)
+    env.write_config("""
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        keys = A
+        models = *
+        """)
+    rc, out, err = aor(env, "check-config")
+    eq(rc, 0, "valid (stderr %r)" % err)
+    check(out.endswith(": 1 provider, 1 key\n"), out)
+    rc, out, err = aor(env, "doctor")
+    check("is valid (1 provider, 1 key)" in out, out)

@@ -51,3 +51,35 @@ def test_embedded_default_from_environment(env):
                   "-H", "anthropic-version: 2023-06-01", "-H", "content-type: application/json",
                   "-d", body])
     eq(r.status, 502, "another credential is not backed off")
+
+
+def test_sighup_after_the_implicit_file_is_removed(env):
+    """QA: removing $XDG_CONFIG_HOME/aor/aor.ini and reloading logged "the config file has
+    no providers now": the file is gone, and the log must say so. The ready line counts
+    in the singular for one ("1 provider, 1 key")."""
+    import os
+    import signal
+    env.set_keys(KEY_A="sk-embedded-test-AAAA")
+    port = aortest.free_port()
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        keys = A
+        models = *
+        """)
+    d = env.start_daemon()
+    log = d.stderr_text()
+    check("1 provider, 1 key, config %s" % env.config_path in log,
+          "ready line in the singular: %s" % log[-400:])
+    os.unlink(env.config_path)
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: "config reloaded" in d.stderr_text(), what="reload logged")
+    log = d.stderr_text()
+    check("SIGHUP: the config file %s is gone; the embedded default now applies" % env.config_path
+          in log, "the log says the file is gone: %s" % log[-600:])
+    check("has no providers now" not in log, "not the no-providers wording: %s" % log[-600:])
+    eq(d.healthz(), 200, "still up")
+    check("sk-embedded-test-AAAA" not in log, "no secret in the log")

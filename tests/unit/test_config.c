@@ -808,6 +808,101 @@ static void test_rule7_unknown_sections_and_options(void **state) {
     free(path);
 }
 
+/* The error line "PATH:LINE: ..." of errs (malloc'd), or a failed test when there is none. */
+static char *err_line(const char *errs, const char *path, int line) {
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s:%d: ", path, line);
+    for (const char *p = errs; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (strncmp(p, prefix, strlen(prefix)) == 0)
+            return strndup(p, len);
+        p = nl ? nl + 1 : NULL;
+    }
+    fail_msg("no error at %s in:\n%s", prefix, errs);
+    return NULL;
+}
+
+/* Rule 7 hints also match word by word (docs/config.md): a plural or a missing word
+ * still finds the option; a word that fits two options gets no guess. */
+static void test_rule7_hints_by_words(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[routing]\n"                    /* 1 */
+                       "max_retries = 3\n"              /* 2 */
+                       "retry = 3\n"                    /* 3 */
+                       "cooldown = 3\n"                 /* 4: quota_ or auth_: no guess */
+                       "[key \"a\"]\n"                  /* 5 */
+                       "env = TEST_KEY_A\n"             /* 6 */
+                       "[provider \"p\"]\n"             /* 7 */
+                       "dialect = openai\n"             /* 8 */
+                       "base_url = https://x.example\n" /* 9 */
+                       "keys = a\n"                     /* 10 */
+                       "models = gpt-4o\n"              /* 11 */
+                       "retry = ignore\n"               /* 12 */
+                       "[model \"gpt-4o\"]\n"           /* 13 */
+                       "max_opaque_retry = 1\n"         /* 14 */
+                       "retry = 1\n"                    /* 15 */
+                       "opaque_count = 1\n";            /* 16: "count" matches nothing */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 2,
+               "unknown option max_retries in [routing]; did you mean max_opaque_retries?");
+    assert_err(errs, path, 3,
+               "unknown option retry in [routing]; did you mean max_opaque_retries?");
+    assert_err(errs, path, 12,
+               "unknown option retry in [provider \"p\"]; did you mean retry_after?");
+    assert_err(errs, path, 14,
+               "unknown option max_opaque_retry in [model \"gpt-4o\"]; did you mean "
+               "max_opaque_retries?");
+    assert_err(errs, path, 15,
+               "unknown option retry in [model \"gpt-4o\"]; did you mean max_opaque_retries?");
+    const int no_hint[] = {4, 16};
+    for (size_t i = 0; i < 2; i++) {
+        char *l = err_line(errs, path, no_hint[i]);
+        assert_non_null(strstr(l, "unknown option"));
+        if (strstr(l, "did you mean"))
+            fail_msg("unexpected hint: %s", l);
+        free(l);
+    }
+    assert_int_equal(count_lines(errs), 7);
+    free(errs);
+    free(path);
+}
+
+/* A key's friendly name is printed by `aor status`: control characters (ESC would
+ * drive the terminal) are an error at their line, and the value is not echoed raw. */
+static void test_key_name_control_characters(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    setenv("TEST_KEY_B", "secret-b", 1);
+    const char *text = "[key \"a\"]\n"                  /* 1 */
+                       "env = TEST_KEY_A\n"             /* 2 */
+                       "name = evil\x1b[2Jname\n"       /* 3 */
+                       "[key \"b\"]\n"                  /* 4 */
+                       "env = TEST_KEY_B\n"             /* 5 */
+                       "name = bell\x07\n"              /* 6 */
+                       "[provider \"p\"]\n"             /* 7 */
+                       "dialect = openai\n"             /* 8 */
+                       "base_url = https://x.example\n" /* 9 */
+                       "keys = a, b\n"                  /* 10 */
+                       "models = *\n";                  /* 11 */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 3, "name contains control characters");
+    assert_err(errs, path, 6, "name contains control characters");
+    assert_null(strchr(errs, '\x1b'));
+    assert_null(strchr(errs, '\x07'));
+    assert_int_equal(count_lines(errs), 2);
+    free(errs);
+    free(path);
+    /* Printable UTF-8 stays fine. */
+    aor_config *cfg = load_ok("[key \"a\"]\nenv = TEST_KEY_A\nname = Équipe nuit\n"
+                              "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                              "keys = a\nmodels = *\n",
+                              NULL);
+    assert_string_equal(cfg->keys[0].friendly, "Équipe nuit");
+    aor_config_free(cfg);
+}
+
 static void test_structure_errors(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     const char *text = "orphan = 1\n"                   /* 1 */
@@ -1209,6 +1304,8 @@ int main(void) {
         T(test_rule6_inline_secrets_rejected_without_echo),
         T(test_rule6_no_false_positives),
         T(test_rule7_unknown_sections_and_options),
+        T(test_rule7_hints_by_words),
+        T(test_key_name_control_characters),
         T(test_structure_errors),
         T(test_many_errors_at_once_sorted),
         T(test_lexical_details),
