@@ -81,6 +81,8 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
             return store_failed(rs, "circuit close");
     }
     aor_breaker_success(rs->breaker, provider, model);
+    if (!*model)
+        return 0; /* no model (GET /v1/models ...): no prompt cache to keep warm, no sticky */
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
     if (aor_sticky_touch(rs->sticky, client, model, provider, key, now))
         return 0;

@@ -114,6 +114,18 @@ static void test_client_errors_never(void **state) {
 /* §4.4/§4.5: the probe of a half-open circuit holds the others; its lease is memory
  * only (no write); its recorded failure reopens the circuit, written ahead; a recorded
  * success of the next probe closes it, written ahead. */
+/* A success of a request without a model (GET /v1/models) makes no sticky row: there is
+ * no prompt cache to keep warm, and every new client would add a row (QA). */
+static void test_no_sticky_without_a_model(void **state) {
+    fx *f = *state;
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "a", "", "client", AOR_KIND_OK, -1, NOW - 1, NOW, 0), 0);
+    assert_int_equal(aor_sticky_count(aor_rstate_sticky(f->rs)), 0);
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "a", "m", "client", AOR_KIND_OK, -1, NOW - 1, NOW, 0), 0);
+    assert_int_equal(aor_sticky_count(aor_rstate_sticky(f->rs)), 1);
+}
+
 static void test_probe_lease_and_its_result(void **state) {
     fx *f = *state;
     aor_breaker *br = aor_rstate_breaker(f->rs);
@@ -156,6 +168,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_own_credentials_transient_does, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_sticky_without_a_model, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
