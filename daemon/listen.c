@@ -2,9 +2,12 @@
 
 #include "conn.h"
 #include "log.h"
+#include "paths.h"
+#include "publish.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -52,7 +55,10 @@ static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
     aor_conn_accept_tcp(d, fd);
 }
 
-static int mkdir_p(const char *dir, mode_t mode) {
+/* Creates the missing parents of dir (0700) and dir itself (mode). Sets *created when
+ * dir did not exist before. Returns 0, or -1 with errno. */
+static int mkdir_p(const char *dir, mode_t mode, int *created) {
+    *created = 0;
     char *copy = strdup(dir);
     if (!copy)
         return -1;
@@ -68,9 +74,75 @@ static int mkdir_p(const char *dir, mode_t mode) {
     }
     int r = mkdir(copy, mode);
     free(copy);
+    if (r == 0)
+        *created = 1;
     if (r < 0 && errno != EEXIST)
         return -1;
     return 0;
+}
+
+/* 1 when dir is aord's default socket directory (spec §7): $XDG_RUNTIME_DIR/aor or
+ * /tmp/aor-<uid>, the only existing directories aord may tighten to 0700. */
+static int is_default_dir(const char *dir) {
+    /* NULL: the /tmp/aor-<uid> fallback (also what a relative XDG_RUNTIME_DIR gives). */
+    const char *bases[2] = {getenv("XDG_RUNTIME_DIR"), NULL};
+    int yes = 0;
+    for (size_t i = 0; i < 2 && !yes; i++) {
+        char *sock = aor_path_socket_for(NULL, bases[i], (unsigned long)getuid());
+        char *slash = sock ? strrchr(sock, '/') : NULL;
+        if (slash) {
+            *slash = '\0';
+            yes = strcmp(sock, dir) == 0;
+        }
+        free(sock);
+    }
+    return yes;
+}
+
+/* The socket directory must be ours and closed to others: whoever can write there can
+ * replace the socket (and the published address set) under the shim. */
+static int check_dir(const char *dir, char *err, size_t errlen) {
+    int created = 0;
+    if (mkdir_p(dir, 0700, &created) < 0) {
+        snprintf(err, errlen, "cannot create the socket directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int fix = created || is_default_dir(dir);
+    /* The default directory sits in a shared place (/tmp): it must not be a link. */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (fix ? O_NOFOLLOW : 0));
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "socket directory %s: cannot open it: %s", dir,
+                 errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int rc = -1;
+    if (st.st_uid != geteuid()) {
+        snprintf(err, errlen,
+                 "socket directory %s: owned by uid %u, not by you (uid %u); choose a socket "
+                 "in a directory of your own",
+                 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        goto out_close;
+    }
+    if (fix && (st.st_mode & 077)) {
+        if (fchmod(fd, 0700) < 0) {
+            snprintf(err, errlen, "socket directory %s: cannot chmod 700 it: %s", dir,
+                     strerror(errno));
+            goto out_close;
+        }
+    } else if (st.st_mode & 022) {
+        snprintf(err, errlen,
+                 "socket directory %s: writable by group or others (mode %04o); chmod 700 it "
+                 "or choose a socket in a directory of your own",
+                 dir, (unsigned)(st.st_mode & 07777));
+        goto out_close;
+    }
+    rc = 0;
+out_close:
+    close(fd);
+    return rc;
 }
 
 int aor_listen_unix(aor_daemon *d, char *err, size_t errlen) {
@@ -83,13 +155,24 @@ int aor_listen_unix(aor_daemon *d, char *err, size_t errlen) {
         return -1;
     }
     memcpy(sun.sun_path, d->socket_path, strlen(d->socket_path) + 1);
-    if (mkdir_p(d->runtime_dir, 0700) < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", d->runtime_dir, strerror(errno));
+    if (check_dir(d->runtime_dir, err, errlen) < 0)
+        return -1;
+    /* Only a socket is ever replaced: anything else at that path is not aord's. */
+    struct stat st;
+    int exists = lstat(d->socket_path, &st) == 0;
+    if (!exists && errno != ENOENT) {
+        snprintf(err, errlen, "socket %s: %s", d->socket_path, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (stat(d->runtime_dir, &st) == 0 && st.st_uid == getuid() && (st.st_mode & 077))
-        chmod(d->runtime_dir, 0700);
+    if (exists && !S_ISSOCK(st.st_mode)) {
+        snprintf(err, errlen,
+                 "socket %s: the path exists and is not a socket; refusing to replace it "
+                 "(remove it or choose another socket path)",
+                 d->socket_path);
+        return -1;
+    }
+    if (aor_publish_check_dir(d->runtime_dir, err, errlen) < 0)
+        return -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         snprintf(err, errlen, "socket: %s", strerror(errno));
@@ -106,7 +189,8 @@ int aor_listen_unix(aor_daemon *d, char *err, size_t errlen) {
         }
         close(probe);
     }
-    unlink(d->socket_path);
+    if (exists)
+        unlink(d->socket_path); /* a stale socket: nobody answers on it */
     mode_t old = umask(0177);
     int r = bind(fd, (struct sockaddr *)&sun, sizeof sun);
     umask(old);
@@ -253,7 +337,9 @@ void aor_listen_close(aor_daemon *d) {
     if (d->unix_listener) {
         evconnlistener_free(d->unix_listener);
         d->unix_listener = NULL;
-        unlink(d->socket_path);
+        struct stat st;
+        if (lstat(d->socket_path, &st) == 0 && S_ISSOCK(st.st_mode))
+            unlink(d->socket_path);
     }
     if (d->tcp_listener) {
         evconnlistener_free(d->tcp_listener);

@@ -6,9 +6,15 @@
 
 #include "daemon.h"
 
-/* Creates the socket directory (0700) and binds the Unix socket (0600) at
- * d->socket_path, removing a stale socket file (one nobody answers on). Returns 0, or
- * -1 with a message in err (e.g. another aord is already running). */
+/* Binds the Unix socket (0600) at d->socket_path in d->runtime_dir. The directory is
+ * created 0700 when missing; it must be owned by aord's euid and not writable by group
+ * or others, except that the default one ($XDG_RUNTIME_DIR/aor or /tmp/aor-<uid>, not a
+ * symbolic link) or one aord just created is tightened to 0700; other directories are
+ * never chmod'ed. Only a stale socket (one nobody answers on) is replaced at the path;
+ * anything else there, or a <dir>/hosts that is not aord's address set
+ * (aor_publish_check_dir), makes it fail without touching anything. Returns 0, or -1
+ * with a message naming the path in err (errlen bytes), e.g. another aord is already
+ * running. */
 int aor_listen_unix(aor_daemon *d, char *err, size_t errlen);
 
 /* Binds the sidecar listener at d->cfg->listen ("host:port", loopback only). Sets
@@ -19,7 +25,7 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen);
  * NETLINK_SOCK_DIAG. Returns 0 and sets *uid, or -1 with errno. */
 int aor_listen_peer_uid(int fd, unsigned *uid);
 
-/* Closes both listeners and removes the socket file. */
+/* Closes both listeners and removes the socket file (when it is still a socket). */
 void aor_listen_close(aor_daemon *d);
 
 #endif

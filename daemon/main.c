@@ -7,8 +7,8 @@
 #include "log.h"
 #include "paths.h"
 #include "proxy.h"
-#include "version.h"
 #include "publish.h"
+#include "version.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -277,12 +277,8 @@ out_signals:
         event_free(ev_hup);
 out_listen:
     aor_listen_close(&d);
-    if (d.runtime_dir) {
-        /* The address set is only meaningful while aord runs. */
-        char hosts[4200];
-        snprintf(hosts, sizeof hosts, "%s/hosts", d.runtime_dir);
-        unlink(hosts);
-    }
+    if (d.runtime_dir)
+        aor_publish_remove(d.runtime_dir); /* the address set, if still aord's own */
 out_up:
     aor_conn_close_all(&d);
     aor_proxy_spares_free();

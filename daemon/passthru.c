@@ -7,13 +7,16 @@
 #include <event2/bufferevent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define PIPE_HIGH (1024 * 1024) /* bytes queued toward one side before reading pauses */
 
 typedef struct {
     struct bufferevent *side[2]; /* 0: client, 1: upstream */
-    int closing[2];              /* side i got EOF/error: close the other once flushed */
+    int eof[2];                  /* side i sent EOF: nothing more to read from it */
+    int shut[2];                 /* side i's sending direction was shut down (SHUT_WR) */
+    int broken;                  /* a side failed: flush what is queued, then close all */
 } pipe_pair;
 
 static void pair_free(pipe_pair *pp) {
@@ -28,6 +31,32 @@ static int index_of(pipe_pair *pp, struct bufferevent *bev) {
     return pp->side[0] == bev ? 0 : 1;
 }
 
+static size_t queued(pipe_pair *pp, int i) {
+    return evbuffer_get_length(bufferevent_get_output(pp->side[i]));
+}
+
+/* Passes side i's end on once everything toward it is written: shuts down the writing
+ * direction of side i when side 1-i has ended (a half-close, spec §2: the bytes and
+ * their order are the client's), or frees the pair when a side broke. Returns 1 when
+ * the pair was freed. */
+static int settle(pipe_pair *pp, int i) {
+    if (queued(pp, i) > 0)
+        return 0;
+    if (pp->broken) {
+        pair_free(pp);
+        return 1;
+    }
+    if (pp->eof[1 - i] && !pp->shut[i]) {
+        shutdown(bufferevent_getfd(pp->side[i]), SHUT_WR);
+        pp->shut[i] = 1;
+    }
+    if (pp->shut[0] && pp->shut[1]) {
+        pair_free(pp); /* both directions are done */
+        return 1;
+    }
+    return 0;
+}
+
 static void on_read(struct bufferevent *bev, void *arg) {
     pipe_pair *pp = arg;
     int i = index_of(pp, bev);
@@ -37,14 +66,13 @@ static void on_read(struct bufferevent *bev, void *arg) {
         bufferevent_disable(bev, EV_READ);
 }
 
+/* Everything queued toward side i is written. */
 static void on_write(struct bufferevent *bev, void *arg) {
     pipe_pair *pp = arg;
     int i = index_of(pp, bev);
-    if (pp->closing[1 - i] && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-        pair_free(pp);
+    if (settle(pp, i))
         return;
-    }
-    if (!pp->closing[1 - i])
+    if (!pp->eof[1 - i] && !pp->broken)
         bufferevent_enable(pp->side[1 - i], EV_READ);
 }
 
@@ -55,15 +83,22 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
         return;
     if (what & BEV_EVENT_ERROR && i == 1)
         aor_debug("pass-through: upstream connection failed");
-    /* Move what is left, then close the other side once it is flushed. */
+    /* Move what is left toward the other side. */
     struct bufferevent *other = pp->side[1 - i];
     evbuffer_add_buffer(bufferevent_get_output(other), bufferevent_get_input(bev));
-    pp->closing[i] = 1;
-    if (pp->closing[1 - i] || evbuffer_get_length(bufferevent_get_output(other)) == 0) {
-        pair_free(pp);
+    if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && !(what & BEV_EVENT_ERROR)) {
+        /* A half-close: the other direction stays open until its sender ends too. */
+        pp->eof[i] = 1;
+        bufferevent_disable(bev, EV_READ);
+        settle(pp, 1 - i);
         return;
     }
+    /* An error (or a timeout): side i is gone both ways. Flush the rest, then close. */
+    pp->broken = 1;
     bufferevent_disable(bev, EV_READ | EV_WRITE);
+    evbuffer_drain(bufferevent_get_output(bev), queued(pp, i));
+    bufferevent_disable(other, EV_READ);
+    settle(pp, 1 - i);
 }
 
 void aor_passthru_start(aor_daemon *d, int fd, const char *ip, int port) {

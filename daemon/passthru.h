@@ -1,6 +1,9 @@
-/* Raw pass-through of a shim connection whose TLS SNI is not an intercepted host
- * (spec §2): the daemon connects to the original address and copies bytes both ways,
- * untouched, until either side closes. */
+/* Raw pass-through of a shim connection whose TLS SNI (or plain-HTTP host) is not an
+ * intercepted host (spec §2): the daemon connects to the original address and copies
+ * bytes both ways, untouched. A side's end of sending (EOF) is passed on as a half-close
+ * (shutdown SHUT_WR) once its bytes are written, and the other direction stays open
+ * until its sender ends too; an error on either side closes both once the bytes queued
+ * toward the surviving side are written. */
 #ifndef AOR_PASSTHRU_H
 #define AOR_PASSTHRU_H
 

@@ -8,9 +8,11 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int aor_publish_host_intercepted(const aor_config *cfg, const char *host) {
@@ -36,6 +38,7 @@ static pub_host *hosts;
 static size_t nhosts;
 static char *pub_dir;
 static int started;
+static atomic_int foreign_warned; /* warned once that the hosts file is not ours any more */
 
 static int is_ip_literal(const char *h) {
     unsigned char buf[16];
@@ -93,11 +96,84 @@ fail:
     return -1;
 }
 
+#define PUB_MAGIC "aor-hosts "
+
+/* What is at path: 0 nothing, 1 an address set aord wrote (a regular file, not a link,
+ * that starts with PUB_MAGIC), -1 anything else (then errno: EEXIST, or the open/read
+ * error). */
+static int file_state(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISREG(st.st_mode)) {
+        errno = EEXIST;
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    char head[sizeof PUB_MAGIC - 1];
+    size_t got = 0;
+    while (got < sizeof head) {
+        ssize_t n = read(fd, head + got, sizeof head - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got == sizeof head && memcmp(head, PUB_MAGIC, sizeof head) == 0)
+        return 1;
+    errno = EEXIST;
+    return -1;
+}
+
+int aor_publish_check_dir(const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/hosts", dir) >= (int)sizeof path) {
+        snprintf(err, errlen, "socket directory path too long: %s", dir);
+        return -1;
+    }
+    if (file_state(path) >= 0)
+        return 0;
+    if (errno == EEXIST)
+        snprintf(err, errlen,
+                 "%s exists and is not aord's published address set (no \"aor-hosts\" "
+                 "header); refusing to overwrite it: choose a socket in a directory of its own",
+                 path);
+    else
+        snprintf(err, errlen, "%s: cannot read it: %s", path, strerror(errno));
+    return -1;
+}
+
+int aor_publish_remove(const char *dir) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/hosts", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int st = file_state(path);
+    if (st == 0 || (st < 0 && errno == EEXIST))
+        return 0; /* nothing there, or not aord's: left alone */
+    if (st < 0)
+        return -1;
+    if (unlink(path) < 0)
+        return errno == ENOENT ? 0 : -1;
+    return 1;
+}
+
 /* Writes the file from a snapshot of the list plus resolved addresses (may be empty). */
 static int write_file(const char *dir, const pub_host *list, size_t n, const char *addrs) {
     char path[4096], tmp[4160];
     if (snprintf(path, sizeof path, "%s/hosts", dir) >= (int)sizeof path)
         return -1;
+    if (file_state(path) < 0) {
+        /* Someone put a file of their own there since aord started: leave it alone. */
+        if (!atomic_exchange(&foreign_warned, 1))
+            aor_warn("%s is not aord's address set any more; not overwriting it", path);
+        return -1;
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)

@@ -6,7 +6,8 @@
  * Hosts: the built-in provider hosts, every provider's base_url host and `intercept`
  * names (host names only; IP literals and localhost are not intercepted). Addresses are
  * resolved in a background thread (DNS may be slow or absent) and refreshed every
- * AOR_PUBLISH_REFRESH_S seconds. */
+ * AOR_PUBLISH_REFRESH_S seconds. A `hosts` file that is not aord's own (not a regular
+ * file starting with "aor-hosts ") is never overwritten nor removed. */
 #ifndef AOR_PUBLISH_H
 #define AOR_PUBLISH_H
 
@@ -17,6 +18,16 @@
 /* Writes the host lines now and starts the resolver thread (once). dir: the socket
  * directory. Returns 0 or -1 with errno (the daemon goes on without it). */
 int aor_publish_start(const char *dir, const aor_config *cfg);
+
+/* Checks that <dir>/hosts is absent or an address set aord wrote (a regular file, not a
+ * symbolic link, starting with "aor-hosts "), so aord may replace it. Returns 0, or -1
+ * with a message naming the file in err (errlen bytes). Call before aor_publish_start. */
+int aor_publish_check_dir(const char *dir, char *err, size_t errlen);
+
+/* Removes <dir>/hosts when it is aord's address set (see aor_publish_check_dir); leaves
+ * anything else alone. Returns 1 when removed, 0 when there was nothing of aord's to
+ * remove, -1 with errno on an error. For aord's shutdown. */
+int aor_publish_remove(const char *dir);
 
 /* Replaces the host list after a config reload; the thread picks it up. */
 int aor_publish_update(const aor_config *cfg);
