@@ -36,20 +36,26 @@ int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd >= 0) {
         char buf[65];
-        ssize_t n = read(fd, buf, 64);
+        struct stat st;
+        int exposed = fstat(fd, &st) == 0 && (st.st_mode & 077);
+        ssize_t n = exposed ? 0 : read(fd, buf, 64);
         close(fd);
-        if (n == 64) {
+        if (exposed) {
+            /* Another user may have read it: a new token, not just a chmod. */
+            aor_warn("%s was readable or writable by others (mode %03o); writing a new token",
+                     path, (unsigned)(st.st_mode & 0777));
+        } else if (n == 64) {
             int ok = 1;
             for (int i = 0; i < 64; i++)
                 ok &= strchr("0123456789abcdef", buf[i]) != NULL && buf[i] != '\0';
             if (ok) {
                 memcpy(d->admin_token, buf, 64);
                 d->admin_token[64] = '\0';
-                chmod(path, 0600);
                 return 0;
             }
         }
-        aor_warn("%s is not a valid token; writing a new one", path);
+        if (!exposed)
+            aor_warn("%s is not a valid token; writing a new one", path);
     }
     unsigned char raw[32];
     if (RAND_bytes(raw, sizeof raw) != 1) {

@@ -1,6 +1,8 @@
 #include "conn.h"
 
 #include "admin.h"
+#include "config.h"
+#include "dialect.h"
 #include "guard.h"
 #include "log.h"
 #include "passthru.h"
@@ -204,18 +206,31 @@ static void conn_gone(aor_conn *c, int why) {
     conn_release(c);
 }
 
-/* Writes the answer to a refused request (status, why) and ends the connection after. */
-static void refuse(aor_conn *c, int status, const char *why) {
+/* The API (dialect) a refused request was for, so that its SDK can read the error: the
+ * intercepted host's provider, else the target's path (aor_dialect_of_path; openai when
+ * it is not known yet). */
+static aor_dialect refused_dialect(const aor_conn *c, const char *target) {
+    const aor_config *cfg = c->d->cfg;
+    for (size_t i = 0; c->host && i < cfg->nproviders; i++)
+        if (aor_config_provider_owns_host(&cfg->providers[i], c->host))
+            return cfg->providers[i].dialect;
+    return aor_dialect_of_path(target);
+}
+
+/* Writes the answer to a refused request (status, why) in its API's error shape and ends
+ * the connection after. target: the request target, or NULL. */
+static void refuse(aor_conn *c, int status, const char *why, const char *target) {
     aor_warn("bad request from client: %s (answered %d)", why, status);
-    char body[640];
-    int len = snprintf(body, sizeof body,
-                       "{\"error\":{\"message\":\"aor: %s\","
-                       "\"type\":\"invalid_request_error\"}}",
-                       why);
+    char msg[512];
+    snprintf(msg, sizeof msg, "aor: %s", why);
+    size_t len = 0;
+    char *body = aor_dialect_error_body(refused_dialect(c, target), status, NULL, msg, &len);
     /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
     static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -", "x-aor-attempts: 0",
                                            NULL};
-    aor_http_write_response(c->stage, status, "application/json", aor_hdrs, body, (size_t)len, 0);
+    aor_http_write_response(c->stage, status, "application/json", aor_hdrs, body ? body : "",
+                            body ? len : 0, 0);
+    free(body);
     c->closing = 1;
 }
 
@@ -227,7 +242,7 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
         return 1;
     }
     if (res == AOR_HTTP_ERROR) {
-        refuse(c, status, why);
+        refuse(c, status, why, aor_http_reader_target(c->reader));
         return 0;
     }
     /* AOR_HTTP_REQUEST */
@@ -236,8 +251,8 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
         return 0;
     status = aor_guard_check(req, !c->via_shim, &why);
     if (status) {
+        refuse(c, status, why, req->url);
         aor_http_request_free(req);
-        refuse(c, status, why);
         return 0;
     }
     c->busy = 1;
@@ -715,9 +730,17 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
 need_more:
     /* Peeked bytes stay readable, so an EOF is only visible as RDHUP. */
     if (fd_peer_closed(fd)) {
-        aor_warn("shim connection: closed by the client before the preamble and its first "
-                 "bytes were complete");
-        d->m.bad_preambles++;
+        if (used > 0) {
+            /* A valid preamble, then the client closed before or while sending: a port
+             * probe, a happy-eyeballs loser, a pool's spare. Not the shim's fault. */
+            aor_debug("shim connection to %s:%d closed by the client before its first "
+                      "bytes were complete",
+                      pre.ip, pre.port);
+        } else {
+            aor_warn("shim connection: closed by the client before the preamble was "
+                     "complete");
+            d->m.bad_preambles++;
+        }
         pending_free(p, 1);
     }
 }

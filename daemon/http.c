@@ -451,6 +451,10 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
     return AOR_HTTP_NEED_MORE;
 }
 
+const char *aor_http_reader_target(const aor_http_reader *r) {
+    return r->req ? r->req->url : NULL;
+}
+
 aor_http_request *aor_http_reader_take(aor_http_reader *r) {
     if (!r->complete)
         return NULL;

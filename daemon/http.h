@@ -83,6 +83,11 @@ void aor_http_reader_free(aor_http_reader *r);
 aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_t len,
                                      size_t *consumed, int *status, const char **why);
 
+/* The request target of the request being read, as far as it arrived (NULL when none
+ * yet): to answer a refused request in its API's error shape. Valid until the next
+ * aor_http_reader_feed or aor_http_reader_take. Can't fail. */
+const char *aor_http_reader_target(const aor_http_reader *r);
+
 /* Takes the completed request (caller frees it with aor_http_request_free) and readies the
  * reader for the next one. NULL if none is complete. */
 aor_http_request *aor_http_reader_take(aor_http_reader *r);

@@ -107,6 +107,7 @@ struct h1_xfer {
     int retried;
     int switched;      /* the upstream answered 101 Switching Protocols */
     int head_too_big;  /* the answer's header section passed HEAD_MAX_BYTES */
+    int head_nul;      /* a header value held a NUL byte */
     int keep_alive;    /* the complete answer lets the connection carry another request */
     size_t head_bytes; /* bytes of status line and fields seen (HEAD_MAX_BYTES) */
     int leftover;      /* bytes followed the answer: the connection is not reusable */
@@ -532,6 +533,10 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
         return 0;
     if (head_count(x, len) != 0)
         return -1;
+    if (memchr(at, '\0', len)) { /* lenient parsing lets it through; lines are text */
+        x->head_nul = 1;
+        return -1;
+    }
     if (x->lstate == LS_FIELD) {
         x->lstate = LS_VALUE;
         if (x->raw && plain_separator(x->raw + x->raw_len, at)) {
@@ -724,6 +729,10 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
         char text[256];
         if (x->cut)
             snprintf(text, sizeof text, "transfer stopped by aor");
+        else if (x->head_nul)
+            snprintf(text, sizeof text,
+                     "not a valid HTTP/1.1 answer from %s: NUL byte in a header value",
+                     x->o->prefix);
         else if (x->head_too_big)
             snprintf(text, sizeof text,
                      "not a valid HTTP/1.1 answer from %s: header section over %d KiB",
@@ -968,6 +977,10 @@ static void on_write_ready(evutil_socket_t fd, short what, void *arg) {
 static void send_request(h1_conn *c) {
     h1_xfer *x = c->x;
     llhttp_init(&c->parser, HTTP_RESPONSE, &c->h->settings);
+    /* Tolerant of what upstreams send, as http_parser was: bare LF line ends, control
+     * characters in values (a lone CR is still an error; NUL is refused in
+     * on_header_value). */
+    llhttp_set_lenient_headers(&c->parser, 1);
     c->parser.data = c;
     x->got_bytes = 0;
     x->complete = 0;

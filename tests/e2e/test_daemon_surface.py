@@ -36,6 +36,23 @@ def test_socket_modes_and_malformed_preamble(env):
     eq(d.healthz(), 200, "still serving")
 
 
+def test_an_exposed_admin_token_is_replaced(env):
+    """An admin.token readable by others may have been read: aord writes a new one (0600)
+    instead of only tightening the mode, and says so."""
+    os.makedirs(os.path.dirname(env.token_path), exist_ok=True)
+    old = "ab" * 32
+    with open(env.token_path, "w") as f:
+        f.write(old + "\n")
+    os.chmod(env.token_path, 0o644)
+    mock, d = two_key_setup(env)
+    new = d.token()
+    check(new != old and len(new) == 64, "a new token")
+    eq(stat.S_IMODE(os.stat(env.token_path).st_mode), 0o600, "0600")
+    check("readable or writable by others" in d.stderr_text(), "said so")
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + old})
+    eq(status, 401, "the old token no longer works")
+
+
 def test_sidecar_refuses_other_uids(env):
     mock, d = two_key_setup(env)
     if os.getuid() != 0:
@@ -100,6 +117,17 @@ def test_body_cap_and_websocket(env):
                   "--data-binary", "@" + path], preload=False)
     eq(r.status, 413, "body over body_max")
     eq(len(mock.log()), 0, "nothing forwarded")
+    check(r.json()["error"]["type"] == "invalid_request_error", "OpenAI shape on /v1/chat")
+    # aord's own refusals come in the error shape of the API the path belongs to, so the
+    # client's SDK can read them (QA: Anthropic and Gemini paths got OpenAI's shape).
+    for p, shape in (("/v1/messages", lambda j: j["type"] == "error" and
+                      j["error"]["type"] == "request_too_large"),
+                     ("/v1beta/models/gemini-2.0-flash:generateContent",
+                      lambda j: j["error"]["code"] == 413 and "status" in j["error"])):
+        r = env.curl([d.url + p, "-H", "Content-Type: application/json",
+                      "--data-binary", "@" + path], preload=False)
+        eq(r.status, 413, "413 on " + p)
+        check(shape(r.json()), "dialect shape on %s: %r" % (p, r.body[:200]))
     r = env.curl([d.url + "/v1/responses", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket",
                   "-H", "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="],
                  preload=False)

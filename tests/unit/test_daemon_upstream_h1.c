@@ -1459,6 +1459,28 @@ static void test_header_section_limit(void **state) {
     assert_non_null(strstr(f->r[1].errtext, "header section over 80 KiB"));
 }
 
+/* What upstreams send is taken as http_parser took it (llhttp's lenient header mode):
+ * bare LF line ends, a tab, obs-text and a control character in a value; a NUL in a value
+ * is refused. */
+static void test_tolerant_answer_heads(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY,
+           "HTTP/1.1 200 OK\nX-A: caf\xc3\xa9\tx\x01y\nContent-Length: 2\n\nok");
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 200, "ok");
+    assert_lines(&f->r[0], "HTTP/1.1 200 OK", "X-A: caf\xc3\xa9\tx\x01y", "Content-Length: 2", "",
+                 NULL);
+    static const char nul[] = "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 2\r\n\r\nok";
+    f->script[0][1].act = ACT_REPLY;
+    f->script[0][1].reply = nul;
+    f->script[0][1].len = sizeof nul - 1;
+    get(f, &f->r[1], plain_url(f, 0, "/"));
+    assert_fail(&f->r[1], CURLE_WEIRD_SERVER_REPLY);
+    assert_non_null(strstr(f->r[1].errtext, "NUL byte in a header value"));
+    assert_int_equal(f->r[1].data_calls, 0);
+}
+
 static void test_eof_mid_body(void **state) {
     fx *f = *state;
     srv_listen(f, NULL);
@@ -1940,6 +1962,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_content_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_header_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_section_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tolerant_answer_heads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_delimited, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_reads_no_body, setup, teardown),
