@@ -5,6 +5,8 @@
 #include "real.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,6 +14,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 static aor_shim_env g_env;
@@ -68,10 +72,20 @@ void aor_env_load(void) {
                                   (unsigned)getuid(), g_env.sock_path, sizeof(g_env.sock_path),
                                   g_env.hosts_path, sizeof(g_env.hosts_path)) == 0;
     if (!g_env.sock_ok) {
-        /* Keep the name for the warning; it cannot be connected to. */
+        /* Keep the start of the path and its length for the warning; it cannot be
+         * connected to. Only AOR_SOCKET or XDG_RUNTIME_DIR can make it too long. */
         const char *s = getenv("AOR_SOCKET");
-        snprintf(g_env.sock_path, sizeof(g_env.sock_path), "%s",
-                 s != NULL && s[0] != '\0' ? s : "(path too long)");
+        const char *dir = getenv("XDG_RUNTIME_DIR");
+        if (s != NULL && s[0] != '\0') {
+            g_env.sock_want = strlen(s);
+            snprintf(g_env.sock_path, sizeof(g_env.sock_path), "%s", s);
+        } else if (dir != NULL && dir[0] == '/') {
+            g_env.sock_want = strlen(dir) + strlen("/aor/aor.sock");
+            snprintf(g_env.sock_path, sizeof(g_env.sock_path), "%s/aor/aor.sock", dir);
+        } else {
+            g_env.sock_want = 0;
+            snprintf(g_env.sock_path, sizeof(g_env.sock_path), "(path too long)");
+        }
     }
     /* A reload after init (the unit tests do) keeps "shim on" in step with disabled;
      * during init the flag stays 0 until init_once sets it at its end. */
@@ -79,16 +93,81 @@ void aor_env_load(void) {
         atomic_store_explicit(&aor_shim_active, !g_env.disabled, memory_order_release);
 }
 
-static void write_all_stderr(const char *buf, size_t len) {
+/* How fd 2 may take a line: 0 not at all, 1 write(2), 2 send(MSG_NOSIGNAL). */
+enum { STDERR_SKIP, STDERR_WRITE, STDERR_SEND };
+
+static int stderr_kind(void) {
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) != 0)
+        return STDERR_SKIP; /* closed */
+    if (!S_ISSOCK(st.st_mode))
+        return STDERR_WRITE;
+    /* A connection the shim handed to the daemon: the bytes would go upstream. */
+    if (aor_fdtab_any() && aor_fdtab_marked(STDERR_FILENO) &&
+        aor_fdtab_get_checked(STDERR_FILENO, NULL))
+        return STDERR_SKIP;
+    int dom = -1;
+    socklen_t dl = sizeof(dom);
+    if (aor_real.getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &dom, &dl) != 0 || dom != AF_UNIX)
+        return STDERR_SKIP; /* TCP (a program's own connection), netlink, ... */
+    /* A redirected fd inherited across exec is not in this process's table: its peer
+     * is the daemon socket. */
+    struct sockaddr_un peer;
+    socklen_t pl = sizeof(peer);
+    memset(&peer, 0, sizeof(peer));
+    if (aor_real.getpeername(STDERR_FILENO, (struct sockaddr *)&peer, &pl) == 0 &&
+        pl > offsetof(struct sockaddr_un, sun_path) && g_env.sock_ok &&
+        strncmp(peer.sun_path, g_env.sock_path, sizeof(peer.sun_path)) == 0)
+        return STDERR_SKIP;
+    return STDERR_SEND; /* journald's stream, a Unix socketpair */
+}
+
+/* write(2) to fd 2 with SIGPIPE blocked in this thread; a SIGPIPE this write raised
+ * (the reader of a pipe is gone) is consumed, one that was pending before is left. */
+static void write_nosigpipe(const char *buf, size_t len) {
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    int masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old) == 0;
+    int was_pending = 1, epipe = 0;
+    if (masked && sigpending(&pending) == 0)
+        was_pending = sigismember(&pending, SIGPIPE) == 1;
+    if (!masked)
+        return; /* cannot protect the program: say nothing */
     while (len > 0) {
         ssize_t w = write(STDERR_FILENO, buf, len);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && errno == EPIPE)
+            epipe = 1;
         if (w <= 0)
-            return;
+            break;
         buf += w;
         len -= (size_t)w;
     }
+    if (epipe && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void aor_stderr_write(const char *buf, size_t len) {
+    int saved = errno;
+    int kind = stderr_kind();
+    if (kind == STDERR_WRITE)
+        write_nosigpipe(buf, len);
+    while (kind == STDERR_SEND && len > 0) {
+        ssize_t w = aor_real.sendto(STDERR_FILENO, buf, len, MSG_NOSIGNAL, NULL, 0);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        buf += w;
+        len -= (size_t)w;
+    }
+    errno = saved;
 }
 
 void aor_debug(const char *fmt, ...) {
@@ -109,7 +188,7 @@ void aor_debug(const char *fmt, ...) {
     if (len > sizeof(line) - 2)
         len = sizeof(line) - 2; /* cut, keep room for the newline */
     line[len++] = '\n';
-    write_all_stderr(line, len);
+    aor_stderr_write(line, len);
 out:
     errno = saved;
 }
@@ -118,18 +197,30 @@ void aor_warn_failopen(int synthetic) {
     if (atomic_exchange(&g_warned, 1) != 0)
         return;
     int saved = errno;
-    char line[256];
-    int n = snprintf(line, sizeof(line), "aor: daemon not reachable at %s, %s\n", g_env.sock_path,
-                     synthetic == 2   ? "refusing the connection (AOR_STRICT=1)"
-                     : synthetic == 1 ? "offline fallback address refused (the host does not "
-                                        "resolve)"
-                                      : "connecting directly (fail-open)");
+    char line[512], where[256];
+    const char *tail = synthetic == 2   ? "refusing the connection (AOR_STRICT=1)"
+                       : synthetic == 1 ? "offline fallback address refused (the host does not "
+                                          "resolve)"
+                                        : "connecting directly (fail-open)";
+    int n;
+    if (g_env.sock_ok)
+        n = snprintf(where, sizeof(where), "daemon not reachable at %s", g_env.sock_path);
+    else if (g_env.sock_want > 0)
+        n = snprintf(where, sizeof(where),
+                     "daemon socket path too long (%zu bytes, at most %zu): %s...", g_env.sock_want,
+                     sizeof(g_env.sock_path) - 1, g_env.sock_path);
+    else
+        n = snprintf(where, sizeof(where), "daemon socket path too long");
+    if (n < 0)
+        goto out;
+    n = snprintf(line, sizeof(line), "aor: %s, %s\n", where, tail);
     if (n > 0) {
         size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
         if (line[len - 1] != '\n')
             line[len - 1] = '\n';
-        write_all_stderr(line, len);
+        aor_stderr_write(line, len);
     }
+out:
     errno = saved;
 }
 

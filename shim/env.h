@@ -7,12 +7,15 @@
 #include <sys/un.h>
 
 typedef struct {
-    int disabled; /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
-    int strict;   /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
-    int debug;    /* AOR_DEBUG=1: one stderr line per decision */
-    int no_trust; /* AOR_NO_TRUST=1: leave CA variables alone */
-    int sock_ok;  /* sock_path fits in sockaddr_un.sun_path */
-    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];      /* daemon socket */
+    int disabled;     /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
+    int strict;       /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
+    int debug;        /* AOR_DEBUG=1: one stderr line per decision */
+    int no_trust;     /* AOR_NO_TRUST=1: leave CA variables alone */
+    int sock_ok;      /* sock_path fits in sockaddr_un.sun_path */
+    size_t sock_want; /* !sock_ok: bytes the socket path would have had (without NUL) */
+    /* The daemon socket; when !sock_ok the first bytes of the path that did not fit
+     * (shown in messages, never connected to). */
+    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     char hosts_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8]; /* published file */
 } aor_shim_env;
 
@@ -36,16 +39,31 @@ int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid,
 int aor_env_flag(const char *value);
 
 /* With AOR_DEBUG=1 writes one line "aor[pid]: <message>\n" to stderr with a single
- * write(2) (at most 512 bytes, longer text is cut). Otherwise does nothing. Keeps errno. */
+ * write(2) (at most 512 bytes, longer text is cut). Otherwise does nothing. Keeps errno.
+ * Like every line of the shim it goes through aor_stderr_write (below): never into a
+ * network socket or a redirected fd, never with a SIGPIPE. */
 void aor_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Writes "aor: daemon not reachable at PATH, connecting directly (fail-open)" to stderr
- * the first time it is called in this process; later calls do nothing. With synthetic
- * (the address was an offline fallback one, which cannot be reached directly) the line
- * says "..., offline fallback address refused" instead. Keeps errno. */
-/* synthetic: 0 connecting directly, 1 an offline fallback address was refused,
- * 2 refused because of AOR_STRICT=1. One line per process whichever comes first. */
+ * the first time it is called in this process; later calls do nothing. synthetic: 0
+ * connecting directly; 1 an offline fallback address was refused (it cannot be reached
+ * directly: "..., offline fallback address refused (the host does not resolve)"); 2
+ * refused because of AOR_STRICT=1. When the socket path did not fit a Unix socket
+ * address (!sock_ok) the line starts "aor: daemon socket path too long (N bytes, at most
+ * 107): <first bytes>..." instead. One line per process whichever comes first; written
+ * with aor_stderr_write. Keeps errno. */
 void aor_warn_failopen(int synthetic);
+
+/* Writes len bytes of one message line to fd 2 (STDERR_FILENO), or nothing when fd 2
+ * cannot safely take it: closed, a redirected fd (fdtab), or a socket that is not
+ * AF_UNIX (a program that closed stderr may have got a TCP connection as fd 2: its
+ * peer must not receive the shim's text, and writing to it may raise SIGPIPE). An
+ * AF_UNIX socket (journald's stream) is written with MSG_NOSIGNAL; anything else (tty,
+ * pipe, file) with SIGPIPE blocked in this thread and a SIGPIPE this write caused
+ * consumed, so the program never gets a SIGPIPE from the shim. Short writes are
+ * continued, EINTR retried; errors are ignored. Keeps errno. Source: docs/shim.md
+ * "Output". */
+void aor_stderr_write(const char *buf, size_t len);
 
 /* 1 when the daemon socket exists (stat: a socket at sock_path). Keeps errno. */
 int aor_daemon_socket_exists(void);

@@ -23,7 +23,11 @@
 #include <unistd.h>
 
 static aor_hostlist *g_static; /* built-in or AOR_HOSTS; read-only after init */
-static aor_addrmap *g_map;     /* addresses resolved in this process */
+/* 1 when AOR_HOSTS is set (even empty): g_static is then the whole list of intercepted
+ * hosts, and a published entry counts only for a host on it (spec §2 "AOR_HOSTS
+ * overrides"). 0: built-in list plus every published host. Read-only after init. */
+static int g_env_hosts;
+static aor_addrmap *g_map; /* addresses resolved in this process */
 static _Atomic unsigned char g_ports[65536 / 8];
 
 /* The published set: pointer swapped under g_pub_mu; readers hold g_pub_mu. */
@@ -98,7 +102,7 @@ static void filter_of(const aor_hostlist *l, uint64_t *bits) {
  * a host in either is never skipped. */
 static void filter_widen(const aor_pubset *s, uint64_t *out) {
     memcpy(out, g_static_filter, sizeof g_static_filter);
-    if (s != NULL)
+    if (s != NULL && !g_env_hosts) /* with AOR_HOSTS no published name is intercepted */
         filter_of(aor_pubset_hosts(s), out);
     for (size_t w = 0; w < FILTER_WORDS; w++)
         atomic_fetch_or_explicit(&g_filter[w], out[w], memory_order_release);
@@ -153,6 +157,7 @@ void aor_hosts_init(void) {
     aor_addrmap_free(g_map);
     g_map = NULL;
     memset(g_static_filter, 0, sizeof g_static_filter);
+    g_env_hosts = spec != NULL;
     if (spec != NULL) {
         g_static = aor_hostlist_parse(spec, &nbad);
         if (nbad > 0)
@@ -273,14 +278,22 @@ static void reload_locked(const char *path) {
         swap_pub(NULL);
         return;
     }
+    /* Ports of the published hosts ("a" lines add their port to their host). With
+     * AOR_HOSTS only its hosts' ports: the others are never redirected. */
     const aor_hostlist *hl = aor_pubset_hosts(s);
-    for (size_t i = 0; i < aor_hostlist_count(hl); i++)
-        port_set(aor_hostlist_port(hl, i));
-    for (size_t i = 0; i < aor_pubset_addr_count(s); i++)
-        port_set(aor_pubset_addr_port(s, i));
+    for (size_t i = 0; i < aor_hostlist_count(hl); i++) {
+        const char *name = aor_hostlist_name(hl, i);
+        if (!g_env_hosts || aor_hostlist_find(g_static, name, strlen(name)) >= 0)
+            port_set(aor_hostlist_port(hl, i));
+    }
+    if (!g_env_hosts) {
+        for (size_t i = 0; i < aor_pubset_addr_count(s); i++)
+            port_set(aor_pubset_addr_port(s, i));
+    }
     aor_debug("published hosts file %s: %zu hosts, %zu addresses, %d lines ignored (bad, or "
-              "past the %d hosts the shim keeps)",
-              path, aor_hostlist_count(hl), aor_pubset_addr_count(s), nbad, AOR_HOSTS_MAX);
+              "past the %d hosts the shim keeps)%s",
+              path, aor_hostlist_count(hl), aor_pubset_addr_count(s), nbad, AOR_HOSTS_MAX,
+              g_env_hosts ? "; AOR_HOSTS is set: only entries of its hosts count" : "");
     swap_pub(s);
 }
 
@@ -337,7 +350,7 @@ int aor_hosts_intercepted(const char *name, char *norm, size_t normlen) {
     if (!maybe_len(name, &len))
         return 0;
     int hit = aor_hostlist_find(g_static, name, len) >= 0;
-    if (!hit) {
+    if (!hit && !g_env_hosts) {
         if (!atomic_load_explicit(&g_pub_present, memory_order_acquire))
             return 0;
         pthread_mutex_lock(&g_pub_mu);
@@ -389,8 +402,10 @@ int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen, 
     maybe_refresh();
     if (!atomic_load_explicit(&g_pub_present, memory_order_acquire))
         return 0;
+    if (g_env_hosts && g_static == NULL)
+        return 0; /* AOR_HOSTS set but its list could not be built: nothing counts */
     pthread_mutex_lock(&g_pub_mu);
-    rc = aor_pubset_match(g_pub, ip, port, host, hostlen);
+    rc = aor_pubset_match_only(g_pub, ip, port, g_env_hosts ? g_static : NULL, host, hostlen);
     pthread_mutex_unlock(&g_pub_mu);
     return rc;
 }

@@ -1,7 +1,9 @@
 /* libaor.so: which names and addresses are intercepted (spec §2 "Recognising a provider
  * connection"). Combines the built-in list or AOR_HOSTS, the daemon-published file
  * (<socket dir>/hosts, re-checked at most once a second) and the per-process record of
- * resolved addresses. Thread-safe. */
+ * resolved addresses. When AOR_HOSTS is set (even empty) it is the whole list of
+ * intercepted hosts: published entries count only for hosts on it (spec §2 "AOR_HOSTS
+ * overrides"; docs/shim.md). Thread-safe. */
 #ifndef AOR_SHIM_HOSTS_H
 #define AOR_SHIM_HOSTS_H
 
@@ -15,7 +17,8 @@
  * the record of resolved addresses (ports only accumulate). */
 void aor_hosts_init(void);
 
-/* 1 when name is an intercepted host (static list or published file); then its
+/* 1 when name is an intercepted host (static list, or published file when AOR_HOSTS is
+ * not set); then its
  * normalised form is written to norm (normlen bytes, 254 always enough) unless norm is
  * NULL (only the answer). May re-check the published file (at most once a second).
  * Most other names are turned away by aor_hosts_maybe's filter, first. */
@@ -36,8 +39,9 @@ int aor_hosts_maybe(const char *name);
 int aor_hosts_port_candidate(int port);
 
 /* Recognises a connect() destination: in order the addresses this process resolved
- * for intercepted hosts (aor_hosts_record), then the published addresses. The port
- * must be 443 or the port listed for the host.
+ * for intercepted hosts (aor_hosts_record), then the published addresses (with
+ * AOR_HOSTS set, only those of its hosts). The port must be 443 or the port listed for
+ * the host.
  * Returns 1 with the host in host (hostlen bytes, 254 always enough), 2 when the
  * address is known but not its single host (host ""), 0 when not recognised.
  * *synthetic (may be NULL) is 1 when the address is an offline fallback address. */

@@ -187,6 +187,11 @@ int aor_pubset_addr_port(const aor_pubset *s, size_t i) {
 }
 
 int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host, size_t hostlen) {
+    return aor_pubset_match_only(s, ip, port, NULL, host, hostlen);
+}
+
+int aor_pubset_match_only(const aor_pubset *s, const aor_ip *ip, int port, const aor_hostlist *only,
+                          char *host, size_t hostlen) {
     if (s == NULL || s->n == 0)
         return 0;
     /* Lower bound of ip in the sorted array, then walk the equal run. */
@@ -203,8 +208,10 @@ int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host
     for (size_t i = lo; i < s->n && aor_ip_cmp(&s->a[i].ip, ip) == 0; i++) {
         const struct pub_addr *e = &s->a[i];
         const char *name = aor_hostlist_name(s->hosts, e->host);
-        if (port != 443 && port != e->port &&
-            !aor_hostlist_has_port(s->hosts, name, strlen(name), port))
+        size_t nlen = strlen(name);
+        if (port != 443 && port != e->port && !aor_hostlist_has_port(s->hosts, name, nlen, port))
+            continue;
+        if (only != NULL && aor_hostlist_find(only, name, nlen) < 0)
             continue;
         if (found == 0) {
             found = 1;

@@ -44,4 +44,10 @@ int aor_pubset_addr_port(const aor_pubset *s, size_t i);
  * entry matches. s may be NULL (0). */
 int aor_pubset_match(const aor_pubset *s, const aor_ip *ip, int port, char *host, size_t hostlen);
 
+/* aor_pubset_match counting only the entries whose host is on only (AOR_HOSTS: the
+ * whole list of hosts the shim intercepts, docs/shim.md); only NULL counts every entry
+ * (= aor_pubset_match), an empty list none. 2 means several hosts of only share ip. */
+int aor_pubset_match_only(const aor_pubset *s, const aor_ip *ip, int port, const aor_hostlist *only,
+                          char *host, size_t hostlen);
+
 #endif

@@ -152,6 +152,17 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         errno = saved;
         return AOR_REDIRECT_PASS; /* UDP (QUIC, glibc's address sorting), raw, not a socket */
     }
+    int domain = get_int_opt(fd, SOL_SOCKET, SO_DOMAIN, -1);
+    if (domain != addr->sa_family) {
+        /* The kernel refuses it (an AF_INET socket given a sockaddr_in6, even a
+         * v4-mapped one: EAFNOSUPPORT; AF_INET6 given a sockaddr_in: EINVAL; an AF_UNIX
+         * socket: EINVAL): the real call gives the program its real error. */
+        aor_debug("%s fd %d to %s port %d: address family %d does not match the socket's "
+                  "(%d), untouched",
+                  what, fd, ipbuf, port, (int)addr->sa_family, domain);
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
     const char *shown = rec == 1 ? host : "-";
 
     char pre[AOR_PREAMBLE_MAX + 1];

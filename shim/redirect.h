@@ -12,7 +12,9 @@ enum {
 };
 
 /* Decides and, when the destination addr (len bytes) is a recognised provider address
- * on a redirect port and fd is a SOCK_STREAM socket, redirects fd: a Unix socket is
+ * on a redirect port and fd is a SOCK_STREAM socket of the address's family (SO_DOMAIN
+ * equal to addr->sa_family; otherwise the real call returns the kernel's error, e.g.
+ * EAFNOSUPPORT for a sockaddr_in6 on an AF_INET socket), redirects fd: a Unix socket is
  * connected to the daemon (blocking, 1 s send timeout for the local hand-off), the
  * preamble written, and the socket dup3'd onto fd with O_NONBLOCK and FD_CLOEXEC as
  * they were; the fd table remembers the original peer. what names the hook for debug

@@ -1,8 +1,9 @@
 /* libaor.so: the program's view of a redirected fd stays a TCP socket (spec §2):
  * getpeername gives the original address, getsockname a loopback address of the same
- * family, getsockopt/setsockopt at IPPROTO_TCP/IP/IPV6 succeed with plausible values,
- * SO_DOMAIN/SO_PROTOCOL/SO_TYPE report the original socket. Other fds pass through
- * after one atomic load. */
+ * family, getsockopt/setsockopt at IPPROTO_TCP/IP/IPV6 succeed with plausible values
+ * (setsockopt refuses what a TCP socket refuses for its arguments: EINVAL, EFAULT,
+ * ENOPROTOOPT for another level), SO_DOMAIN/SO_PROTOCOL/SO_TYPE report the original
+ * socket. Other fds pass through after one atomic load. */
 #include "fdtab.h"
 #include "real.h"
 
@@ -155,12 +156,58 @@ AOR_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     return ip_opt(level, opt, val, len);
 }
 
+/* 1 for the IPPROTO_IPV6 options Linux reads as an int (do_ipv6_setsockopt refuses
+ * a shorter optlen with EINVAL); the common ones. */
+static int ipv6_int_opt(int opt) {
+    switch (opt) {
+    case IPV6_TCLASS:
+    case IPV6_RECVTCLASS:
+    case IPV6_UNICAST_HOPS:
+    case IPV6_MULTICAST_HOPS:
+    case IPV6_MULTICAST_LOOP:
+    case IPV6_MULTICAST_IF:
+    case IPV6_MTU_DISCOVER:
+    case IPV6_MTU:
+    case IPV6_RECVERR:
+    case IPV6_RECVPKTINFO:
+    case IPV6_RECVHOPLIMIT:
+    case IPV6_DONTFRAG:
+    case IPV6_FREEBIND:
+    case IPV6_TRANSPARENT:
+    case IPV6_MINHOPCOUNT:
+    case IPV6_AUTOFLOWLABEL:
+    case IPV6_ADDR_PREFERENCES:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The answer a connected TCP socket of domain gives to setsockopt(level, opt, val, len)
+ * at IPPROTO_TCP/IP/IPV6, as far as the arguments decide it (Linux do_tcp_setsockopt,
+ * do_ip_setsockopt, do_ipv6_setsockopt): 0 when accepted, else the errno. */
+static int setopt_error(int domain, int level, int opt, const void *val, socklen_t len) {
+    if (level == IPPROTO_TCP) {
+        if (opt == TCP_CONGESTION || opt == TCP_ULP) /* names: at least one byte */
+            return len < 1 ? EINVAL : val == NULL ? EFAULT : 0;
+        /* every other option is read as an int first */
+        return len < (socklen_t)sizeof(int) ? EINVAL : val == NULL ? EFAULT : 0;
+    }
+    if (level == IPPROTO_IP) /* int or char values; a NULL pointer faults when read */
+        return val == NULL && len > 0 ? EFAULT : 0;
+    /* IPPROTO_IPV6: only an IPv6 socket has it (an AF_INET one says ENOPROTOOPT);
+     * IPV6_V6ONLY cannot change on a connected socket; a NULL value reads as 0. */
+    if (domain != AF_INET6)
+        return ENOPROTOOPT;
+    if (opt == IPV6_V6ONLY)
+        return EINVAL;
+    return ipv6_int_opt(opt) && len < (socklen_t)sizeof(int) ? EINVAL : 0;
+}
+
 AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len) {
+    aor_fdinfo info;
     aor_shim_ensure();
-    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) ||
-        (level != SOL_SOCKET && level != IPPROTO_TCP && level != IPPROTO_IP &&
-         level != IPPROTO_IPV6) ||
-        !aor_fdtab_get_checked(fd, NULL))
+    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) || !aor_fdtab_get_checked(fd, &info))
         return aor_real.setsockopt(fd, level, opt, val, len);
     if (level == SOL_SOCKET) {
         int saved = errno;
@@ -170,6 +217,15 @@ AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t
             return 0;
         }
         return rc;
+    }
+    if (level != IPPROTO_TCP && level != IPPROTO_IP && level != IPPROTO_IPV6) {
+        errno = ENOPROTOOPT; /* what TCP says; the Unix socket would say EOPNOTSUPP */
+        return -1;
+    }
+    int err = setopt_error(info.domain, level, opt, val, len);
+    if (err != 0) {
+        errno = err;
+        return -1;
     }
     if (level == IPPROTO_TCP && val != NULL && len >= (socklen_t)sizeof(int)) {
         int v;

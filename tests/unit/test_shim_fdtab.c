@@ -226,6 +226,104 @@ static void test_hooks_view_and_bookkeeping(void **state) {
     close(sv[1]);
 }
 
+/* A connected loopback TCP socket of family dom (the kernel's reference), or -1 when the
+ * family is not available here. *lst gets the listener, *acc the accepted end. */
+static int tcp_pair(int dom, int *lst, int *acc) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    if (dom == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sl = sizeof(*a);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_loopback;
+        sl = sizeof(*a);
+    }
+    *lst = socket(dom, SOCK_STREAM, 0);
+    if (*lst < 0 || bind(*lst, (struct sockaddr *)&ss, sl) != 0 || listen(*lst, 1) != 0 ||
+        getsockname(*lst, (struct sockaddr *)&ss, &sl) != 0) {
+        if (*lst >= 0)
+            close(*lst);
+        return -1;
+    }
+    int fd = socket(dom, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&ss, sl), 0);
+    *acc = accept(*lst, NULL, NULL);
+    assert_true(*acc >= 0);
+    return fd;
+}
+
+/* QA: setsockopt at IPPROTO_TCP/IP/IPV6 on a redirected fd answered 0 for arguments a
+ * TCP socket refuses. The answers must be the kernel's: compared here, case by case,
+ * with a real connected TCP socket of the same family. */
+static void test_setsockopt_matches_tcp(void **state) {
+    enum { V_NULL, V_INT, V_SHORT, V_NAME };
+    static const struct {
+        const char *what;
+        int level, opt, val;
+        socklen_t len;
+    } cases[] = {
+        {"TCP_NODELAY int", IPPROTO_TCP, TCP_NODELAY, V_INT, 4},
+        {"TCP_NODELAY NULL,0", IPPROTO_TCP, TCP_NODELAY, V_NULL, 0},
+        {"TCP_NODELAY len 2", IPPROTO_TCP, TCP_NODELAY, V_SHORT, 2},
+        {"TCP_NODELAY NULL,4", IPPROTO_TCP, TCP_NODELAY, V_NULL, 4},
+        {"TCP_KEEPIDLE len 0", IPPROTO_TCP, TCP_KEEPIDLE, V_INT, 0},
+        {"TCP_KEEPINTVL int", IPPROTO_TCP, TCP_KEEPINTVL, V_INT, 4},
+        {"TCP_CONGESTION len 0", IPPROTO_TCP, TCP_CONGESTION, V_NAME, 0},
+        {"TCP_CONGESTION NULL,5", IPPROTO_TCP, TCP_CONGESTION, V_NULL, 5},
+        {"IP_TOS int", IPPROTO_IP, IP_TOS, V_INT, 4},
+        {"IP_TOS NULL,4", IPPROTO_IP, IP_TOS, V_NULL, 4},
+        {"IP_TOS NULL,0", IPPROTO_IP, IP_TOS, V_NULL, 0},
+        {"IP_TTL len 2", IPPROTO_IP, IP_TTL, V_SHORT, 2},
+        {"IPV6_TCLASS int", IPPROTO_IPV6, IPV6_TCLASS, V_INT, 4},
+        {"IPV6_TCLASS len 2", IPPROTO_IPV6, IPV6_TCLASS, V_SHORT, 2},
+        {"IPV6_TCLASS NULL,0", IPPROTO_IPV6, IPV6_TCLASS, V_NULL, 0},
+        {"IPV6_V6ONLY", IPPROTO_IPV6, IPV6_V6ONLY, V_INT, 4},
+        {"level 9999", 9999, 1, V_INT, 4},
+        {"level IPPROTO_UDP", IPPROTO_UDP, 1, V_INT, 4},
+    };
+    const int doms[2] = {AF_INET, AF_INET6};
+    for (int d = 0; d < 2; d++) {
+        int lst, acc;
+        int tcp = tcp_pair(doms[d], &lst, &acc);
+        if (tcp < 0)
+            continue; /* no IPv6 here */
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        aor_fdinfo a = info_for(sv[0], "192.0.2.1", 443);
+        a.domain = doms[d];
+        assert_int_equal(aor_fdtab_set(sv[0], &a), 0);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            int one = 1;
+            short sone = 1;
+            const void *val = cases[i].val == V_INT     ? (const void *)&one
+                              : cases[i].val == V_SHORT ? (const void *)&sone
+                              : cases[i].val == V_NAME  ? (const void *)"reno"
+                                                        : NULL;
+            errno = 0;
+            int want = setsockopt(tcp, cases[i].level, cases[i].opt, val, cases[i].len);
+            int want_errno = want != 0 ? errno : 0;
+            errno = 0;
+            int got = setsockopt(sv[0], cases[i].level, cases[i].opt, val, cases[i].len);
+            int got_errno = got != 0 ? errno : 0;
+            if (got != want || got_errno != want_errno)
+                fail_msg("%s on %s: kernel %d (%s), redirected fd %d (%s)", cases[i].what,
+                         doms[d] == AF_INET ? "AF_INET" : "AF_INET6", want, strerror(want_errno),
+                         got, strerror(got_errno));
+        }
+        close(sv[0]);
+        close(sv[1]);
+        close(tcp);
+        close(acc);
+        close(lst);
+    }
+}
+
 static void *churn(void *arg) {
     int base = (int)(intptr_t)arg;
     aor_fdinfo a = info_for(-1, "1.2.3.4", 443), out;
@@ -260,6 +358,7 @@ int main(void) {
         cmocka_unit_test_setup(test_tcpopt, reset),
         cmocka_unit_test_setup(test_checked_detects_reuse, reset),
         cmocka_unit_test_setup(test_hooks_view_and_bookkeeping, reset),
+        cmocka_unit_test_setup(test_setsockopt_matches_tcp, reset),
         cmocka_unit_test_setup(test_threads, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -303,12 +303,115 @@ static void test_prefilter_builtin(void **state) {
     rmdir(dir);
 }
 
+/* AOR_HOSTS as a filter of the published set: only entries of hosts on the list. */
+static void test_match_only(void **state) {
+    aor_pubset *s = parse("aor-hosts 1\n"
+                          "a 192.0.2.1 443 api.openai.com\n"
+                          "a 192.0.2.2 443 api.anthropic.com\n"
+                          "a 192.0.2.3 443 api.openai.com\n"
+                          "a 192.0.2.3 443 api.anthropic.com\n"
+                          "a 192.0.2.3 443 api.groq.com\n",
+                          NULL);
+    assert_non_null(s);
+    char host[254];
+    aor_ip a1 = ip_of("192.0.2.1"), a2 = ip_of("192.0.2.2"), a3 = ip_of("192.0.2.3");
+    aor_hostlist *one = aor_hostlist_parse("api.anthropic.com", NULL);
+    aor_hostlist *two = aor_hostlist_parse("API.Anthropic.com., api.groq.com", NULL);
+    aor_hostlist *none = aor_hostlist_parse("", NULL);
+    assert_non_null(one);
+    assert_non_null(two);
+    assert_non_null(none);
+    assert_int_equal(aor_pubset_match_only(s, &a1, 443, one, host, sizeof(host)), 0);
+    assert_int_equal(aor_pubset_match_only(s, &a2, 443, one, host, sizeof(host)), 1);
+    assert_string_equal(host, "api.anthropic.com");
+    /* a shared address: the one listed host is named, the others do not count */
+    assert_int_equal(aor_pubset_match_only(s, &a3, 443, one, host, sizeof(host)), 1);
+    assert_string_equal(host, "api.anthropic.com");
+    assert_int_equal(aor_pubset_match_only(s, &a3, 443, two, host, sizeof(host)), 2);
+    assert_string_equal(host, "");
+    assert_int_equal(aor_pubset_match_only(s, &a1, 443, two, host, sizeof(host)), 0);
+    /* an empty list counts nothing; NULL counts everything (= aor_pubset_match) */
+    assert_int_equal(aor_pubset_match_only(s, &a2, 443, none, host, sizeof(host)), 0);
+    assert_int_equal(aor_pubset_match_only(s, &a3, 443, none, host, sizeof(host)), 0);
+    assert_int_equal(aor_pubset_match_only(s, &a1, 443, NULL, host, sizeof(host)), 1);
+    assert_string_equal(host, "api.openai.com");
+    assert_int_equal(aor_pubset_match_only(s, &a3, 443, NULL, host, sizeof(host)), 2);
+    aor_hostlist_free(one);
+    aor_hostlist_free(two);
+    aor_hostlist_free(none);
+    aor_pubset_free(s);
+}
+
+/* Spec §2 "AOR_HOSTS overrides": set, it is the whole list of intercepted hosts; what
+ * aord publishes counts only for hosts on it (QA: AOR_HOSTS=api.anthropic.com still
+ * redirected api.openai.com while aord ran). Empty: nothing is intercepted. */
+static void test_aor_hosts_is_whole_list(void **state) {
+    char dir[] = "/tmp/aor-test-pubXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[512], sock[512], host[254];
+    snprintf(path, sizeof(path), "%s/hosts", dir);
+    snprintf(sock, sizeof(sock), "%s/aor.sock", dir);
+    setenv("AOR_SOCKET", sock, 1); /* the hooks' own re-check reads the same file */
+    aor_env_load();
+    write_file(path, "aor-hosts 1\n"
+                     "h pubonly.test 9443\n"
+                     "a 192.0.2.1 443 api.openai.com\n"
+                     "a 192.0.2.2 443 api.anthropic.com\n"
+                     "a 192.0.2.3 443 api.openai.com\n"
+                     "a 192.0.2.3 443 api.anthropic.com\n"
+                     "a 192.0.2.4 9443 pubonly.test\n");
+    aor_ip a1 = ip_of("192.0.2.1"), a2 = ip_of("192.0.2.2"), a3 = ip_of("192.0.2.3");
+    aor_ip a4 = ip_of("192.0.2.4");
+
+    /* AOR_HOSTS unset: built-in list plus everything published */
+    unsetenv("AOR_HOSTS");
+    aor_hosts_init();
+    assert_int_equal(aor_hosts_refresh_from(path, 300), 1);
+    assert_int_equal(aor_hosts_recognise(&a1, 443, host, sizeof(host), NULL), 1);
+    assert_string_equal(host, "api.openai.com");
+    assert_int_equal(aor_hosts_recognise(&a3, 443, host, sizeof(host), NULL), 2);
+    assert_int_equal(aor_hosts_recognise(&a4, 9443, host, sizeof(host), NULL), 1);
+    assert_int_equal(aor_hosts_intercepted("pubonly.test", NULL, 0), 1);
+
+    /* AOR_HOSTS=api.anthropic.com: only its entries */
+    setenv("AOR_HOSTS", "api.anthropic.com", 1);
+    aor_hosts_init();
+    assert_int_equal(aor_hosts_refresh_from(path, 301), 1);
+    assert_int_equal(aor_hosts_recognise(&a1, 443, host, sizeof(host), NULL), 0);
+    assert_int_equal(aor_hosts_recognise(&a2, 443, host, sizeof(host), NULL), 1);
+    assert_string_equal(host, "api.anthropic.com");
+    assert_int_equal(aor_hosts_recognise(&a3, 443, host, sizeof(host), NULL), 1);
+    assert_string_equal(host, "api.anthropic.com");
+    assert_int_equal(aor_hosts_recognise(&a4, 9443, host, sizeof(host), NULL), 0);
+    assert_int_equal(aor_hosts_intercepted("api.openai.com", NULL, 0), 0);
+    assert_int_equal(aor_hosts_intercepted("pubonly.test", NULL, 0), 0);
+    assert_int_equal(aor_hosts_maybe("pubonly.test"), 0);
+    assert_int_equal(aor_hosts_intercepted("api.anthropic.com", NULL, 0), 1);
+
+    /* AOR_HOSTS="": nothing at all */
+    setenv("AOR_HOSTS", "", 1);
+    aor_hosts_init();
+    assert_int_equal(aor_hosts_refresh_from(path, 302), 1);
+    assert_int_equal(aor_hosts_recognise(&a1, 443, host, sizeof(host), NULL), 0);
+    assert_int_equal(aor_hosts_recognise(&a2, 443, host, sizeof(host), NULL), 0);
+    assert_int_equal(aor_hosts_recognise(&a3, 443, host, sizeof(host), NULL), 0);
+    assert_int_equal(aor_hosts_intercepted("api.anthropic.com", NULL, 0), 0);
+    assert_int_equal(aor_hosts_intercepted("pubonly.test", NULL, 0), 0);
+
+    unsetenv("AOR_HOSTS");
+    aor_hosts_init();
+    unlink(path);
+    assert_int_equal(aor_hosts_refresh_from(path, 303), 0);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_good),          cmocka_unit_test(test_ambiguous),
         cmocka_unit_test(test_host_with_two_ports), cmocka_unit_test(test_bad_lines_ignored),
         cmocka_unit_test(test_header_required),     cmocka_unit_test(test_size_bounds),
         cmocka_unit_test(test_live_reload),         cmocka_unit_test(test_prefilter_builtin),
+        cmocka_unit_test(test_match_only),          cmocka_unit_test(test_aor_hosts_is_whole_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

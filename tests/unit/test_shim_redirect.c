@@ -224,6 +224,66 @@ static void test_fastopen(void **state) {
     close(fd);
 }
 
+/* QA: the socket's family must match the address's, as the kernel demands; a mismatch
+ * gets the kernel's own error (AF_INET socket + sockaddr_in6: EAFNOSUPPORT, even for a
+ * v4-mapped address), not a redirect. A v4-mapped address on an AF_INET6 socket is
+ * fine. */
+static void test_family_mismatch(void **state) {
+    record("192.0.2.16", "api.openai.com", 0);
+    struct sockaddr_in6 to6;
+    memset(&to6, 0, sizeof(to6));
+    to6.sin6_family = AF_INET6;
+    to6.sin6_port = htons(443);
+    assert_int_equal(inet_pton(AF_INET6, "::ffff:192.0.2.16", &to6.sin6_addr), 1);
+
+    /* each connect is closed before its result is checked: a redirected fd left open
+     * by a failed assertion would keep the fake daemon's thread from ending */
+    int rc, err, marked;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_true(fd >= 0);
+    rc = connect(fd, (struct sockaddr *)&to6, sizeof(to6));
+    err = errno;
+    marked = aor_fdtab_marked(fd);
+    close(fd);
+    assert_int_equal(rc, -1);
+    assert_int_equal(err, EAFNOSUPPORT);
+    assert_int_equal(marked, 0);
+
+    /* an AF_INET6 socket given a sockaddr_in: the kernel's EINVAL */
+    struct sockaddr_in to4 = sin_of("192.0.2.16", 443);
+    fd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd >= 0) {
+        rc = connect(fd, (struct sockaddr *)&to4, sizeof(to4));
+        err = errno;
+        marked = aor_fdtab_marked(fd);
+        close(fd);
+        assert_int_equal(rc, -1);
+        assert_int_equal(err, EINVAL);
+        assert_int_equal(marked, 0);
+    }
+    /* a Unix stream socket given a sockaddr_in: EINVAL, untouched */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    rc = connect(fd, (struct sockaddr *)&to4, sizeof(to4));
+    err = errno;
+    marked = aor_fdtab_marked(fd);
+    close(fd);
+    assert_int_equal(rc, -1);
+    assert_int_equal(err, EINVAL);
+    assert_int_equal(marked, 0);
+
+    /* v4-mapped on an AF_INET6 socket: redirected, the preamble has the IPv4 form */
+    fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return; /* no IPv6 here */
+    assert_int_equal(connect(fd, (struct sockaddr *)&to6, sizeof(to6)), 0);
+    char line[128];
+    read_line(fd, line, sizeof(line));
+    assert_string_equal(line, "ok");
+    last_preamble(line, sizeof(line));
+    assert_string_equal(line, "AOR/1 api.openai.com 192.0.2.16 443");
+    close(fd);
+}
+
 static void test_daemon_down(void **state) {
     char gone[300];
     snprintf(gone, sizeof(gone), "%s/nothing.sock", g_dir);
@@ -269,6 +329,7 @@ int main(void) {
         cmocka_unit_test(test_redirect_nonblocking_cloexec),
         cmocka_unit_test(test_not_recognised_or_udp),
         cmocka_unit_test(test_fastopen),
+        cmocka_unit_test(test_family_mismatch),
         cmocka_unit_test(test_daemon_down),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
