@@ -42,8 +42,8 @@ int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {
         close(fd);
         if (exposed) {
             /* Another user may have read it: a new token, not just a chmod. */
-            aor_warn("%s was readable or writable by others (mode %03o); writing a new token",
-                     path, (unsigned)(st.st_mode & 0777));
+            aor_warn("%s was readable or writable by others (mode %03o); writing a new token", path,
+                     (unsigned)(st.st_mode & 0777));
         } else if (n == 64) {
             int ok = 1;
             for (int i = 0; i < 64; i++)
