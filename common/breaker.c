@@ -140,17 +140,8 @@ static void breaker_take_probe(const aor_breaker *b, breaker_entry *e, double no
 }
 
 int aor_breaker_allow(aor_breaker *b, const char *provider, const char *model, double now) {
-    if (!provider || !model)
-        return 1;
-    breaker_entry *e = aor_map_get(b->circuits, provider, model);
-    aor_breaker_state st = breaker_state(e, now);
-    if (st == AOR_BREAKER_CLOSED)
-        return 1;
-    /* Open, or another request's probe is in flight: skip it (§4.4). */
-    if (st == AOR_BREAKER_OPEN || breaker_probing(e, now))
-        return 0;
-    breaker_take_probe(b, e, now); /* this caller is the probe */
-    return 1;
+    /* A caller that holds no probe: allow_walk with a sequence older than every probe. */
+    return aor_breaker_allow_walk(b, provider, model, now, -INFINITY, NULL);
 }
 
 int aor_breaker_allow_walk(aor_breaker *b, const char *provider, const char *model, double now,

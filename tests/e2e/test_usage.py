@@ -9,9 +9,15 @@ EXHAUSTED_30S = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-reque
                  "x-ratelimit-remaining-tokens": "90000", "x-ratelimit-reset-tokens": "1s"}
 
 
-def test_exhausted_window_skips_key_until_reset(env):
+OPENROUTER_EXHAUSTED_45S = {"x-ratelimit-limit": "20", "x-ratelimit-remaining": "0",
+                            "x-ratelimit-reset": str((T0 + 45) * 1000)}
+
+
+def skipped_until_reset(env, headers, reset_s):
+    """A answers 200 with headers whose window is exhausted for reset_s seconds: A is
+    skipped (no call, no backoff row) until exactly then."""
     mock, d = setup(env)
-    mock.script("secret-A", [{"status": 200, "headers": EXHAUSTED_30S}])
+    mock.script("secret-A", [{"status": 200, "headers": headers}])
     r = chat(env)
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A answered (its last request)")
     r = chat(env)
@@ -19,13 +25,23 @@ def test_exhausted_window_skips_key_until_reset(env):
        "next request straight to B")
     eq(tried(mock, "A"), 1, "A not touched while its window is exhausted")
     eq(row(d, "A"), None, "exhaustion is not a backoff row")
-    d.advance(29)
+    d.advance(reset_s - 1)
     eq(chat(env).headers.get("x-aor-key"), "B", "still exhausted 1 s before the reset")
     eq(tried(mock, "A"), 1, "A still not touched")
-    d.advance(2)
+    d.advance(1)
     r = chat(env)
-    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A used again after its reset")
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A used again at its reset")
     eq(tried(mock, "A"), 2, "one more request to A")
+
+
+def test_exhausted_window_skips_key_until_reset(env):
+    skipped_until_reset(env, EXHAUSTED_30S, 30)
+
+
+def test_openrouter_remaining_zero_skips_key_until_reset(env):
+    """OpenRouter's unsuffixed x-ratelimit-remaining / -reset (epoch milliseconds); QA:
+    they were ignored, so remaining 0 never held the key back."""
+    skipped_until_reset(env, OPENROUTER_EXHAUSTED_45S, 45)
 
 
 def test_all_exhausted_is_429_with_retry_after(env):
@@ -42,13 +58,12 @@ def test_all_exhausted_is_429_with_retry_after(env):
     eq(tried(mock, "A"), 2, "A called again")
 
 
-def test_429_with_zero_remaining_is_not_exhaustion(env):
+def not_exhausted_by_a_429(env, headers):
+    """A 429 with Retry-After 5 and headers saying 0 remaining: A is backed off by its hint
+    only; the remaining 0 must not keep A away beyond it (§6: a 429 never writes "0
+    remaining")."""
     mock, d = setup(env)
-    # Retry-After (5 s) sets the backoff window; the reset header (60 s) with remaining 0
-    # must not keep A away beyond it (§6: a 429 never writes "0 remaining").
-    mock.script("secret-A", [{"status": 429, "headers": {
-        "retry-after": "5", "x-ratelimit-remaining-requests": "0",
-        "x-ratelimit-reset-requests": "60s"}}])
+    mock.script("secret-A", [{"status": 429, "headers": dict(headers, **{"retry-after": "5"})}])
     r = chat(env)
     eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "walked to B")
     b = row(d, "A")
@@ -58,3 +73,12 @@ def test_429_with_zero_remaining_is_not_exhaustion(env):
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"),
        "A tried again once its backoff expired")
     eq(tried(mock, "A"), 2, "A called again")
+
+
+def test_429_with_zero_remaining_is_not_exhaustion(env):
+    not_exhausted_by_a_429(env, {"x-ratelimit-remaining-requests": "0",
+                                 "x-ratelimit-reset-requests": "60s"})
+
+
+def test_openrouter_429_is_not_exhaustion(env):
+    not_exhausted_by_a_429(env, OPENROUTER_EXHAUSTED_45S)
