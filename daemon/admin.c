@@ -146,18 +146,9 @@ static int token_ok(aor_daemon *d, const aor_http_request *req) {
 
 static void reply(aor_conn *c, const aor_http_request *req, int status, const char *ctype,
                   const char *const *extra, const char *body, size_t len) {
-    struct evbuffer *out = aor_conn_output(c);
-    if (req->method == HTTP_HEAD) {
-        /* HEAD: the same head (Content-Length of the GET body), no body (RFC 9110 §9.3.2). */
-        struct evbuffer *tmp = evbuffer_new();
-        if (tmp &&
-            aor_http_write_response(tmp, status, ctype, extra, body, len, req->keep_alive) == 0)
-            evbuffer_remove_buffer(tmp, out, evbuffer_get_length(tmp) - len);
-        if (tmp)
-            evbuffer_free(tmp);
-        return;
-    }
-    aor_http_write_response(out, status, ctype, extra, body, len, req->keep_alive);
+    /* HEAD: the same head (Content-Length of the GET body), no body (RFC 9110 §9.3.2). */
+    aor_http_write_response(aor_conn_output(c), status, ctype, extra,
+                            req->method == HTTP_HEAD ? NULL : body, len, req->keep_alive);
 }
 
 static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {

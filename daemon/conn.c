@@ -219,7 +219,7 @@ static aor_dialect refused_dialect(const aor_conn *c, const char *target) {
 
 /* Writes the answer to a refused request (status, why) in its API's error shape and ends
  * the connection after. target: the request target, or NULL. */
-static void refuse(aor_conn *c, int status, const char *why, const char *target) {
+static void refuse(aor_conn *c, int status, const char *why, const char *target, int head) {
     aor_warn("bad request from client: %s (answered %d)", why, status);
     char msg[512];
     snprintf(msg, sizeof msg, "aor: %s", why);
@@ -228,8 +228,9 @@ static void refuse(aor_conn *c, int status, const char *why, const char *target)
     /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
     static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -", "x-aor-attempts: 0",
                                            NULL};
-    aor_http_write_response(c->stage, status, "application/json", aor_hdrs, body ? body : "",
-                            body ? len : 0, 0);
+    /* HEAD: the head only (body NULL). */
+    aor_http_write_response(c->stage, status, "application/json", aor_hdrs,
+                            head || !body ? NULL : body, body ? len : 0, 0);
     free(body);
     c->closing = 1;
 }
@@ -242,7 +243,7 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
         return 1;
     }
     if (res == AOR_HTTP_ERROR) {
-        refuse(c, status, why, aor_http_reader_target(c->reader));
+        refuse(c, status, why, aor_http_reader_target(c->reader), 0);
         return 0;
     }
     /* AOR_HTTP_REQUEST */
@@ -251,7 +252,7 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
         return 0;
     status = aor_guard_check(req, !c->via_shim, &why);
     if (status) {
-        refuse(c, status, why, req->url);
+        refuse(c, status, why, req->url, req->method == HTTP_HEAD);
         aor_http_request_free(req);
         return 0;
     }

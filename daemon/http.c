@@ -321,6 +321,13 @@ static int on_headers_complete(llhttp_t *p) {
         return fail(r, 505, "HTTP version not supported: aor speaks HTTP/1.x");
     if (hosts > 1)
         return fail(r, 400, "more than one Host header");
+    /* RFC 9112 §6.1: a transfer coding aor does not know (gzip, chunked) gets 501; only
+     * chunked is decoded (and the body forwarded with a Content-Length). */
+    if (p->flags & F_TRANSFER_ENCODING) {
+        const char *te = aor_http_request_field(q, "transfer-encoding");
+        if (!te || strcasecmp(te, "chunked") != 0)
+            return fail(r, 501, "a transfer coding other than chunked is not supported");
+    }
     int has_length = (p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED);
     if (has_length && p->content_length > r->body_max)
         return fail(r, 413, "request body larger than body_max");
@@ -468,7 +475,7 @@ aor_http_request *aor_http_reader_take(aor_http_reader *r) {
 
 const char *aor_http_request_field(const aor_http_request *req, const char *name) {
     char first = (char)(name[0] | 0x20);
-    for (size_t i = 0; i < req->nfields; i++) {
+    for (size_t i = 0; i < req->nheaders; i++) { /* not trailer fields (RFC 9110 §6.5.1) */
         const char *n = req->fields[i].name;
         if (n && (char)(n[0] | 0x20) == first && strcasecmp(n, name) == 0)
             return req->fields[i].value;
@@ -526,6 +533,8 @@ const char *aor_http_reason(int status) {
         return "Service Unavailable";
     case 504:
         return "Gateway Timeout";
+    case 501:
+        return "Not Implemented";
     case 505:
         return "HTTP Version Not Supported";
     case 529:
@@ -549,7 +558,7 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
     if (evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", len,
                             keep_alive ? "" : "Connection: close\r\n") < 0)
         return -1;
-    if (len && evbuffer_add(out, body, len) < 0)
+    if (len && body && evbuffer_add(out, body, len) < 0)
         return -1;
     return 0;
 }

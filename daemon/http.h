@@ -78,8 +78,8 @@ void aor_http_reader_free(aor_http_reader *r);
 
 /* Feeds up to len bytes of data. Sets *consumed to how many were used (the rest belongs
  * to a following request and must be fed again after the current one was handled).
- * On AOR_HTTP_ERROR, *status is the status to answer (400, 413, 414, 431, 505) and *why a static
- * text naming the problem. */
+ * On AOR_HTTP_ERROR, *status is the status to answer (400, 413, 414, 431, 501, 505) and *why a
+ * static text naming the problem. */
 aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_t len,
                                      size_t *consumed, int *status, const char **why);
 
@@ -99,7 +99,8 @@ void aor_http_request_free(aor_http_request *req);
  * parsed). Called once at shutdown; the pool starts over empty. */
 void aor_http_spares_free(void);
 
-/* Value of the first field named `name` (case-insensitive), or NULL. */
+/* Value of the first header field named `name` (case-insensitive; trailer fields are not
+ * looked at: RFC 9110 §6.5.1), or NULL. */
 const char *aor_http_request_field(const aor_http_request *req, const char *name);
 
 /* Value of the first header field (not trailer) of the known name k, or NULL: the same
@@ -115,7 +116,9 @@ char *aor_http_request_path(const aor_http_request *req);
 
 /* Appends a complete small response: status line, Content-Type, Content-Length, the
  * extra header lines (each "Name: value", NULL-terminated array, may be NULL), a
- * Connection: close when !keep_alive, then the body. Returns 0 or -1 (ENOMEM). */
+ * Connection: close when !keep_alive, then the body. body NULL with len > 0: the head
+ * only, with the Content-Length of a body of len bytes (the answer to HEAD, RFC 9110
+ * §9.3.2). Returns 0 or -1 (ENOMEM). */
 int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
                             const char *const *extra, const char *body, size_t len, int keep_alive);
 

@@ -234,6 +234,15 @@ static int hset_conn_lists(const hdr_set *hs, const char *name) {
     return 0;
 }
 
+/* 1 when name is listed in one of the Connection fields of req's header section. */
+static int req_conn_lists(const aor_http_request *req, const char *name) {
+    for (size_t i = 0; i < req->nheaders; i++)
+        if (strcasecmp(req->fields[i].name, "connection") == 0 &&
+            listed_in_connection(req->fields[i].value, name))
+            return 1;
+    return 0;
+}
+
 /* Adds the line "Name: value" (len bytes, no CRLF). Lines without a name are dropped;
  * so is everything past MAX_RESP_HEADERS. Out of memory drops the line. */
 static void hset_add(hdr_set *s, const char *line, size_t len) {
@@ -432,7 +441,7 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
     add_aor_headers(out, prov, key, p->attempts);
     evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", body ? len : 0,
                         p->req->keep_alive ? "" : "Connection: close\r\n");
-    if (body)
+    if (body && p->req->method != HTTP_HEAD) /* HEAD: the head only (RFC 9110 §9.3.2) */
         evbuffer_add(out, body, len);
     free(body);
     finish(p, 1);
@@ -691,7 +700,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
         if (!ok || IS_TYPE(ct, "text/html")) {
             observe_usage(p);
             p->mode = MODE_BUFFER;
-        } else if (IS_TYPE(ct, "text/event-stream")) {
+        } else if (IS_TYPE(ct, "text/event-stream") && p->req->method != HTTP_HEAD) {
             observe_usage(p);
             p->mode = MODE_SSE_PEEK;
         } else {
@@ -1227,14 +1236,20 @@ static void client_id(const char *cred, size_t len, char out[65]) {
 static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_candidate *cand,
                          hblock *hb) {
     const aor_http_request *req = p->req;
-    const char *conn = aor_http_request_known(req, AOR_HF_CONNECTION);
+    /* Names listed by any Connection field (RFC 9110 §7.6.1; there may be several) are
+     * not forwarded; looked at only when one lists more than keep-alive/close. */
+    int conn_names = 0;
+    if (aor_http_request_known(req, AOR_HF_CONNECTION))
+        for (size_t i = 0; i < req->nheaders && !conn_names; i++)
+            conn_names = strcasecmp(req->fields[i].name, "connection") == 0 &&
+                         conn_lists_names(req->fields[i].value);
     /* The header section only: trailer fields are not merged into it (RFC 9110 §6.5.1),
      * and the checks (guard.c, the credential) look at the header section alone. */
     for (size_t i = 0; i < req->nheaders; i++) {
         const char *name = req->fields[i].name;
         if (aor_http_is_hop_header(name) || strcasecmp(name, "accept-encoding") == 0)
             continue;
-        if (conn && listed_in_connection(conn, name))
+        if (conn_names && req_conn_lists(req, name))
             continue;
         if (cand->key >= 0 && aor_dialect_is_auth_header(name))
             continue;

@@ -108,6 +108,7 @@ struct h1_xfer {
     int switched;      /* the upstream answered 101 Switching Protocols */
     int head_too_big;  /* the answer's header section passed HEAD_MAX_BYTES */
     int head_nul;      /* a header value held a NUL byte */
+    int bad_status;    /* the status code was not 100-599 */
     int keep_alive;    /* the complete answer lets the connection carry another request */
     size_t head_bytes; /* bytes of status line and fields seen (HEAD_MAX_BYTES) */
     int leftover;      /* bytes followed the answer: the connection is not reusable */
@@ -424,6 +425,10 @@ static int line_add(h1_xfer *x, const char *s, size_t n) {
 /* "HTTP/x.y NNN " (llhttp bounds the version digits and the 3-digit status). */
 static int status_prefix(h1_xfer *x, const llhttp_t *p) {
     char pre[16];
+    if (p->status_code < 100 || p->status_code > 599) { /* RFC 9110 §15: 3 digits, 1xx-5xx */
+        x->bad_status = 1;
+        return -1;
+    }
     unsigned st = p->status_code % 1000;
     memcpy(pre, "HTTP/", 5);
     pre[5] = (char)('0' + p->http_major % 10);
@@ -729,6 +734,10 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
         char text[256];
         if (x->cut)
             snprintf(text, sizeof text, "transfer stopped by aor");
+        else if (x->bad_status)
+            snprintf(text, sizeof text,
+                     "not a valid HTTP/1.1 answer from %s: status code %d is not 100-599",
+                     x->o->prefix, (int)c->parser.status_code);
         else if (x->head_nul)
             snprintf(text, sizeof text,
                      "not a valid HTTP/1.1 answer from %s: NUL byte in a header value",

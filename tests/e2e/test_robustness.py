@@ -113,6 +113,48 @@ def test_head_has_no_body_and_keepalive_stays_in_sync(env):
     check(parts[2].endswith(b"ok\n"), "GET answer has its body")
 
 
+def test_heads_of_aords_own_answers_have_no_body(env):
+    """aord's own answers (404 of an unknown route, 403 of a foreign Host) to HEAD: the
+    head with the GET's Content-Length, no body, so a kept-alive connection stays in step
+    (QA: Node's keep-alive agent failed with HPE_INVALID_CONSTANT on the next answer)."""
+    mock, d = setup(env)
+    out = raw(d.port, b"HEAD /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    parts = out.split(b"HTTP/1.1 ")
+    eq([p.split(b" ", 1)[0] for p in parts[1:]], [b"404", b"200"], "two answers: %r" % out)
+    check(parts[1].endswith(b"\r\n\r\n") and b"content-length: 0" not in parts[1].lower(),
+          "404 head without its body: %r" % parts[1])
+    out = raw(d.port, b"HEAD /v1/models HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+    check(out.startswith(b"HTTP/1.1 403 ") and out.endswith(b"\r\n\r\n"),
+          "403 head only: %r" % out)
+
+
+def test_every_connection_header_names_hop_headers(env):
+    """RFC 9110 §7.6.1: the names listed in any Connection field are not forwarded (QA:
+    only the first Connection field's were stripped)."""
+    mock, d = setup(env)
+    body = b'{"model":"gpt-4o-mini","messages":[]}'
+    out = raw(d.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      b"Connection: keep-alive\r\nConnection: x-secret\r\nX-Secret: leak\r\n"
+                      b"X-Kept: yes\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    check(out.startswith(b"HTTP/1.1 200 "), "answered: %r" % out[:100])
+    h = mock.log()[-1]["headers"]
+    check("x-secret" not in h and h.get("x-kept") == "yes", "forwarded headers: %r" % h)
+
+
+def test_admin_token_in_a_trailer_does_not_count(env):
+    """RFC 9110 §6.5.1: trailer fields are not headers; the admin token must come in the
+    header section."""
+    mock, d = setup(env)
+    for trailer in (b"Authorization: Bearer %s" % d.token().encode(),
+                    b"Cookie: aor_admin=%s" % d.token().encode()):
+        out = raw(d.port, b"POST /admin/api/backoff/clear HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n"
+                          + trailer + b"\r\n\r\n")
+        check(out.startswith(b"HTTP/1.1 401 "), "trailer %r: %r" % (trailer[:14], out[:60]))
+
+
 def test_half_closed_client_gets_its_answer(env):
     mock, d = setup(env)
     req = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

@@ -215,6 +215,32 @@ def test_204_has_no_body_and_the_connection_goes_on(env):
     up.close()
 
 
+def test_head_answered_as_an_event_stream_is_a_success(env):
+    """A 200 to HEAD typed text/event-stream has no body to peek at: it is passed on, not
+    taken for a stream that ended before its first event (QA: the key was backed off)."""
+    def handler(s, n):
+        while up.read_request(s)[0] is not None:
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n")
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    c = socket.create_connection(("127.0.0.1", d.port))
+    c.sendall(b"HEAD /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer client\r\n"
+              b"Connection: close\r\n\r\n")
+    c.settimeout(10)
+    out = b""
+    while True:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    check(out.startswith(b"HTTP/1.1 200 "), "200 passed on: %r" % out[:120])
+    check(out.endswith(b"\r\n\r\n"), "head only: %r" % out[-40:])
+    eq(d.state()["backoff"], [], "no backoff row")
+    up.close()
+
+
 def test_101_from_upstream_is_not_an_answer(env):
     def handler(s, n):
         if up.read_request(s)[0] is not None:

@@ -323,8 +323,10 @@ static void test_known_fields(void **state) {
     assert_string_equal(aor_http_request_known(req, AOR_HF_AUTHORIZATION), "Bearer first");
     assert_string_equal(aor_http_request_known(req, AOR_HF_CONNECTION), "keep-alive, x-drop");
     assert_null(aor_http_request_known(req, AOR_HF_UPGRADE));
-    /* Only in the trailer section: no header of that name. */
+    /* Only in the trailer section: no header of that name, known or looked up by name
+     * (the admin token in a trailer must not count: RFC 9110 §6.5.1). */
     assert_null(aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY));
+    assert_null(aor_http_request_field(req, "x-goog-api-key"));
     aor_http_request_free(req);
     /* The next request (a kept one, pool.h) has its own index. */
     req = parse_str("GET /v1/models HTTP/1.1\r\nx-goog-api-key: g\r\n\r\n");
@@ -1056,6 +1058,11 @@ static void test_garbage(void **state) {
     static const char badcl[] = "POST / HTTP/1.1\r\nContent-Length: 12x\r\n\r\n";
     assert_int_equal(expect_error(badcl, sizeof badcl - 1, 0, BODY_MAX, &why), 400);
     assert_non_null(strcasestr(why, "content-length"));
+    /* RFC 9112 §6.1: only chunked is decoded; another coding before it would be dropped
+     * silently when the body is forwarded with a Content-Length. */
+    static const char gz[] = "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n";
+    assert_int_equal(expect_error(gz, sizeof gz - 1, 0, BODY_MAX, &why), 501);
+    assert_non_null(strstr(why, "transfer coding"));
     static const char badchunk[] = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
     assert_int_equal(expect_error(badchunk, sizeof badchunk - 1, 0, BODY_MAX, &why), 400);
     assert_non_null(strcasestr(why, "chunk"));
@@ -1128,6 +1135,15 @@ static void test_write_response(void **state) {
     s = drain(out);
     assert_string_equal(s, "HTTP/1.1 404 Not Found\r\n"
                            "Content-Length: 0\r\n"
+                           "\r\n");
+    free(s);
+
+    /* The answer to HEAD: the head with the body's length, no body. */
+    assert_int_equal(aor_http_write_response(out, 404, "application/json", NULL, NULL, 211, 1), 0);
+    s = drain(out);
+    assert_string_equal(s, "HTTP/1.1 404 Not Found\r\n"
+                           "Content-Type: application/json\r\n"
+                           "Content-Length: 211\r\n"
                            "\r\n");
     free(s);
 

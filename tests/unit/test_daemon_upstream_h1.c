@@ -1481,6 +1481,31 @@ static void test_tolerant_answer_heads(void **state) {
     assert_int_equal(f->r[1].data_calls, 0);
 }
 
+/* A status code outside 100-599 (RFC 9110 §15) is not an answer: no line of it reaches
+ * the caller (before, "HTTP/1.1 20 Weird" went on as status 20). */
+static void test_status_out_of_range(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    static const char *const bad[] = {
+        "HTTP/1.1 20 Weird\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 099 x\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 600 x\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 999 x\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 000 x\r\nContent-Length: 2\r\n\r\nok",
+    };
+    for (int i = 0; i < 5; i++)
+        script(f, i, 0, ACT_REPLY_CLOSE, bad[i]);
+    for (int i = 0; i < 5; i++) {
+        result *r = &f->r[i % 4];
+        memset(r, 0, sizeof *r);
+        get(f, r, plain_url(f, 0, "/"));
+        assert_fail(r, CURLE_WEIRD_SERVER_REPLY);
+        assert_int_equal(r->nlines, 0);
+        assert_int_equal(r->data_calls, 0);
+        assert_non_null(strstr(r->errtext, "is not 100-599"));
+    }
+}
+
 static void test_eof_mid_body(void **state) {
     fx *f = *state;
     srv_listen(f, NULL);
@@ -1963,6 +1988,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_empty_header_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_section_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tolerant_answer_heads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_out_of_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_delimited, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_reads_no_body, setup, teardown),
