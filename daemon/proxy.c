@@ -585,10 +585,23 @@ static void redact_body(const aor_proxy *p, struct evbuffer *b, const aor_candid
     evbuffer_free(out);
 }
 
-/* Sends a buffered answer as it came (but for redact_body), with a Content-Length. */
-static void send_buffered(aor_proxy *p, long status, const hdr_set *hs, struct evbuffer *b,
+/* Keeps from the client every header of hs whose value quotes the configured secret that
+ * cand sent upstream (as redact_body does for the body). Error paths only. */
+static void redact_headers(const aor_proxy *p, hdr_set *hs, const aor_candidate *cand) {
+    if (!cand || cand->key < 0)
+        return;
+    const char *secret = p->d->cfg->keys[cand->key].secret;
+    size_t sl = secret ? strlen(secret) : 0;
+    for (size_t i = 0; sl >= 4 && i < hs->n; i++)
+        if (hs->len[i].fwd && memmem(hs->h[i].value, hs->len[i].value, secret, sl))
+            hs->len[i].fwd = 0;
+}
+
+/* Sends a buffered answer as it came (but for the redactions), with a Content-Length. */
+static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffer *b,
                           const aor_candidate *cand) {
     redact_body(p, b, cand);
+    redact_headers(p, hs, cand);
     write_head(p, status, hs, cand, (long long)evbuffer_get_length(b));
     evbuffer_add_buffer(aor_conn_output(p->c), b);
     finish(p, 1);
@@ -993,8 +1006,11 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     }
     redact(p, v.reason, sizeof v.reason);
     (void)status;
-    aor_info("%s/%s: %ld -> %s (%s)%s", prov, cand->key_name, p->status, aor_kind_name(v.kind),
-             v.reason, v.hint_s > 0 ? " with retry hint" : "");
+    char st[24] = "no answer";
+    if (p->status > 0)
+        snprintf(st, sizeof st, "%ld", p->status);
+    aor_info("%s/%s: %s -> %s (%s)%s", prov, cand->key_name, st, aor_kind_name(v.kind), v.reason,
+             v.hint_s > 0 ? " with retry hint" : "");
     if (v.kind == AOR_KIND_OK) {
         record(p, cand, AOR_KIND_OK, -1);
         send_buffered(p, p->status, &p->hdrs, p->held, cand);
@@ -1230,6 +1246,12 @@ static void client_id(const char *cred, size_t len, char out[65]) {
     memcpy(client_ids[slot].hex, out, 65);
 }
 
+/* 1 for the headers that name the account of the client's own OpenAI key. */
+static int is_account_header(const char *name) {
+    return (name[0] | 0x20) == 'o' && (strcasecmp(name, "openai-organization") == 0 ||
+                                       strcasecmp(name, "openai-project") == 0);
+}
+
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
  * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
  * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
@@ -1251,7 +1273,10 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
             continue;
         if (conn_names && req_conn_lists(req, name))
             continue;
-        if (cand->key >= 0 && aor_dialect_is_auth_header(name))
+        /* With a configured key the client's own credential and the OpenAI account it
+         * names (OpenAI-Organization / OpenAI-Project: a mismatch with the key is a 401)
+         * stay behind. */
+        if (cand->key >= 0 && (aor_dialect_is_auth_header(name) || is_account_header(name)))
             continue;
         if (hb_line(hb, name, strlen(name), req->fields[i].value, strlen(req->fields[i].value)) < 0)
             goto fail;
@@ -1283,8 +1308,25 @@ fail:
     return -1;
 }
 
+/* rel without its first segment when base_url's path already ends with it and it is an
+ * API version (base_url = https://api.openai.com/v1, copied from OPENAI_BASE_URL, and
+ * rel = /v1/chat/completions): the version once, not /v1/v1. */
+static const char *skip_base_version(const char *base_url, const char *rel) {
+    const char *bp = base_path(base_url);
+    size_t bl = strlen(bp);
+    static const char *const versions[] = {"/v1", "/v1beta", "/v1alpha"};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        size_t n = strlen(versions[i]);
+        if (bl >= n && strcmp(bp + bl - n, versions[i]) == 0 && strncmp(rel, versions[i], n) == 0 &&
+            rel[n] == '/')
+            return rel + n;
+    }
+    return rel;
+}
+
 /* The upstream URL of the attempt, in p->url (NUL-terminated), or NULL (ENOMEM). */
 static const char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
+    rel = skip_base_version(pc->base_url, rel);
     char *q = query_without_key(p->query);
     size_t lb = strlen(pc->base_url), lr = strlen(rel), lq = q ? strlen(q) : 0;
     p->url.len = 0;
@@ -1452,6 +1494,20 @@ static int start_next(aor_proxy *p) {
     return 0;
 }
 
+/* The path without a doubled API version ("/v1/v1/messages" -> "/v1/messages"): a base
+ * URL that already ends in /v1 (ANTHROPIC_BASE_URL=http://127.0.0.1:8787/v1; the SDK adds
+ * /v1 itself) would otherwise reach no route. A pointer into path. */
+static const char *undouble_version(const char *path) {
+    static const char *const versions[] = {"/v1", "/v1beta", "/v1alpha"};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        size_t n = strlen(versions[i]);
+        if (strncmp(path, versions[i], n) == 0 && strncmp(path + n, versions[i], n) == 0 &&
+            path[2 * n] == '/')
+            return path + n;
+    }
+    return path;
+}
+
 /* 1 when a sidecar request's path is one aor forwards (spec §8: the provider APIs, all
  * under /v1/, /v1beta/ or /v1alpha/), with no "." or ".." segment a server might resolve to
  * another path. Anything else (/favicon.ico, /ADMIN/..., /v1/../x) is answered locally
@@ -1509,6 +1565,8 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
         aor_conn_abort(c);
         return NULL;
     }
+    if (!host)
+        p->path = undouble_version(p->path);
     p->dialect = aor_dialect_of_path(p->path);
     if (host) {
         /* An intercepted host: its provider's dialect decides. */

@@ -9,10 +9,11 @@ import aortest
 from aortest import check, eq
 
 T0 = 1800000000
+CHAT_BODY = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
 
 
 def setup(env, keys=(("A", 0), ("B", 1)), routing="", provider="", models="gpt-4o-mini",
-          dialect="openai", host="api.openai.com", extra=""):
+          dialect="openai", host="api.openai.com", extra="", base_suffix=""):
     mock = env.start_mock(tls=True)
     port = aortest.free_port()
     cfg = "[daemon]\nlisten = 127.0.0.1:%d\n" % port
@@ -25,7 +26,7 @@ def setup(env, keys=(("A", 0), ("B", 1)), routing="", provider="", models="gpt-4
         cfg += '[key "%s"]\nenv = %s\npriority = %d\n' % (name, var, prio)
         names.append(name)
     cfg += ('[provider "p"]\ndialect = %s\nbase_url = %s\nintercept = %s\nca_file = %s\n'
-            "keys = %s\nmodels = %s\n%s\n" % (dialect, mock.url, host, mock.ca_path,
+            "keys = %s\nmodels = %s\n%s\n" % (dialect, mock.url + base_suffix, host, mock.ca_path,
                                             ", ".join(names), models, provider))
     cfg += extra
     env.write_config(cfg)
@@ -366,6 +367,41 @@ def test_configured_key_quoted_in_an_error_body_is_redacted(env):
     r = chat(env)
     eq(r.status, 400, "client error passed on")
     eq(r.json()["error"]["message"], "bad request for key [redacted]", "redacted")
+
+
+def test_a_version_given_twice_is_sent_once(env):
+    """base_url copied from OPENAI_BASE_URL (ending in /v1), and a client base URL that
+    ends in /v1 for an SDK that adds /v1 itself: the upstream gets /v1 once (QA: the
+    upstream got /v1/v1/chat/completions, a 404 and no walk)."""
+    mock, d = setup(env, base_suffix="/v1")
+    body = json.loads(CHAT_BODY)
+    for path in ("/v1/chat/completions", "/v1/v1/chat/completions"):
+        st, hdrs, _ = d.http("POST", path, body, {"authorization": "Bearer client"})
+        eq((st, mock.log()[-1]["path"]), (200, "/v1/chat/completions"), "upstream path for " + path)
+    r = chat(env)  # through the shim: the client's /v1 path under the base_url's /v1
+    eq((r.status, mock.log()[-1]["path"]), (200, "/v1/chat/completions"), "shim path")
+
+
+def test_the_clients_openai_account_headers_stay_behind_with_a_configured_key(env):
+    """OpenAI-Organization / OpenAI-Project name the account of the client's own key: sent
+    with a configured key of another account they make OpenAI answer 401."""
+    mock, d = setup(env)
+    r = chat(env, extra=["-H", "OpenAI-Organization: org-client", "-H", "OpenAI-Project: p1",
+                         "-H", "X-Other: kept"])
+    eq(r.status, 200, "answered")
+    h = mock.log()[-1]["headers"]
+    check("openai-organization" not in h and "openai-project" not in h, "not forwarded: %r" % h)
+    eq(h.get("x-other"), "kept", "other headers forwarded")
+
+
+def test_configured_key_quoted_in_an_error_header_is_not_forwarded(env):
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"status": 401, "headers": {"x-echo-key": "got secret-A",
+                                                          "x-other": "kept"}}])
+    r = chat(env)
+    eq(r.status, 401, "the answer as it came")
+    check("x-echo-key" not in r.headers and b"secret-A" not in r.raw, "no key: %r" % r.headers)
+    eq(r.headers.get("x-other"), "kept", "the other headers are")
 
 
 def test_sse_comments_before_an_error_event_still_walk_on(env):
