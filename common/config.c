@@ -62,8 +62,10 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
         }
         if (!val || !*val) {
             aor_cfg_err(c->errs, env_line,
-                        "key \"%s\": environment variable %s is not set or empty; export it%s",
-                        k->name, k->env, cfg->env_file ? " or add it to env_file" : "");
+                        "key \"%s\": environment variable %s is not set or empty (aord reads "
+                        "it from its own environment when it starts: export it before starting "
+                        "aord, or %s env_file)",
+                        k->name, k->env, cfg->env_file ? "add it to" : "put it in a file named by");
             continue;
         }
         k->secret = strdup(val);

@@ -50,9 +50,11 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv); /* cli_servi
 int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
 
 /* Loads the configuration (c->config_arg, else $AOR_CONFIG, else the default). On
- * errors prints "aor: configuration errors:" and the file:line list on stderr (plus a
- * note naming the service's env file, aor_cli_service_env_file, when a key variable is
- * not set and that file exists) and returns NULL. Free with aor_config_free. */
+ * errors prints "aor: configuration errors:" and the file:line list on stderr and
+ * returns NULL; when a key variable is not set, notes follow: the service's env file
+ * (aor_cli_service_env_file) when it exists, and that aord needs the variable in its
+ * own environment (a running aord never sees one exported later: restart it with the
+ * variable set, or use env_file). Free with aor_config_free. */
 aor_config *aor_cli_load_config(const aor_cli *c);
 
 /* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key
@@ -66,8 +68,9 @@ aor_config *aor_cli_load_config_no_secrets(const aor_cli *c);
 const char *aor_cli_chosen_config(const aor_cli *c);
 
 /* The env file of the user service (install-service's EnvironmentFile, `NAME=value`
- * lines): ~/.config/aor/env (the path the systemd unit names), else
- * $XDG_CONFIG_HOME/aor/env, the first that exists as a regular file. malloc'd path, or
+ * lines): ~/.config/aor/env (the unit's default), else $XDG_CONFIG_HOME/aor/env (the
+ * one install-service names when XDG_CONFIG_HOME is elsewhere), the first that exists
+ * as a regular file. malloc'd path, or
  * NULL when neither exists (or ENOMEM). The file is not read: aor never loads its
  * secrets. */
 char *aor_cli_service_env_file(void);
@@ -152,6 +155,16 @@ int aor_cli_plan_preload(aor_cli_plan *p, const char *lib);
  * Nothing when $AOR_NO_TRUST is on. Notes (missing CA, unreadable user file) go to
  * stderr as "aor: ..." lines. Returns 0, or -1 on ENOMEM. */
 int aor_cli_plan_trust(aor_cli_plan *p, const char *data_dir);
+
+/* The trap of spec §2 "Trust": SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE set
+ * (non-empty) by the user to a file other than data_dir/bundle.pem that does not
+ * contain the aor CA (or cannot be read) — aor_cli_plan_trust leaves them alone, so the
+ * TLS clients that read them will not trust aor. Writes one line to f: `prefix` (e.g.
+ * "aor: ", or "# aor: " for `aor env`), the variables as NAME=value (file paths, never
+ * secrets), why, and the fix (unset them, or add data_dir/ca.pem to that bundle; `aor
+ * doctor`). Nothing when $AOR_NO_TRUST is on, when ca.pem or bundle.pem does not exist
+ * yet, or when no variable is such. Returns the number of variables named. */
+int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir);
 
 /* The sidecar base-URL variables for a listen address ("127.0.0.1:8787"), each only
  * when not already set: OPENAI_BASE_URL=http://L/v1, ANTHROPIC_BASE_URL=http://L,

@@ -38,6 +38,7 @@ static void say(tally *t, level l, const char *fmt, ...) {
  * from its own environment (the service's env file). */
 static void warn_unset_keys(const aor_config *cfg, tally *t) {
     char *envf = aor_cli_service_env_file();
+    char *dir = envf ? NULL : aor_path_config_dir();
     for (size_t i = 0; i < cfg->nkeys; i++) {
         const aor_key_cfg *k = &cfg->keys[i];
         if (k->secret || !k->env)
@@ -51,10 +52,29 @@ static void warn_unset_keys(const aor_config *cfg, tally *t) {
         else
             say(t, WARN,
                 "key \"%s\": %s is not set in this shell; aord needs it in its own "
-                "environment (export it before starting aord, put it in env_file in [daemon], "
-                "or in ~/.config/aor/env for the service)",
-                k->name, k->env);
+                "environment: export it before starting aord (an aord already running never "
+                "sees it: restart it with the variable set), put it in env_file in [daemon], "
+                "or in %s/env for the service",
+                k->name, k->env, dir ? dir : "$XDG_CONFIG_HOME/aor");
     }
+    free(dir);
+    free(envf);
+}
+
+/* The embedded default without any key (no key variable set here): every provider is
+ * pass-through (spec §3.3), so aor routes with the clients' own credentials and has no
+ * key of its own to rotate to. Worth a warning: it is what a forgotten export looks
+ * like. */
+static void warn_no_keys(const aor_config *cfg, tally *t) {
+    if (!cfg->embedded || cfg->nkeys)
+        return;
+    char *envf = aor_cli_service_env_file();
+    say(t, WARN,
+        "no key variable is set in this shell (OPENAI_API_KEY, ANTHROPIC_API_KEY, "
+        "GEMINI_API_KEY, ... docs/config.md \"Embedded default\"): pass-through only, the "
+        "clients' own credentials are used and aor has no key to rotate to; export one before "
+        "starting aord%s%s%s, or write a config file",
+        envf ? ", or put it in " : "", envf ? envf : "", envf ? " for the service" : "");
     free(envf);
 }
 
@@ -91,6 +111,7 @@ static aor_config *check_config(aor_cli *c, tally *t) {
             "no config file: embedded default from the environment (%zu provider%s, %zu key%s)",
             cfg->nproviders, ps, nk, ks);
     warn_unset_keys(cfg, t);
+    warn_no_keys(cfg, t);
     return cfg;
 }
 

@@ -209,7 +209,9 @@ static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *self_d
     return r;
 }
 
-static int plan_trust(aor_cli_plan *p) {
+/* The trust variables into p; warn_prefix: when not NULL, also the warning line about
+ * bundle variables the user set to files without the aor CA (aor_cli_trust_warn). */
+static int plan_trust(aor_cli_plan *p, const char *warn_prefix) {
     char *data = aor_path_data_dir();
     if (!data) {
         fprintf(stderr, "aor: cannot find the data directory (set HOME or XDG_DATA_HOME): %s\n",
@@ -217,8 +219,50 @@ static int plan_trust(aor_cli_plan *p) {
         return 0;
     }
     int r = aor_cli_plan_trust(p, data);
+    if (r == 0 && warn_prefix)
+        aor_cli_trust_warn(stderr, warn_prefix, data);
     free(data);
     return r;
+}
+
+/* aord started from here gets this environment: a key whose variable is neither here
+ * nor in env_file (cfg loaded with AOR_CONFIG_SECRETS_OPTIONAL: its secret is NULL)
+ * would make it exit with a configuration error. Says so on stderr, naming the
+ * variables and where aord can get them, and returns 1; 0 when every key has one. */
+static int keys_missing_for_aord(const aor_config *cfg) {
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->nkeys; i++)
+        n += !cfg->keys[i].secret && cfg->keys[i].env;
+    if (!n)
+        return 0;
+    const char *it = n == 1 ? "it" : "them";
+    fputs("aor: aord is not running and cannot be started from here: ", stderr);
+    for (size_t i = 0, k = 0; i < cfg->nkeys; i++)
+        if (!cfg->keys[i].secret && cfg->keys[i].env)
+            fprintf(stderr, "%s%s (key \"%s\")", k++ ? ", " : "", cfg->keys[i].env,
+                    cfg->keys[i].name);
+    fprintf(stderr,
+            " %s not set in this environment%s, and aord needs %s in its own environment "
+            "(it would exit with a configuration error)\n",
+            n == 1 ? "is" : "are", cfg->env_file ? " nor in env_file" : "", it);
+    char *envf = aor_cli_service_env_file();
+    if (envf) {
+        fprintf(stderr,
+                "aor: %s exists (the service's EnvironmentFile): start aord as the service "
+                "(`aor install-service`, `systemctl --user start aord`) so that aord reads %s "
+                "from there, or export %s before `aor run`, or put %s in env_file in [daemon]\n",
+                envf, it, it, it);
+    } else {
+        char *dir = aor_path_config_dir();
+        fprintf(stderr,
+                "aor: to give %s to aord: export %s before `aor run`, put %s in env_file in "
+                "[daemon] of the configuration, or run aord as a service (`aor "
+                "install-service`) with %s in %s/env\n",
+                it, it, it, it, dir ? dir : "$XDG_CONFIG_HOME/aor");
+        free(dir);
+    }
+    free(envf);
+    return 1;
 }
 
 int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
@@ -247,22 +291,11 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
         return AOR_CLI_USAGE;
     }
     char **cmd = argv + i;
-    aor_config *cfg = aor_cli_load_config_no_secrets(c);
-    if (!cfg)
-        return AOR_CLI_USAGE;
-    if (!aor_cli_socket_answers(cfg->socket_path, NULL)) {
-        /* aord is to be started here, and it loads the config with every secret: check
-         * them now, so their errors are shown (exit 2) instead of a failed start. */
-        aor_config *strict = aor_cli_load_config(c);
-        if (!strict) {
-            aor_config_free(cfg);
-            return AOR_CLI_USAGE;
-        }
-        aor_config_free(strict);
-    }
     int rc = AOR_CLI_FAIL;
     aor_cli_plan plan = {0};
-    char *self_dir = aor_cli_self_dir(c->argv0);
+    aor_config *cfg = NULL;
+    char *self_dir = NULL;
+    /* The program first: not found is 127 before anything else (docs/cli.md). */
     char *path = aor_cli_which(cmd[0]);
     if (!path) {
         /* As a shell says it: 126 for a file that is there but cannot be run. */
@@ -276,9 +309,20 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
         }
         goto out;
     }
+    cfg = aor_cli_load_config_no_secrets(c);
+    if (!cfg) {
+        rc = AOR_CLI_USAGE;
+        goto out;
+    }
+    self_dir = aor_cli_self_dir(c->argv0);
     aor_binkind kind = aor_binkind_of_file(path);
 
-    if (ensure_daemon(cfg, self_dir) < 0) {
+    int up = aor_cli_socket_answers(cfg->socket_path, NULL);
+    /* aord to be started here loads the config with every secret, from this environment:
+     * a missing one means it cannot start (said, with the variables), so fail open. */
+    if (!up && !keys_missing_for_aord(cfg))
+        up = ensure_daemon(cfg, self_dir) == 0;
+    if (!up) {
         if (on("AOR_STRICT")) {
             fprintf(stderr, "aor: AOR_STRICT=1: not running %s without aord\n", cmd[0]);
             goto out;
@@ -288,9 +332,12 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
                 "(fail-open)\n",
                 cmd[0]);
     }
-    if (build_plan(&plan, cfg, self_dir, kind == AOR_BIN_STATIC ? cmd[0] : NULL, 0) < 0)
+    int is_static = kind == AOR_BIN_STATIC;
+    if (build_plan(&plan, cfg, self_dir, is_static ? cmd[0] : NULL, 0) < 0)
         goto out;
-    if (plan_trust(&plan) < 0 || aor_cli_plan_apply(&plan) < 0) {
+    /* The CA-variable warning only for a preloaded program: a static one talks plain
+     * HTTP to the sidecar. */
+    if (plan_trust(&plan, is_static ? NULL : "aor: ") < 0 || aor_cli_plan_apply(&plan) < 0) {
         fprintf(stderr, "aor: cannot set the environment: %s\n", strerror(errno));
         goto out;
     }
@@ -334,7 +381,8 @@ int aor_cli_cmd_env(aor_cli *c, int argc, char **argv) {
     char *self_dir = aor_cli_self_dir(c->argv0);
     if (build_plan(&plan, cfg, self_dir, NULL, sidecar) < 0)
         goto out;
-    if (!sidecar && plan_trust(&plan) < 0) {
+    /* Notes go to stderr ("# " lines there): `eval "$(aor env)"` reads only stdout. */
+    if (!sidecar && plan_trust(&plan, "# aor: ") < 0) {
         fprintf(stderr, "aor: out of memory\n");
         goto out;
     }

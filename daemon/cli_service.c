@@ -15,14 +15,16 @@
 #include <unistd.h>
 
 #define PLACEHOLDER "@AORD@"
+#define ENV_FILE_LINE "EnvironmentFile=-%h/.config/aor/env\n" /* the default's line */
 #define LAUNCHD_LABEL "dev.aor.aord"
 
 /* Keep these two equal to scripts/aord.service and scripts/aord.plist (tests/e2e/test_cli.py
  * compares them). */
 static const char systemd_template[] =
     "# aord, the aor routing daemon, as a systemd user service.\n"
-    "# `aor install-service` writes this file to ~/.config/systemd/user/aord.service with\n"
-    "# ExecStart set to the absolute path of aord (see docs/cli.md), then runs\n"
+    "# `aor install-service` writes this file to $XDG_CONFIG_HOME/systemd/user/aord.service\n"
+    "# (~/.config/systemd/user/ when XDG_CONFIG_HOME is unset) with ExecStart set to the\n"
+    "# absolute path of aord (see docs/cli.md), then runs\n"
     "#   systemctl --user daemon-reload && systemctl --user enable --now aord\n"
     "[Unit]\n"
     "Description=aor routing daemon (LLM API traffic: backoff, fallback, key rotation)\n"
@@ -31,8 +33,8 @@ static const char systemd_template[] =
     "Type=simple\n"
     "# aord reads API keys from its environment, and a user service does not see your\n"
     "# shell's variables: put them in this optional file (NAME=value lines, mode 0600),\n"
-    "# or name a file with `env_file` in [daemon] of aor.ini.\n"
-    "EnvironmentFile=-%h/.config/aor/env\n"
+    "# or name a file with `env_file` in [daemon] of aor.ini. With XDG_CONFIG_HOME set\n"
+    "# elsewhere, install-service writes $XDG_CONFIG_HOME/aor/env here instead.\n" ENV_FILE_LINE
     "ExecStart=@AORD@\n"
     "ExecReload=/bin/kill -HUP $MAINPID\n"
     "Restart=on-failure\n"
@@ -135,16 +137,83 @@ static int put_xml(char **buf, size_t *len, const char *p) {
     return 0;
 }
 
+/* The systemd EnvironmentFile line for the env file the user's aor uses: NULL for the
+ * template's own (%h/.config/aor/env: XDG_CONFIG_HOME unset, or the same directory),
+ * else "EnvironmentFile=-$XDG_CONFIG_HOME/aor/env\n" with '%' doubled (systemd.unit(5)
+ * "Specifiers"; the rest of the value is the path as is). *out: malloc'd or NULL.
+ * Returns 0, or -1 after printing (a path with control characters, ENOMEM). */
+static int env_file_line(char **out) {
+    *out = NULL;
+    char *home = aor_path_home();
+    char *conf = aor_path_config_home();
+    char *dflt = home ? aor_path_join(home, ".config") : NULL;
+    char *dir = NULL, *line = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (!conf || !dflt)
+        goto out; /* no home: aord finds nothing either; keep the template */
+    size_t cl = strlen(conf), dl = strlen(dflt);
+    while (cl > 1 && conf[cl - 1] == '/')
+        cl--;
+    struct stat a, b;
+    if ((cl == dl && memcmp(conf, dflt, cl) == 0) || (stat(conf, &a) == 0 && stat(dflt, &b) == 0 &&
+                                                      a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+        goto out;
+    dir = aor_path_config_dir();
+    if (!dir) {
+        rc = -1;
+        fprintf(stderr, "aor: out of memory\n");
+        goto out;
+    }
+    for (const char *p = dir; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            fprintf(stderr, "aor: XDG_CONFIG_HOME contains control characters; a service unit "
+                            "cannot name its env file\n");
+            rc = -1;
+            goto out;
+        }
+    }
+    static const char head[] = "EnvironmentFile=-";
+    if (put(&line, &len, head, sizeof head - 1) < 0)
+        goto oom;
+    for (const char *p = dir; *p; p++)
+        if (put(&line, &len, *p == '%' ? "%%" : p, *p == '%' ? 2 : 1) < 0)
+            goto oom;
+    if (put(&line, &len, "/env\n", 5) < 0)
+        goto oom;
+    *out = line;
+    line = NULL;
+    goto out;
+oom:
+    rc = -1;
+    fprintf(stderr, "aor: out of memory\n");
+out:
+    free(line);
+    free(dir);
+    free(dflt);
+    free(conf);
+    free(home);
+    return rc;
+}
+
 /* The template with its placeholder replaced by aord, followed by `--config <config>`
- * when config is not NULL (ExecStart words / ProgramArguments strings). malloc'd, NULL
- * on ENOMEM. */
-static char *render(int launchd, const char *aord, const char *config) {
+ * when config is not NULL (ExecStart words / ProgramArguments strings), and for systemd
+ * the EnvironmentFile line replaced by envline when not NULL. malloc'd, NULL on ENOMEM. */
+static char *render(int launchd, const char *aord, const char *config, const char *envline) {
     const char *tpl = launchd ? launchd_template : systemd_template;
     const char *at = strstr(tpl, PLACEHOLDER);
+    const char *ef = launchd || !envline ? NULL : strstr(tpl, ENV_FILE_LINE);
     char *buf = NULL;
     size_t len = 0;
     static const char xml_sep[] = "</string>\n        <string>";
-    if (!at || put(&buf, &len, tpl, (size_t)(at - tpl)) < 0)
+    if (!at || (ef && ef > at))
+        goto fail; /* the templates are ours: the env line comes before ExecStart */
+    if (ef && (put(&buf, &len, tpl, (size_t)(ef - tpl)) < 0 ||
+               put(&buf, &len, envline, strlen(envline)) < 0))
+        goto fail;
+    if (ef)
+        tpl = ef + strlen(ENV_FILE_LINE);
+    if (put(&buf, &len, tpl, (size_t)(at - tpl)) < 0)
         goto fail;
     if ((launchd ? put_xml(&buf, &len, aord) : put_systemd_path(&buf, &len, aord)) < 0)
         goto fail;
@@ -335,7 +404,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     if (service_config(c, &config) < 0)
         return AOR_CLI_USAGE;
     int rc = AOR_CLI_FAIL;
-    char *unit = NULL, *dest = NULL, *dir = NULL;
+    char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL;
     char *self = aor_cli_self_dir(c->argv0);
     char *aord = aor_cli_find_aord(self);
     if (!aord) {
@@ -345,7 +414,9 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
                 self ? self : "the directory of aor");
         goto out;
     }
-    unit = render(launchd, aord, config);
+    if (!launchd && env_file_line(&envline) < 0)
+        goto out;
+    unit = render(launchd, aord, config, envline);
     if (!unit) {
         fprintf(stderr, "aor: out of memory\n");
         goto out;
@@ -369,6 +440,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     rc = launchd ? enable_launchd(dest, no_start) : enable_systemd(no_start);
 out:
     free(config);
+    free(envline);
     free(unit);
     free(dest);
     free(dir);

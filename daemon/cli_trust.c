@@ -169,6 +169,48 @@ out:
     return rc;
 }
 
+/* 1 when the bundle variable `name` is set (non-empty) to a file that TLS clients will
+ * use instead of aor's bundle and that lacks the aor CA (unreadable counts: the clients
+ * cannot use it either). */
+static int bundle_var_conflicts(const char *name, const char *bundle, const char *ca) {
+    const char *v = getenv(name);
+    if (!v || !*v || strcmp(v, bundle) == 0)
+        return 0;
+    return aor_cli_file_has_ca(v, ca) != 1;
+}
+
+int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir) {
+    static const char *const vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"};
+    if (on("AOR_NO_TRUST"))
+        return 0;
+    char *ca = aor_path_join(data_dir, "ca.pem");
+    char *bundle = aor_path_join(data_dir, "bundle.pem");
+    int n = 0;
+    if (!ca || !bundle || !regular_file(ca) || !regular_file(bundle))
+        goto out; /* no CA yet: plan_trust says so */
+    int bad[3];
+    for (size_t i = 0; i < 3; i++) {
+        bad[i] = bundle_var_conflicts(vars[i], bundle, ca);
+        n += bad[i];
+    }
+    if (!n)
+        goto out;
+    fputs(prefix, f);
+    for (size_t i = 0, k = 0; i < 3; i++)
+        if (bad[i])
+            fprintf(f, "%s%s=%s", k++ ? ", " : "", vars[i], getenv(vars[i]));
+    fprintf(f,
+            " %s already set, so aor leaves %s alone: TLS clients that read %s (curl, Python, "
+            "Ruby, ...) will not trust aor's CA and fail with certificate errors (curl exit 60, "
+            "CERTIFICATE_VERIFY_FAILED); unset %s, or add %s to %s (`aor doctor` explains)\n",
+            n == 1 ? "is" : "are", n == 1 ? "it" : "them", n == 1 ? "it" : "them",
+            n == 1 ? "it" : "them", ca, n == 1 ? "that bundle" : "those bundles");
+out:
+    free(ca);
+    free(bundle);
+    return n;
+}
+
 int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen) {
     static const struct {
         const char *name;

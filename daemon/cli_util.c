@@ -65,16 +65,25 @@ static aor_config *load_config(const aor_cli *c, unsigned flags) {
     fprintf(stderr, "aor: configuration errors:\n%s", errors ? errors : "(out of memory)\n");
     if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
         fputc('\n', stderr);
-    /* Keys kept only in the service's env file are unset here: say where they may be. */
-    char *envf = errors && strstr(errors, " is not set") ? aor_cli_service_env_file() : NULL;
-    if (envf)
+    if (errors && strstr(errors, " is not set")) {
+        /* Keys kept only in the service's env file are unset here: say where they may be. */
+        char *envf = aor_cli_service_env_file();
+        if (envf)
+            fprintf(stderr,
+                    "aor: note: %s exists (the service's EnvironmentFile): aord run as a "
+                    "service gets its variables from there, but aor checks this shell's "
+                    "environment (and env_file in [daemon]): a variable listed above that is in "
+                    "that file is missing only here\n",
+                    envf);
+        free(envf);
+        /* "export it" is right for this shell only: a running aord never sees it. */
         fprintf(stderr,
-                "aor: note: %s exists (the service's EnvironmentFile): aord run as a service "
-                "gets its variables from there, but aor checks this shell's environment (and "
-                "env_file in [daemon]): a variable listed above that is in that file is "
-                "missing only here\n",
-                envf);
-    free(envf);
+                "aor: note: aord needs each key's variable in its own environment, read when it "
+                "starts: exporting one in a shell does not reach an aord that is already "
+                "running (a SIGHUP reload does not either); restart aord with the variable set "
+                "(as a service: in its EnvironmentFile, then `systemctl --user restart aord`), "
+                "or put it in env_file in [daemon], which every load and reload reads\n");
+    }
     free(errors);
     return NULL;
 }

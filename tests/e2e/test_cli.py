@@ -138,12 +138,67 @@ def test_client_commands_need_no_key_variables(env):
     no_secret(out, err)
     eq(rc, 2, "check-config still needs every key's variable")
     check("KEY_A is not set" in err, "and says which: %r" % err)
-    # aord not running: aor run would start it, and aord needs the keys: said up front.
-    eq(d.stop(), 0, "aord stops")
-    rc, out, err = env.run_client(unset + [aor_path(env), "run", "--", "true"], preload=False)
-    no_secret(out, err)
-    eq(rc, 2, "aor run that must start aord without the key variables (stderr %r)" % err)
-    check("KEY_A is not set" in err, "and says which: %r" % err)
+    # check-config's "export it" is right for this shell only: it says aord needs the
+    # variable in its own environment (QA: exporting cannot help a running aord).
+    check("aord needs each key's variable in its own environment" in err
+          and "restart aord with the variable set" in err and "env_file" in err,
+          "check-config says where aord needs the variable: %r" % err)
+
+
+def test_run_fails_open_when_aord_cannot_get_the_keys(env):
+    """QA: with aord down and the keys' variables only in the service's env file, `aor run`
+    printed "configuration errors: ... export it" and exited 2 without running CMD, though
+    README and docs/cli.md promise fail-open. It now says which variables aord would need
+    and where, then runs CMD unrouted; AOR_STRICT=1 refuses (exit 1); and a CMD that does
+    not exist is 127 before anything else."""
+    setup(env, start=False)
+    unset = ["env", "-u", "KEY_A", "-u", "KEY_B"]
+
+    def run(*args, extra_env=None):
+        rc, out, err = env.run_client(unset + [aor_path(env), "run"] + list(args),
+                                      preload=False, extra_env=extra_env)
+        no_secret(out, err)
+        return rc, out, err
+
+    rc, out, err = run("--", "sh", "-c", 'echo ran; printf "%s\\n" "$LD_PRELOAD"')
+    eq(rc, 0, "fail-open: the program runs (stderr %r)" % err)
+    lines = out.splitlines()
+    eq(lines[:1], ["ran"], "the program ran")
+    check(lines[1].endswith("libaor.so"), "still preloaded, the shim fails open: %r" % out)
+    check("configuration errors" not in err, "not reported as a config error: %r" % err)
+    check('KEY_A (key "A"), KEY_B (key "B") are not set in this environment' in err,
+          "names the variables: %r" % err)
+    check("aord needs them in its own environment" in err, "says aord needs them: %r" % err)
+    check("env_file" in err and "aor install-service" in err,
+          "says how aord can get them: %r" % err)
+    check("running sh anyway; its provider traffic goes direct (fail-open)" in err, err)
+    check(not os.path.exists(env.socket_path), "no aord was started")
+
+    # The service's env file exists: named, with how to start the service.
+    envfile = os.path.join(env.env["XDG_CONFIG_HOME"], "aor", "env")
+    with open(envfile, "w") as f:
+        f.write("KEY_A=%s\nKEY_B=%s\n" % (SECRET_A, SECRET_B))
+    os.chmod(envfile, 0o600)
+    rc, out, err = run("--", "sh", "-c", "echo ran")
+    eq((rc, out), (0, "ran\n"), "fail-open with the env file (stderr %r)" % err)
+    check("%s exists (the service's EnvironmentFile)" % envfile in err, err)
+
+    rc, out, err = run("--", "sh", "-c", "echo ran", extra_env={"AOR_STRICT": "1"})
+    eq((rc, out), (1, ""), "AOR_STRICT=1: not run (stderr %r)" % err)
+    check("KEY_A" in err and "AOR_STRICT=1: not running sh without aord" in err, err)
+
+    # A program that does not exist: 127 first, not the key message.
+    rc, out, err = run("no-such-program-aor-test")
+    eq(rc, 127, "unknown program with aord down and no keys (stderr %r)" % err)
+    eq(err, "aor: no-such-program-aor-test: command not found\n", "only that is said")
+    # ... even before a configuration that has errors (otherwise exit 2).
+    with open(env.config_path, "a") as f:
+        f.write("[provider \"extra\"]\nbogus = 1\n")
+    rc, out, err = run("no-such-program-aor-test")
+    eq(rc, 127, "unknown program before config errors (stderr %r)" % err)
+    rc, out, err = run("true")
+    eq(rc, 2, "an existing program with a broken config: exit 2 (stderr %r)" % err)
+    check("configuration errors" in err, err)
 
 
 
@@ -203,6 +258,67 @@ def test_env_merges_user_node_extra_ca_certs(env):
     rc, out, err = aor(env, "run", "sh", "-c", 'printf "%s" "$NODE_EXTRA_CA_CERTS"',
                        extra_env={"NODE_EXTRA_CA_CERTS": user_file})
     eq((rc, out), (0, merged), "aor run: NODE_EXTRA_CA_CERTS (stderr %r)" % err)
+
+
+def test_run_and_env_warn_about_user_ca_bundles(env):
+    """QA trust trap: SSL_CERT_FILE / CURL_CA_BUNDLE / REQUESTS_CA_BUNDLE already set to
+    another file are left alone (spec §2 "Trust"), so TLS clients will not trust aor; `aor
+    run` and `aor env` said nothing. Now one stderr line names them, why and the fix (a
+    `# ` comment on stderr for `aor env`, so eval still works)."""
+    setup(env)
+    foreign = env.path("corp.pem")
+    with open(foreign, "w") as f:
+        f.write(other_cert_pem())
+    ca = env.ca_path
+
+    def warn_lines(err, prefix):
+        return [ln for ln in err.splitlines() if ln.startswith(prefix) and "already set" in ln]
+
+    rc, out, err = aor(env, "run", "--", "sh", "-c", 'printf "%s" "$SSL_CERT_FILE"',
+                       extra_env={"SSL_CERT_FILE": foreign})
+    eq((rc, out), (0, foreign), "the user's SSL_CERT_FILE is kept (stderr %r)" % err)
+    want = ("aor: SSL_CERT_FILE=%s is already set, so aor leaves it alone: TLS clients that "
+            "read it (curl, Python, Ruby, ...) will not trust aor's CA and fail with "
+            "certificate errors (curl exit 60, CERTIFICATE_VERIFY_FAILED); unset it, or add "
+            "%s to that bundle (`aor doctor` explains)" % (foreign, ca))
+    eq(warn_lines(err, "aor: "), [want], "aor run's warning line")
+
+    # Two of them: one line naming both.
+    two = {"SSL_CERT_FILE": foreign, "CURL_CA_BUNDLE": "/nonexistent/bundle.pem"}
+    rc, out, err = aor(env, "run", "true", extra_env=two)
+    eq(rc, 0, "runs (stderr %r)" % err)
+    got = warn_lines(err, "aor: ")
+    eq(len(got), 1, "one line: %r" % err)
+    check(got[0].startswith("aor: SSL_CERT_FILE=%s, CURL_CA_BUNDLE=/nonexistent/bundle.pem "
+                            "are already set, so aor leaves them alone" % foreign), got[0])
+    check(got[0].endswith("unset them, or add %s to those bundles (`aor doctor` explains)" % ca),
+          got[0])
+
+    # aor env: a "# aor: " comment on stderr; stdout stays eval-able.
+    rc, out, err = aor(env, "env", extra_env={"REQUESTS_CA_BUNDLE": foreign})
+    eq(rc, 0, "aor env (stderr %r)" % err)
+    v = parse_exports(out)
+    check("REQUESTS_CA_BUNDLE" not in v, "left out: %r" % out)
+    got = warn_lines(err, "# aor: ")
+    eq(len(got), 1, "aor env's comment line: %r" % err)
+    check(got[0].startswith("# aor: REQUESTS_CA_BUNDLE=%s is already set" % foreign), got[0])
+    aor_bin = shlex.quote(aor_path(env))
+    rc, out, err = env.run_client('eval "$(%s env)" && printf "%%s" "$CURL_CA_BUNDLE"' % aor_bin,
+                                  preload=False, extra_env={"SSL_CERT_FILE": foreign})
+    eq((rc, out), (0, env.bundle_path), "eval still works (stderr %r)" % err)
+    check(warn_lines(err, "# aor: SSL_CERT_FILE="), "the comment went to stderr: %r" % err)
+
+    # No line: AOR_NO_TRUST=1, aor's own bundle, a bundle that contains the aor CA.
+    with_ca = env.path("corp+aor.pem")
+    with open(with_ca, "w") as f, open(foreign) as a, open(ca) as b:
+        f.write(a.read() + b.read())
+    for extra in ({"SSL_CERT_FILE": foreign, "AOR_NO_TRUST": "1"},
+                  {"SSL_CERT_FILE": env.bundle_path, "CURL_CA_BUNDLE": env.bundle_path},
+                  {"SSL_CERT_FILE": with_ca}):
+        for cmd in (["run", "true"], ["env"]):
+            rc, out, err = aor(env, *cmd, extra_env=extra)
+            eq(rc, 0, "%s with %r (stderr %r)" % (cmd, extra, err))
+            eq(warn_lines(err, ""), [], "no warning for %s with %r" % (cmd, extra))
 
 
 def test_env_sidecar(env):
@@ -376,7 +492,8 @@ def test_status_and_backoff_against_running_daemon(env):
     check("sidecar: http://127.0.0.1:%d\n" % port in out, "sidecar line")
     check("clock: test clock" in out, "fake clock shown")
     check(re.search(r"^  openai\s+A\s+0\s+Main account$", out, re.M), "key A row: %s" % out)
-    check(re.search(r"^  openai\s+B\s+1$", out, re.M), "key B row (no friendly name): %s" % out)
+    # No friendly name: the key's name, as /admin/api/state gives it (QA: NAME was empty).
+    check(re.search(r"^  openai\s+B\s+1\s+B$", out, re.M), "key B row (no friendly name): %s" % out)
     check("backoff (1 active):" in out, "backoff count: %s" % out)
     check(re.search(r"^  openai/A\s+rate\s+5 s\s+1\s+free in 3 s$", out, re.M), "backoff row: %s" % out)
     check("open circuits: none" in out, "no circuits")
@@ -414,6 +531,7 @@ def test_status_and_backoff_against_running_daemon(env):
 
     rc, _, err = aor(env, "backoff", "frobnicate")
     eq(rc, 2, "unknown backoff subcommand is a usage error")
+    check("unknown subcommand 'frobnicate'" in err, "names it: %r" % err)
 
     # Without the admin token the daemon refuses, and aor says why.
     os.rename(env.token_path, env.token_path + ".moved")
@@ -521,12 +639,36 @@ def test_doctor(env):
     check("warn: aord is not running" in out, "daemon down is reported:\n" + out)
 
 
+def test_doctor_warns_without_any_key(env):
+    """QA: with the embedded default and no key variable set, doctor said "ok ... (10
+    providers, 0 keys)": it now warns that aor is pass-through only."""
+    rc, out, err = aor(env, "doctor")
+    check("ok: no config file: embedded default from the environment (10 providers, 0 keys)"
+          in out, out)
+    check(re.search(r"^warn: no key variable is set in this shell \(OPENAI_API_KEY, .*: "
+                    r"pass-through only, the clients' own credentials are used", out, re.M),
+          "doctor warns about 0 keys:\n" + out)
+    rc, out, err = aor(env, "doctor", extra_env={"OPENAI_API_KEY": SECRET_A})
+    check("(10 providers, 1 key)" in out, out)
+    check("no key variable" not in out, "no warning with a key:\n" + out)
+
+
 # --- install-service -----------------------------------------------------------------
 
 
-def _template(name, aord):
+DEFAULT_ENV_FILE_LINE = "EnvironmentFile=-%h/.config/aor/env\n"
+
+
+def _template(name, aord, env=None):
+    """scripts/NAME with aord filled in; for the systemd unit and an env whose
+    XDG_CONFIG_HOME is not ~/.config, EnvironmentFile names $XDG_CONFIG_HOME/aor/env."""
     with open(os.path.join(REPO, "scripts", name)) as f:
-        return f.read().replace("@AORD@", aord)
+        text = f.read().replace("@AORD@", aord)
+    if env is not None and name == "aord.service":
+        check(DEFAULT_ENV_FILE_LINE in text, "the template has the default EnvironmentFile")
+        envfile = os.path.join(env.env["XDG_CONFIG_HOME"], "aor", "env").replace("%", "%%")
+        text = text.replace(DEFAULT_ENV_FILE_LINE, "EnvironmentFile=-%s\n" % envfile)
+    return text
 
 
 def test_install_service(env):
@@ -534,7 +676,7 @@ def test_install_service(env):
     aord = os.path.realpath(os.path.join(env.build, "aord"))
     rc, out, err = aor(env, "install-service", "--print", "--systemd")
     eq(rc, 0, "--print exit code (stderr %r)" % err)
-    eq(out, _template("aord.service", aord), "systemd unit = scripts/aord.service")
+    eq(out, _template("aord.service", aord, env), "systemd unit = scripts/aord.service")
     check("ExecStart=%s\n" % aord in out, "ExecStart is the absolute aord path")
     rc, out, err = aor(env, "install-service", "--print", "--launchd")
     eq(out, _template("aord.plist", aord), "launchd plist = scripts/aord.plist")
@@ -544,13 +686,64 @@ def test_install_service(env):
     rc, out, err = aor(env, "install-service", "--systemd", "--no-start")
     eq(rc, 0, "install exit code (stderr %r)" % err)
     with open(unit) as f:
-        eq(f.read(), _template("aord.service", aord), "installed unit")
+        eq(f.read(), _template("aord.service", aord, env), "installed unit")
     check("systemctl --user daemon-reload && systemctl --user enable --now aord" in out,
           "prints the commands: %r" % out)
     rc, out, err = aor(env, "install-service", "--launchd", "--no-start")
     plist = os.path.join(env.env["HOME"], "Library", "LaunchAgents", "dev.aor.aord.plist")
     check(os.path.isfile(plist), "plist written")
     check("launchctl bootstrap gui/%d %s" % (os.getuid(), plist) in out, out)
+
+
+def test_install_service_env_file_follows_xdg_config_home(env):
+    """QA: the unit's EnvironmentFile was always %h/.config/aor/env, while the unit itself
+    goes to $XDG_CONFIG_HOME/systemd/user and aor's notes name $XDG_CONFIG_HOME/aor/env:
+    with XDG_CONFIG_HOME elsewhere the service never read the keys put there. Now the
+    real path is written; unset or ~/.config keeps the template's line."""
+    setup(env, start=False)
+    aord = os.path.realpath(os.path.join(env.build, "aord"))
+    tpl = _template("aord.service", aord)
+    check(DEFAULT_ENV_FILE_LINE in tpl, "template line")
+    check("$XDG_CONFIG_HOME/systemd/user/aord.service" in tpl, "the comment names the real place")
+
+    def unit(extra_env=None, unset=()):
+        pre = ["env"] + [a for u in unset for a in ("-u", u)]
+        rc, out, err = env.run_client(pre + [aor_path(env), "install-service", "--print",
+                                             "--systemd"], preload=False, extra_env=extra_env)
+        no_secret(out, err)
+        eq(rc, 0, "install-service --print (stderr %r)" % err)
+        return out
+
+    custom = env.env["XDG_CONFIG_HOME"]
+    want = "EnvironmentFile=-%s/aor/env\n" % custom
+    out = unit()
+    eq(out, tpl.replace(DEFAULT_ENV_FILE_LINE, want), "custom XDG_CONFIG_HOME: its env file")
+    home = env.env["HOME"]
+    eq(unit(unset=("XDG_CONFIG_HOME",)), tpl, "XDG_CONFIG_HOME unset: the template as is")
+    os.makedirs(os.path.join(home, ".config"), exist_ok=True)
+    eq(unit({"XDG_CONFIG_HOME": os.path.join(home, ".config") + "/"}), tpl,
+       "XDG_CONFIG_HOME=~/.config/: the template as is")
+    eq(unit({"XDG_CONFIG_HOME": "relative/dir"}), tpl, "a relative XDG_CONFIG_HOME is ignored")
+    odd = env.path("conf 100%")
+    os.makedirs(odd)
+    eq(unit({"XDG_CONFIG_HOME": odd}),
+       tpl.replace(DEFAULT_ENV_FILE_LINE, "EnvironmentFile=-%s/aor/env\n" % odd.replace("%", "%%")),
+       "'%' doubled for systemd")
+    rc, out, err = env.run_client([aor_path(env), "install-service", "--print", "--systemd"],
+                                  preload=False, extra_env={"XDG_CONFIG_HOME": env.path("a\nb")})
+    eq(rc, 1, "control characters in XDG_CONFIG_HOME: refused (stderr %r)" % err)
+    check("control characters" in err, err)
+    # The installed unit goes where it says, and systemd reads the path as written.
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start",
+                       extra_env={"XDG_CONFIG_HOME": odd})
+    eq(rc, 0, "install (stderr %r)" % err)
+    path = os.path.join(odd, "systemd", "user", "aord.service")
+    with open(path) as f:
+        check("EnvironmentFile=-%s/aor/env\n" % odd.replace("%", "%%") in f.read(), path)
+    if shutil.which("systemd-analyze"):
+        r = subprocess.run(["systemd-analyze", "--user", "verify", path], capture_output=True,
+                           text=True, env=env.env)
+        check("EnvironmentFile" not in r.stderr, "systemd-analyze: %s" % r.stderr)
 
 
 def test_install_service_passes_the_chosen_config(env):
@@ -567,7 +760,7 @@ def test_install_service_passes_the_chosen_config(env):
     rc, out, err = aor(env, "--config", cfg, "install-service", "--print", "--systemd")
     eq(rc, 0, "--print with --config (stderr %r)" % err)
     check(want_exec in out, "ExecStart names the config: %r" % out)
-    eq(out.replace(want_exec, "ExecStart=%s\n" % aord), _template("aord.service", aord),
+    eq(out.replace(want_exec, "ExecStart=%s\n" % aord), _template("aord.service", aord, env),
        "the rest is the template")
     # AOR_CONFIG, relative to the working directory: made absolute.
     rc, out, err = env.run_client([aor_path(env), "install-service", "--print", "--systemd"],
@@ -649,7 +842,8 @@ def test_keys_only_in_the_service_env_file(env):
     check(re.search(r'^warn: key "A": KEY_A is not set in this shell; aord needs it', out, re.M),
           out)
     rc, out, err = run("check-config")
-    check("note:" not in err, "no env-file note without the file: %r" % err)
+    check("exists (the service's EnvironmentFile)" not in err,
+          "no env-file note without the file: %r" % err)
 
 
 def test_status_with_a_broken_or_missing_config(env):
@@ -673,9 +867,9 @@ def test_status_with_a_broken_or_missing_config(env):
 def test_cli_arguments_and_counts(env):
     """QA trivia: `aor backoff reset P a b` complained about 'b' instead of 'a'; counts of
     one read "1 provider, 1 key"."""
-    rc, out, err = aor(env, "backoff", "reset", "mock", "a", "b")
+    rc, out, err = aor(env, "backoff", "reset", "mock", "a", "b", "c")
     eq(rc, 2, "extra arguments: usage error")
-    check("unexpected argument 'a'" in err, "names the first extra argument: %r" % err)
+    check("unexpected argument 'b'" in err, "names the first extra argument: %r" % err)
     rc, out, err = aor(env, "backoff", "list", "x")
     eq(rc, 2, "list takes no word")
     check("unexpected argument 'x'" in err, err)

@@ -192,3 +192,46 @@ def test_ca_name_constraints_in_real_clients(env):
 
 
 test_ca_name_constraints_in_real_clients.timeout = 90
+
+
+def _foreign_pem():
+    """A PEM certificate that is not aor's (the system store's first), or Skip."""
+    for path in ["/etc/ssl/certs/ca-certificates.crt"] + sorted(glob.glob("/etc/ssl/certs/*.pem")):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        start = text.find("-----BEGIN CERTIFICATE-----")
+        end = text.find("-----END CERTIFICATE-----", start)
+        if start >= 0 and end > start:
+            return text[start:end + len("-----END CERTIFICATE-----")] + "\n"
+    raise aortest.Skip("no system CA certificate to use as the user's own bundle")
+
+
+def test_user_ca_bundle_trap_is_reported(env):
+    """QA trust trap: CURL_CA_BUNDLE already set to another bundle is left alone (spec §2
+    "Trust"), so curl through `aor run` fails with exit 60 — and aor said nothing. Now one
+    stderr line names the variable, why and the fix; after the fix (the aor CA added to
+    that bundle) curl works and the line is gone."""
+    mock, d = setup(env)
+    foreign = env.path("corp.pem")
+    with open(foreign, "w") as f:
+        f.write(_foreign_pem())
+    aor = os.path.join(env.build, "aor")
+    args = [aor, "run", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+            "https://api.openai.com/v1/chat/completions", "-H",
+            "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+            "-d", CHAT]
+    rc, out, err = env.run_client(args, preload=False, extra_env={"CURL_CA_BUNDLE": foreign})
+    eq(rc, 60, "curl with the user's CURL_CA_BUNDLE does not trust aor (stderr %r)" % err)
+    lines = [ln for ln in err.splitlines() if ln.startswith("aor: CURL_CA_BUNDLE=")]
+    eq(len(lines), 1, "aor run says why, once: %r" % err)
+    check("will not trust aor's CA" in lines[0] and "unset it, or add %s to that bundle"
+          % env.ca_path in lines[0], lines[0])
+
+    with open(foreign, "a") as f, open(env.ca_path) as ca:
+        f.write(ca.read())
+    rc, out, err = env.run_client(args, preload=False, extra_env={"CURL_CA_BUNDLE": foreign})
+    eq((rc, out), (0, "200"), "with the aor CA added to that bundle curl works (stderr %r)" % err)
+    check("CURL_CA_BUNDLE=" not in err, "and nothing is said: %r" % err)
