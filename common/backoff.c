@@ -23,11 +23,16 @@ typedef struct {
     char strs[];
 } backoff_entry;
 
+/* 1 when params are usable (see aor_backoff_new). */
+static int backoff_params_ok(const aor_backoff_params *params) {
+    return params && isfinite(params->initial_s) && isfinite(params->max_s) &&
+           isfinite(params->quota_cooldown_s) && isfinite(params->auth_cooldown_s) &&
+           params->initial_s > 0 && params->max_s >= params->initial_s &&
+           params->quota_cooldown_s >= 0 && params->auth_cooldown_s >= 0;
+}
+
 aor_backoff *aor_backoff_new(const aor_backoff_params *params) {
-    if (!params || !isfinite(params->initial_s) || !isfinite(params->max_s) ||
-        !isfinite(params->quota_cooldown_s) || !isfinite(params->auth_cooldown_s) ||
-        params->initial_s <= 0 || params->max_s < params->initial_s ||
-        params->quota_cooldown_s < 0 || params->auth_cooldown_s < 0) {
+    if (!backoff_params_ok(params)) {
         errno = EINVAL;
         return NULL;
     }
@@ -45,6 +50,15 @@ fail_table:
 fail:
     errno = ENOMEM;
     return NULL;
+}
+
+int aor_backoff_set_params(aor_backoff *b, const aor_backoff_params *params) {
+    if (!b || !backoff_params_ok(params)) {
+        errno = EINVAL;
+        return -1;
+    }
+    b->p = *params;
+    return 0;
 }
 
 void aor_backoff_free(aor_backoff *b) {
@@ -180,6 +194,24 @@ static int backoff_match_provider(const char *a, const char *bkey, void *val, vo
 
 int aor_backoff_reset(aor_backoff *b, const char *provider) {
     size_t n = aor_map_remove_if(b->rows, backoff_match_provider, (void *)provider, free);
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+typedef struct {
+    const char *provider; /* NULL: any */
+    const char *key;
+} backoff_key_match;
+
+static int backoff_match_key(const char *a, const char *bkey, void *val, void *arg) {
+    const backoff_key_match *m = arg;
+    return (m->provider == NULL || strcmp(a, m->provider) == 0) && strcmp(bkey, m->key) == 0;
+}
+
+int aor_backoff_reset_key(aor_backoff *b, const char *provider, const char *key) {
+    if (!b || !key)
+        return 0;
+    backoff_key_match m = {provider, key};
+    size_t n = aor_map_remove_if(b->rows, backoff_match_key, &m, free);
     return n > INT_MAX ? INT_MAX : (int)n;
 }
 

@@ -34,6 +34,13 @@ typedef struct {
  * Free with aor_backoff_free. */
 aor_backoff *aor_backoff_new(const aor_backoff_params *params);
 
+/* Replaces the parameters (SIGHUP reload): the checks of aor_backoff_new. Existing rows
+ * keep their until, window_s and failure_count (a running window is not shortened or
+ * lengthened); the next failure computes its window with the new parameters, at the
+ * row's curve level. Returns 0, or -1 with errno=EINVAL (b NULL or a bad parameter;
+ * table unchanged). */
+int aor_backoff_set_params(aor_backoff *b, const aor_backoff_params *params);
+
 /* Frees the table and every row (NULL: no-op). */
 void aor_backoff_free(aor_backoff *b);
 
@@ -76,6 +83,11 @@ int aor_backoff_success(aor_backoff *b, const char *provider, const char *key);
 /* Removes every row of `provider` (NULL: every row) (admin reset, §8). Returns how many
  * were removed. Can't fail. */
 int aor_backoff_reset(aor_backoff *b, const char *provider);
+
+/* Removes the row of (provider, key); provider NULL: key's rows of every provider (a key
+ * may serve several). For the per-key admin reset and a key whose secret changed
+ * (docs/routing.md). Returns how many were removed (0 for a NULL b or key). Can't fail. */
+int aor_backoff_reset_key(aor_backoff *b, const char *provider, const char *key);
 
 /* 1 when (provider, key) is in a running window at `now` (until > now), and sets
  * *until when not NULL; 0 otherwise. Expired rows stay (they keep the curve level). */

@@ -13,8 +13,9 @@ struct aor_breaker {
     aor_map *circuits; /* (provider, model) -> breaker_entry */
 };
 
-/* One circuit. times[] is a ring of the latest failure times (capacity p.failures,
- * only used while closed); the provider and model strings follow the ring. */
+/* One circuit. times[] is a ring of the latest failure times (capacity cap: p.failures
+ * when the circuit was created; only used while closed); the provider and model strings
+ * follow the ring. */
 typedef struct {
     aor_breaker_state state; /* stored state; see breaker_state() for the state at now */
     double until;            /* open until, when state is open / half-open */
@@ -22,15 +23,21 @@ typedef struct {
     double probe_until;      /* its lease ends (memory only); 0: no probe let through */
     const char *provider;
     const char *model;
+    int cap;  /* capacity of times[] */
     int n;    /* failure times stored */
     int head; /* next slot to write */
     double times[];
 } breaker_entry;
 
+/* 1 when params are usable (see aor_breaker_new). */
+static int breaker_params_ok(const aor_breaker_params *params) {
+    return params && params->failures >= 1 && params->failures <= AOR_BREAKER_FAILURES_MAX &&
+           isfinite(params->window_s) && isfinite(params->open_s) && params->window_s >= 0 &&
+           params->open_s >= 0;
+}
+
 aor_breaker *aor_breaker_new(const aor_breaker_params *params) {
-    if (!params || params->failures < 1 || params->failures > AOR_BREAKER_FAILURES_MAX ||
-        !isfinite(params->window_s) || !isfinite(params->open_s) || params->window_s < 0 ||
-        params->open_s < 0) {
+    if (!breaker_params_ok(params)) {
         errno = EINVAL;
         return NULL;
     }
@@ -48,6 +55,25 @@ fail_table:
 fail:
     errno = ENOMEM;
     return NULL;
+}
+
+/* A closed circuit whose ring is too small for the new failures count: it could never
+ * hold enough failure times to open. */
+static int breaker_ring_too_small(const char *a, const char *bm, void *val, void *arg) {
+    const breaker_entry *e = val;
+    return e->state == AOR_BREAKER_CLOSED && e->cap < *(const int *)arg;
+}
+
+int aor_breaker_set_params(aor_breaker *b, const aor_breaker_params *params) {
+    if (!b || !breaker_params_ok(params)) {
+        errno = EINVAL;
+        return -1;
+    }
+    int failures = params->failures;
+    if (failures > b->p.failures)
+        aor_map_remove_if(b->circuits, breaker_ring_too_small, &failures, free);
+    b->p = *params;
+    return 0;
 }
 
 void aor_breaker_free(aor_breaker *b) {
@@ -96,6 +122,7 @@ static breaker_entry *breaker_entry_new(const aor_breaker *b, const char *provid
     memcpy(strs, provider, lp + 1);
     memcpy(strs + lp + 1, model, lm + 1);
     e->state = AOR_BREAKER_CLOSED;
+    e->cap = b->p.failures;
     e->provider = strs;
     e->model = strs + lp + 1;
     return e;
@@ -208,8 +235,8 @@ int aor_breaker_fail(aor_breaker *b, const char *provider, const char *model, do
         return 1;
     }
     e->times[e->head] = now;
-    e->head = (e->head + 1) % b->p.failures;
-    if (e->n < b->p.failures)
+    e->head = (e->head + 1) % e->cap;
+    if (e->n < e->cap)
         e->n++;
     return 0;
 }

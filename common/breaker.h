@@ -30,6 +30,15 @@ typedef struct {
  * not in 1..AOR_BREAKER_FAILURES_MAX or window_s/open_s is negative or not finite. */
 aor_breaker *aor_breaker_new(const aor_breaker_params *params);
 
+/* Replaces the parameters (SIGHUP reload): the checks of aor_breaker_new. Open circuits
+ * keep their until (and a probe in flight its lease); failures and window_s apply to the
+ * next failure counted, open_s to the next circuit that opens and the next probe let
+ * through. When failures grows, closed circuits forget the failure times they hold (their
+ * memory was sized for the old count): at most failures-1 recent failures are lost, never
+ * an open circuit. Returns 0, or -1 with errno=EINVAL (b NULL or a bad parameter; table
+ * unchanged). */
+int aor_breaker_set_params(aor_breaker *b, const aor_breaker_params *params);
+
 /* Frees the table (NULL: no-op). */
 void aor_breaker_free(aor_breaker *b);
 

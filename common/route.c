@@ -335,8 +335,10 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
         }
     }
     /* No row to tell: an exhausted usage window is a rate limit. */
-    if (!have_backoff_kind && other_dropped)
+    if (!have_backoff_kind && other_dropped) {
         seq->last_kind = AOR_KIND_RATE;
+        seq->usage_only = 1;
+    }
     return w;
 }
 

@@ -35,6 +35,8 @@ typedef struct {
                               dropped candidate has a row (exhausted usage windows, or
                               circuits without rows); AOR_KIND_OK when nothing was
                               dropped */
+    int usage_only;        /* 1 when dropped candidates had no backoff row to tell a failure
+                              by: held back by exhausted usage windows (§6), not failures */
     char *scratch;         /* storage for passthrough key names; internal */
 } aor_sequence;
 

@@ -385,6 +385,13 @@ int aor_store_log_reset(aor_store *st, const char *provider, double now) {
     return append_event(st, &ev);
 }
 
+int aor_store_log_reset_key(aor_store *st, const char *provider, const char *key, double now) {
+    if (st == NULL || key == NULL)
+        return bad_arg(st, "key reset event without key");
+    store_event ev = {.at = now, .type = "reset", .provider = provider, .key = key};
+    return append_event(st, &ev);
+}
+
 /* --- replay -------------------------------------------------------------------------- */
 
 /* Circuits being rebuilt (few: providers x models), applied to aor_breaker at the end so
@@ -623,6 +630,10 @@ static int apply_event(replay_ctx *rc, sqlite3_stmt *q) {
         return 0;
     }
     if (strcmp(type, "reset") == 0) {
+        if (key != NULL) { /* one key's backoff rows only (aor_store_log_reset_key) */
+            aor_backoff_reset_key(rc->b, provider, key);
+            return 0;
+        }
         aor_backoff_reset(rc->b, provider);
         circuits_remove(&rc->circuits, provider, NULL);
         return 0;

@@ -43,7 +43,11 @@ void aor_store_close(aor_store *st);
  *     is the event time; streak kept for round-robin, §5.5).
  *   log_reset: admin reset of provider (NULL = all, §8): replay removes that provider's
  *     backoff rows AND its circuits (the daemon must do the same in memory: a reset
- *     provider is usable at once). Sticky rows are kept. */
+ *     provider is usable at once). Sticky rows are kept.
+ *   log_reset_key: admin reset of one key, or a key whose secret changed: replay removes
+ *     the backoff rows of (provider, key) (provider NULL: of key with every provider), as
+ *     aor_backoff_reset_key does in memory; circuits and sticky rows are kept. Stored as a
+ *     `reset` event with its key column set. */
 int aor_store_log_backoff(aor_store *st, const aor_backoff_row *row); /* failure -> row */
 int aor_store_log_success(aor_store *st, const char *provider, const char *key, double now);
 int aor_store_log_breaker_open(aor_store *st, const char *provider, const char *model, double until,
@@ -51,6 +55,8 @@ int aor_store_log_breaker_open(aor_store *st, const char *provider, const char *
 int aor_store_log_breaker_close(aor_store *st, const char *provider, const char *model, double now);
 int aor_store_log_sticky(aor_store *st, const aor_sticky_row *row);
 int aor_store_log_reset(aor_store *st, const char *provider /* NULL = all */, double now);
+int aor_store_log_reset_key(aor_store *st, const char *provider /* NULL = any */, const char *key,
+                            double now);
 
 /* Number of events appended (committed) since open; tests count disk writes with it.
  * NULL: 0. */

@@ -328,3 +328,56 @@ int aor_usage_get(const aor_usage *u, const char *provider, const char *key,
     memcpy(out, e->w, sizeof e->w);
     return 1;
 }
+
+static const char *const window_names[AOR_USAGE_NWINDOWS] = {
+    [AOR_USAGE_REQUESTS] = "requests",
+    [AOR_USAGE_TOKENS] = "tokens",
+    [AOR_USAGE_A_REQUESTS] = "anthropic-requests",
+    [AOR_USAGE_A_TOKENS] = "anthropic-tokens",
+    [AOR_USAGE_A_INPUT_TOKENS] = "anthropic-input-tokens",
+    [AOR_USAGE_A_OUTPUT_TOKENS] = "anthropic-output-tokens",
+    [AOR_USAGE_PLAIN] = "plain",
+};
+
+const char *aor_usage_window_name(aor_usage_window_id id) {
+    return (unsigned)id < AOR_USAGE_NWINDOWS ? window_names[id] : "?";
+}
+
+typedef struct {
+    const char *provider; /* NULL: any */
+    const char *key;      /* NULL: any */
+} forget_match;
+
+static int forget_pred(const char *a, const char *b, void *val, void *arg) {
+    const forget_match *m = arg;
+    return (m->provider == NULL || strcmp(a, m->provider) == 0) &&
+           (m->key == NULL || strcmp(b, m->key) == 0);
+}
+
+size_t aor_usage_forget(aor_usage *u, const char *provider, const char *key) {
+    if (!u)
+        return 0;
+    forget_match m = {provider, key};
+    return aor_map_remove_if(u->rows, forget_pred, &m, free);
+}
+
+typedef struct {
+    void (*fn)(const char *provider, const char *key, const aor_usage_window *w, void *arg);
+    void *arg;
+} usage_visit;
+
+static void usage_visit_one(const char *a, const char *b, void *val, void *arg) {
+    const usage_visit *v = arg;
+    const usage_entry *e = val;
+    v->fn(e->provider, e->key, e->w, v->arg);
+}
+
+void aor_usage_foreach(const aor_usage *u,
+                       void (*fn)(const char *provider, const char *key, const aor_usage_window *w,
+                                  void *arg),
+                       void *arg) {
+    if (!u || !fn)
+        return;
+    usage_visit v = {fn, arg};
+    aor_map_foreach(u->rows, usage_visit_one, &v);
+}

@@ -117,6 +117,27 @@ double aor_usage_next_reset(const aor_usage *u, const char *provider, const char
 int aor_usage_get(const aor_usage *u, const char *provider, const char *key,
                   aor_usage_window out[AOR_USAGE_NWINDOWS]);
 
+/* Drops the snapshots of (provider, key): provider NULL: of every provider, key NULL: of
+ * every key (both NULL: all). For admin backoff reset / clear and a key whose secret
+ * changed: the key is tried again at once, and its next answer makes a new snapshot.
+ * Returns how many rows were dropped (NULL u: 0). Can't fail. */
+size_t aor_usage_forget(aor_usage *u, const char *provider, const char *key);
+
+/* Calls fn for every (provider, key) row with its windows w[AOR_USAGE_NWINDOWS] (stale
+ * ones included: test each with aor_usage_exhausted's rule, remaining == 0 and
+ * reset_at > now), in no particular order. fn must not change the table; the strings and
+ * w are valid only during the call. NULL u or fn: no call. For /admin/api/state. */
+void aor_usage_foreach(const aor_usage *u,
+                       void (*fn)(const char *provider, const char *key, const aor_usage_window *w,
+                                  void *arg),
+                       void *arg);
+
+/* Short name of a window for humans and /admin/api/state: "requests", "tokens" (OpenAI
+ * style), "anthropic-requests", "anthropic-tokens", "anthropic-input-tokens",
+ * "anthropic-output-tokens", "plain" (OpenRouter's unsuffixed headers); "?" out of range.
+ * Static string. */
+const char *aor_usage_window_name(aor_usage_window_id id);
+
 /* Number of (provider, key) rows. NULL u: 0. */
 size_t aor_usage_count(const aor_usage *u);
 

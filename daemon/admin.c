@@ -231,6 +231,26 @@ static void add_sticky(const aor_sticky_row *r, void *arg) {
     cJSON_AddItemToArray(s->arr, o);
 }
 
+/* Exhausted usage windows (spec §6) of configured keys: each holds its key back until
+ * reset_at, like a backoff row (one entry per window). */
+static void add_usage(const char *provider, const char *key, const aor_usage_window *w, void *arg) {
+    state_ctx *s = arg;
+    if (!key_configured(s->cfg, provider, key))
+        return;
+    for (int i = 0; i < AOR_USAGE_NWINDOWS; i++) {
+        if (!w[i].known || w[i].remaining != 0 || !(w[i].reset_at > s->now))
+            continue; /* the rule of aor_usage_exhausted */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "provider", provider);
+        cJSON_AddStringToObject(o, "key", key);
+        cJSON_AddStringToObject(o, "window", aor_usage_window_name((aor_usage_window_id)i));
+        cJSON_AddNumberToObject(o, "remaining", w[i].remaining);
+        cJSON_AddNumberToObject(o, "reset_at", w[i].reset_at);
+        cJSON_AddNumberToObject(o, "observed_at", w[i].observed_at);
+        cJSON_AddItemToArray(s->arr, o);
+    }
+}
+
 static cJSON *state_json(aor_daemon *d) {
     double now = aor_clock_now();
     cJSON *j = cJSON_CreateObject();
@@ -243,6 +263,8 @@ static cJSON *state_json(aor_daemon *d) {
     aor_breaker_foreach(aor_rstate_breaker(d->rs), now, add_breaker, &s);
     s.arr = cJSON_AddArrayToObject(j, "sticky");
     aor_sticky_foreach(aor_rstate_sticky(d->rs), add_sticky, &s);
+    s.arr = cJSON_AddArrayToObject(j, "usage");
+    aor_usage_foreach(aor_rstate_usage(d->rs), add_usage, &s);
     cJSON *keys = cJSON_AddArrayToObject(j, "keys");
     const aor_config *cfg = d->cfg;
     for (size_t i = 0; i < cfg->nproviders; i++) {
@@ -270,6 +292,19 @@ static cJSON *state_json(aor_daemon *d) {
     cJSON_AddBoolToObject(j, "fake_clock", aor_clock_is_fake());
     cJSON_AddStringToObject(j, "config", cfg->source ? cfg->source : "<embedded default>");
     return j;
+}
+
+/* Runs an admin reset (aor_rstate_reset) and answers {"removed": backoff rows and circuits,
+ * "usage_cleared": exhausted usage windows dropped}. */
+static void reset_reply(aor_daemon *d, aor_conn *c, const aor_http_request *req,
+                        const char *provider, const char *key) {
+    int usage = 0;
+    int n = aor_rstate_reset(d->rs, provider, key, aor_clock_now(), &usage);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "removed", n < 0 ? 0 : n);
+    cJSON_AddNumberToObject(j, "usage_cleared", n < 0 ? 0 : usage);
+    reply_json(c, req, n < 0 ? 500 : 200, j);
+    cJSON_Delete(j);
 }
 
 static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
@@ -318,7 +353,7 @@ static const char admin_page[] =
     "getElementById('msg').textContent='Open /admin?token=TOKEN once (the token is in "
     "$XDG_STATE_HOME/aor/admin.token).';return}let s=await r.json();document.getElementById("
     "'out').innerHTML=table('Backoff',s.backoff)+table('Circuit breakers',s.breakers)+"
-    "table('Sticky',s.sticky)+table('Keys',s.keys)}"
+    "table('Sticky',s.sticky)+table('Usage exhausted',s.usage||[])+table('Keys',s.keys)}"
     "async function clearAll(){await fetch('/admin/api/backoff/clear',{method:'POST'});load()}"
     "load();setInterval(load,5000)</script></body></html>";
 
@@ -385,24 +420,22 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         cJSON_Delete(j);
     } else if (strcmp(path, "/admin/api/backoff/reset") == 0 && is_post) {
         char *prov = query_param(req->url, "provider");
+        char *key = query_param(req->url, "key");
         if (!prov || !*prov) {
             reply_error(c, req, 400, "provider=NAME is required");
         } else if (aor_config_provider_index(d->cfg, prov) < 0) {
             reply_error(c, req, 404, "no such provider");
+        } else if (key && !*key) {
+            reply_error(c, req, 400, "key=KEY must not be empty (leave it out for every key)");
+        } else if (key && !key_configured(d->cfg, prov, key)) {
+            reply_error(c, req, 404, "no such key of that provider");
         } else {
-            int n = aor_rstate_reset(d->rs, prov, aor_clock_now());
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddNumberToObject(j, "removed", n < 0 ? 0 : n);
-            reply_json(c, req, n < 0 ? 500 : 200, j);
-            cJSON_Delete(j);
+            reset_reply(d, c, req, prov, key);
         }
+        free(key);
         free(prov);
     } else if (strcmp(path, "/admin/api/backoff/clear") == 0 && is_post) {
-        int n = aor_rstate_reset(d->rs, NULL, aor_clock_now());
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "removed", n < 0 ? 0 : n);
-        reply_json(c, req, n < 0 ? 500 : 200, j);
-        cJSON_Delete(j);
+        reset_reply(d, c, req, NULL, NULL);
     } else if (strcmp(path, "/admin/api/clock/advance") == 0 && is_post) {
         char *sv = query_param(req->url, "s");
         char *end = NULL;

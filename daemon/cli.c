@@ -23,7 +23,7 @@ static const command commands[] = {
      aor_cli_cmd_env},
     {"status", "[--json] [--config FILE]", "daemon, keys, backoff, open circuits",
      aor_cli_cmd_status},
-    {"backoff", "[list [--json] | reset PROVIDER | clear]", "show or reset backoff rows",
+    {"backoff", "[list [--json] | reset PROVIDER [KEY] | clear]", "show or reset backoff rows",
      aor_cli_cmd_backoff},
     {"check-config", "[--config FILE]", "validate the configuration", cmd_check_config},
     {"install-service", "[--print] [--no-start] [--systemd|--launchd] [--config FILE]",

@@ -320,6 +320,35 @@ static int print_backoff(const cJSON *st) {
     return rc;
 }
 
+/* Keys held back by an exhausted usage window (spec §6): the "usage" array of the state.
+ * quiet: print nothing when there is none. */
+static int print_usage(const cJSON *st, int quiet) {
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(st, "usage");
+    int n = cJSON_GetArraySize(rows);
+    if (n == 0) {
+        if (!quiet)
+            printf("usage: no key exhausted\n");
+        return 0;
+    }
+    printf("usage exhausted (%d window%s; the key is skipped until the reset):\n", n,
+           n == 1 ? "" : "s");
+    double now = state_now(st);
+    table t = {3, 0, NULL};
+    const char *hdr[] = {"PROVIDER/KEY", "WINDOW", "FREE"};
+    int rc = table_add(&t, hdr);
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        char pk[300], fr[80];
+        snprintf(pk, sizeof pk, "%s/%s", jstr(r, "provider"), jstr(r, "key"));
+        const char *v[] = {pk, jstr(r, "window"), free_in(jnum(r, "reset_at"), now, fr, sizeof fr)};
+        if (rc == 0)
+            rc = table_add(&t, v);
+    }
+    table_print(&t);
+    table_free(&t);
+    return rc;
+}
+
 static int print_state(const cJSON *st) {
     int rc = 0;
     const cJSON *keys = cJSON_GetObjectItemCaseSensitive(st, "keys");
@@ -333,9 +362,8 @@ static int print_state(const cJSON *st) {
             char prio[32];
             double p = jnum(r, "priority");
             snprintf(prio, sizeof prio, "%.0f", isfinite(p) ? p : 0.0);
-            const char *name = jstr(r, "name");
-            const char *v[] = {jstr(r, "provider"), jstr(r, "key"), prio,
-                               strcmp(name, jstr(r, "key")) == 0 ? "" : name};
+            /* As the daemon gives it: the friendly name, else the key's name. */
+            const char *v[] = {jstr(r, "provider"), jstr(r, "key"), prio, jstr(r, "name")};
             if (rc == 0)
                 rc = table_add(&t, v);
         }
@@ -344,6 +372,8 @@ static int print_state(const cJSON *st) {
     }
     if (rc == 0)
         rc = print_backoff(st);
+    if (rc == 0)
+        rc = print_usage(st, 0);
 
     const cJSON *br = cJSON_GetObjectItemCaseSensitive(st, "breakers");
     double now = state_now(st);
@@ -516,24 +546,28 @@ static int backoff_list(const target *t, int json) {
         free(s);
         goto out;
     }
-    rc = print_backoff(st) == 0 ? AOR_CLI_OK : AOR_CLI_FAIL;
+    rc = print_backoff(st) == 0 && print_usage(st, 1) == 0 ? AOR_CLI_OK : AOR_CLI_FAIL;
 out:
     cJSON_Delete(st);
     free(a.body);
     return rc;
 }
 
-static int backoff_post(const target *t, const char *provider) {
-    char path[400];
+static int backoff_post(const target *t, const char *provider, const char *key) {
+    char path[700];
     if (provider) {
         char *esc = curl_easy_escape(NULL, provider, 0);
-        if (!esc || snprintf(path, sizeof path, "/admin/api/backoff/reset?provider=%s", esc) >=
-                        (int)sizeof path) {
-            curl_free(esc);
-            fprintf(stderr, "aor: provider name too long\n");
+        char *kesc = key ? curl_easy_escape(NULL, key, 0) : NULL;
+        int n = esc && (!key || kesc)
+                    ? snprintf(path, sizeof path, "/admin/api/backoff/reset?provider=%s%s%s", esc,
+                               key ? "&key=" : "", key ? kesc : "")
+                    : -1;
+        curl_free(esc);
+        curl_free(kesc);
+        if (n < 0 || n >= (int)sizeof path) {
+            fprintf(stderr, "aor: provider or key name too long\n");
             return AOR_CLI_USAGE;
         }
-        curl_free(esc);
     } else {
         snprintf(path, sizeof path, "/admin/api/backoff/clear");
     }
@@ -544,7 +578,11 @@ static int backoff_post(const target *t, const char *provider) {
         return AOR_CLI_FAIL;
     }
     int rc = AOR_CLI_FAIL;
-    if (a.status == 404 && provider) {
+    cJSON *ej = a.status == 404 && a.body ? cJSON_ParseWithLength(a.body, a.len) : NULL;
+    const char *emsg = jstr(cJSON_GetObjectItemCaseSensitive(ej, "error"), "message");
+    if (a.status == 404 && provider && key && strstr(emsg, "key")) {
+        fprintf(stderr, "aor: provider '%s' of aord has no key named '%s'\n", provider, key);
+    } else if (a.status == 404 && provider) {
         fprintf(stderr, "aor: aord has no provider named '%s'\n", provider);
     } else if (a.status != 200) {
         print_http_error(provider ? "backoff reset" : "backoff clear", &a);
@@ -554,22 +592,33 @@ static int backoff_post(const target *t, const char *provider) {
         cJSON *j = cJSON_ParseWithLength(a.body, a.len);
         double n = jnum(j, "removed");
         long removed = isfinite(n) ? (long)n : 0;
-        /* "removed" counts backoff rows and circuit-breaker entries together. */
-        if (provider)
-            printf("backoff reset for %s (%ld backoff/circuit %s removed)\n", provider, removed,
-                   removed == 1 ? "entry" : "entries");
+        double un = jnum(j, "usage_cleared");
+        long usage = isfinite(un) ? (long)un : 0;
+        char more[80] = "";
+        if (usage > 0)
+            snprintf(more, sizeof more, "; exhausted usage cleared for %ld key%s", usage,
+                     usage == 1 ? "" : "s");
+        /* "removed" counts backoff rows and circuit-breaker entries together; a per-key
+         * reset removes backoff rows only. */
+        if (provider && key)
+            printf("backoff reset for %s key %s (%ld backoff %s removed%s)\n", provider, key,
+                   removed, removed == 1 ? "row" : "rows", more);
+        else if (provider)
+            printf("backoff reset for %s (%ld backoff/circuit %s removed%s)\n", provider, removed,
+                   removed == 1 ? "entry" : "entries", more);
         else
-            printf("backoff cleared (%ld backoff/circuit %s removed)\n", removed,
-                   removed == 1 ? "entry" : "entries");
+            printf("backoff cleared (%ld backoff/circuit %s removed%s)\n", removed,
+                   removed == 1 ? "entry" : "entries", more);
         cJSON_Delete(j);
         rc = AOR_CLI_OK;
     }
+    cJSON_Delete(ej);
     free(a.body);
     return rc;
 }
 
 int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
-    const char *words[2] = {NULL, NULL};
+    const char *words[3] = {NULL, NULL, NULL};
     int nw = 0, json = 0;
     for (int i = 0; i < argc; i++) {
         int tk = aor_cli_take_config(c, argc, argv, &i);
@@ -581,8 +630,13 @@ int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
             json = 1;
             continue;
         }
-        /* The first word is the subcommand; only reset takes one more (PROVIDER). */
-        int max = nw > 0 && strcmp(words[0], "reset") == 0 ? 2 : 1;
+        if (nw == 0 && argv[i][0] != '-' && strcmp(argv[i], "list") != 0 &&
+            strcmp(argv[i], "reset") != 0 && strcmp(argv[i], "clear") != 0) {
+            fprintf(stderr, "aor backoff: unknown subcommand '%s'\n", argv[i]);
+            goto usage;
+        }
+        /* The first word is the subcommand; only reset takes more (PROVIDER [KEY]). */
+        int max = nw > 0 && strcmp(words[0], "reset") == 0 ? 3 : 1;
         if (argv[i][0] == '-' || nw == max) {
             fprintf(stderr, "aor backoff: unexpected argument '%s'\n", argv[i]);
             goto usage;
@@ -590,14 +644,18 @@ int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
         words[nw++] = argv[i];
     }
     int op; /* 0 list, 1 reset, 2 clear */
-    if (nw == 0 || strcmp(words[0], "list") == 0)
+    if (nw == 0 || strcmp(words[0], "list") == 0) {
         op = 0;
-    else if (nw == 2 && strcmp(words[0], "reset") == 0 && words[1][0])
+    } else if (strcmp(words[0], "reset") == 0) {
+        if (nw < 2 || !words[1][0] || (nw == 3 && !words[2][0])) {
+            fprintf(stderr, "aor backoff reset: %s\n",
+                    nw < 2 ? "PROVIDER is required" : "an empty name");
+            goto usage;
+        }
         op = 1;
-    else if (strcmp(words[0], "clear") == 0)
-        op = 2;
-    else
-        goto usage;
+    } else {
+        op = 2; /* clear: the only other word accepted above */
+    }
     target t;
     if (target_open(c, &t) < 0)
         return AOR_CLI_FAIL;
@@ -608,14 +666,15 @@ int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
         goto out;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = op == 0 ? backoff_list(&t, json) : backoff_post(&t, op == 1 ? words[1] : NULL);
+    rc = op == 0 ? backoff_list(&t, json)
+                 : backoff_post(&t, op == 1 ? words[1] : NULL, op == 1 ? words[2] : NULL);
     fflush(stdout);
     curl_global_cleanup();
 out:
     target_free(&t);
     return rc;
 usage:
-    fprintf(stderr, "usage: aor backoff [list] [--json] | aor backoff reset PROVIDER | "
+    fprintf(stderr, "usage: aor backoff [list] [--json] | aor backoff reset PROVIDER [KEY] | "
                     "aor backoff clear\n");
     return AOR_CLI_USAGE;
 }

@@ -105,14 +105,17 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
                  "(keys from the environment)");
     retired[nretired++] = d->cfg;
     d->cfg = cfg;
-    aor_rstate_set_config(d->rs, cfg);
+    aor_rstate_set_config(d->rs, cfg, aor_clock_now()); /* logs what it could not apply */
     aor_publish_update(cfg);
     char err[512];
     if (aor_tls_reload_config(d->tls, cfg, err, sizeof err) < 0)
         aor_warn("TLS: %s (the running CA stays in use)", err);
     else if (aor_tls_warning(d->tls))
         aor_warn("TLS: %s", aor_tls_warning(d->tls));
-    aor_info("SIGHUP: config reloaded from %s", cfg->source ? cfg->source : "the environment");
+    size_t nk = cfg->nkeys; /* distinct keys, as in the start-up line */
+    aor_info("SIGHUP: config reloaded from %s: %zu provider%s, %zu key%s",
+             cfg->source ? cfg->source : "the environment", cfg->nproviders,
+             cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
 }
 
 /* glibc returns free memory at the top of the heap to the kernel once more than 128 KiB

@@ -1410,12 +1410,19 @@ static void answer_all_backed_off(aor_proxy *p, double earliest) {
     char ra[32];
     snprintf(ra, sizeof ra, "%.0f", wait);
     char msg[512];
-    snprintf(msg, sizeof msg,
-             "aor: every configured key for %s is backed off, its circuit is open or its "
-             "usage window is exhausted; the earliest is free again in %.0f s (last failure: "
-             "%s)",
-             p->model ? p->model : "this request", wait,
-             p->last_cand ? p->last_verdict.reason : aor_kind_name(p->seq.last_kind));
+    if (!p->last_cand && p->seq.usage_only)
+        snprintf(msg, sizeof msg,
+                 "aor: every configured key for %s has an exhausted usage window (the "
+                 "provider's rate-limit headers said 0 remaining); the earliest resets in "
+                 "%.0f s (no upstream failure)",
+                 p->model ? p->model : "this request", wait);
+    else
+        snprintf(msg, sizeof msg,
+                 "aor: every configured key for %s is backed off, its circuit is open or its "
+                 "usage window is exhausted; the earliest is free again in %.0f s (last "
+                 "failure: %s)",
+                 p->model ? p->model : "this request", wait,
+                 p->last_cand ? p->last_verdict.reason : aor_kind_name(p->seq.last_kind));
     p->d->m.all_backed_off++;
     answer_local_error(p, 429, "aor_all_backed_off", msg, ra);
 }

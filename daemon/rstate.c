@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct aor_rstate {
     const aor_config *cfg;
@@ -16,6 +17,26 @@ struct aor_rstate {
     aor_usage *usage; /* in memory only: never written to the store (usage.h) */
 };
 
+static aor_backoff_params backoff_params(const aor_config *cfg) {
+    aor_backoff_params bp = {cfg->backoff_initial_s, cfg->backoff_max_s, cfg->quota_cooldown_s,
+                             cfg->auth_cooldown_s};
+    return bp;
+}
+
+static aor_breaker_params breaker_params(const aor_config *cfg) {
+    aor_breaker_params kp = {cfg->breaker_failures, cfg->breaker_window_s, cfg->breaker_open_s};
+    return kp;
+}
+
+/* "2027-01-15T08:00:30Z" for a log line (UTC). */
+static const char *fmt_time(double t, char *buf, size_t cap) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (!gmtime_r(&tt, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, cap, "%.0f", t);
+    return buf;
+}
+
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
                             size_t errlen) {
     aor_rstate *rs = calloc(1, sizeof *rs);
@@ -24,9 +45,8 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
         return NULL;
     }
     rs->cfg = cfg;
-    aor_backoff_params bp = {cfg->backoff_initial_s, cfg->backoff_max_s, cfg->quota_cooldown_s,
-                             cfg->auth_cooldown_s};
-    aor_breaker_params kp = {cfg->breaker_failures, cfg->breaker_window_s, cfg->breaker_open_s};
+    aor_backoff_params bp = backoff_params(cfg);
+    aor_breaker_params kp = breaker_params(cfg);
     rs->backoff = aor_backoff_new(&bp);
     rs->breaker = aor_breaker_new(&kp);
     rs->sticky = aor_sticky_new();
@@ -59,13 +79,101 @@ void aor_rstate_close(aor_rstate *rs) {
     free(rs);
 }
 
-void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg) {
-    rs->cfg = cfg;
-}
-
 static int store_failed(aor_rstate *rs, const char *what) {
     aor_error("state store: could not write %s: %s", what, aor_store_errmsg(rs->store));
     return -1;
+}
+
+/* Number of the backoff rows of key (any provider). */
+typedef struct {
+    const char *key;
+    int n;
+} key_rows;
+
+static void count_key_rows(const aor_backoff_row *row, void *arg) {
+    key_rows *k = arg;
+    k->n += strcmp(row->key, k->key) == 0;
+}
+
+/* Usage snapshots of (provider or any, key or any) exhausted at now. */
+typedef struct {
+    const char *provider, *key;
+    const aor_usage *u;
+    double now;
+    int n;
+} exhausted_rows;
+
+static void count_exhausted(const char *provider, const char *key, const aor_usage_window *w,
+                            void *arg) {
+    exhausted_rows *x = arg;
+    if ((!x->provider || strcmp(provider, x->provider) == 0) &&
+        (!x->key || strcmp(key, x->key) == 0) &&
+        aor_usage_exhausted(x->u, provider, key, x->now, NULL))
+        x->n++;
+}
+
+/* Drops the usage snapshots of (provider or any, key or any); returns how many of them
+ * were exhausted at now (holding their key back). */
+static int forget_usage(aor_rstate *rs, const char *provider, const char *key, double now) {
+    exhausted_rows x = {provider, key, rs->usage, now, 0};
+    aor_usage_foreach(rs->usage, count_exhausted, &x);
+    aor_usage_forget(rs->usage, provider, key);
+    return x.n;
+}
+
+/* 1 when both secrets are set and differ (no secret is ever logged). */
+static int secret_changed(const char *a, const char *b) {
+    return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* A key whose secret changed is a new credential: its backoff rows (every provider) and
+ * usage snapshots say nothing about it (rstate.h). Written ahead like a reset. */
+static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_config *cfg,
+                               double now) {
+    for (size_t i = 0; i < cfg->nkeys; i++) {
+        const aor_key_cfg *k = &cfg->keys[i];
+        for (size_t j = 0; j < old->nkeys; j++) {
+            const aor_key_cfg *o = &old->keys[j];
+            if (strcmp(o->name, k->name) != 0 || !secret_changed(o->secret, k->secret))
+                continue;
+            key_rows kr = {k->name, 0};
+            aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
+            if (kr.n > 0 && aor_store_log_reset_key(rs->store, NULL, k->name, now) < 0)
+                return store_failed(rs, "key reset");
+            int n = aor_backoff_reset_key(rs->backoff, NULL, k->name);
+            int u = forget_usage(rs, NULL, k->name, now);
+            aor_info("SIGHUP: key '%s' has a new secret: a new credential, %d backoff row%s "
+                     "cleared%s",
+                     k->name, n, n == 1 ? "" : "s", u ? " and its exhausted usage window" : "");
+            break;
+        }
+    }
+    return 0;
+}
+
+int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now) {
+    const aor_config *old = rs->cfg;
+    int rc = 0;
+    aor_backoff_params bp = backoff_params(cfg);
+    aor_breaker_params kp = breaker_params(cfg);
+    /* The loader validated these; a refusal would be an aor bug: keep the old ones. */
+    if (aor_backoff_set_params(rs->backoff, &bp) < 0) {
+        aor_error("SIGHUP: backoff parameters refused; the old ones stay in use");
+        rc = -1;
+    }
+    if (aor_breaker_set_params(rs->breaker, &kp) < 0) {
+        aor_error("SIGHUP: circuit breaker parameters refused; the old ones stay in use");
+        rc = -1;
+    }
+    rs->cfg = cfg;
+    if (old && old != cfg && forget_rotated_keys(rs, old, cfg, now) < 0)
+        rc = -1;
+    return rc;
+}
+
+/* How a circuit's model is named in a log line. */
+static const char *model_label(const char *model) {
+    return *model ? model : "(none)";
 }
 
 static int record_success(aor_rstate *rs, const char *provider, const char *key, const char *model,
@@ -76,11 +184,14 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
         aor_backoff_success(rs->backoff, provider, key);
     }
     aor_breaker_row br;
-    if (aor_breaker_get(rs->breaker, provider, model, now, &br) && br.state != AOR_BREAKER_CLOSED) {
-        if (aor_store_log_breaker_close(rs->store, provider, model, now) < 0)
-            return store_failed(rs, "circuit close");
-    }
+    int closes =
+        aor_breaker_get(rs->breaker, provider, model, now, &br) && br.state != AOR_BREAKER_CLOSED;
+    if (closes && aor_store_log_breaker_close(rs->store, provider, model, now) < 0)
+        return store_failed(rs, "circuit close");
     aor_breaker_success(rs->breaker, provider, model);
+    if (closes)
+        aor_info("circuit closed: provider %s, model %s (key %s answered)", provider,
+                 model_label(model), key);
     if (!*model)
         return 0; /* no model (GET /v1/models ...): no prompt cache to keep warm, no sticky */
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
@@ -134,21 +245,64 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
     if (kind == AOR_KIND_RATE || kind == AOR_KIND_TRANSIENT ||
         ((kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH) && !own_credential)) {
         double until = 0;
+        aor_breaker_row before;
+        int reopen = aor_breaker_get(rs->breaker, provider, model, now, &before) &&
+                     before.state != AOR_BREAKER_CLOSED;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
             if (aor_store_log_breaker_open(rs->store, provider, model, until, now) < 0)
                 return store_failed(rs, "circuit open");
         }
-        if (aor_breaker_fail(rs->breaker, provider, model, now) < 0)
+        int opened = aor_breaker_fail(rs->breaker, provider, model, now);
+        if (opened < 0)
             return -1;
+        if (opened == 1) {
+            char ts[40];
+            if (reopen)
+                aor_info("circuit opened: provider %s, model %s, until %s (%.0f s; the probe "
+                         "failed: %s on key %s)",
+                         provider, model_label(model), fmt_time(until, ts, sizeof ts), until - now,
+                         aor_kind_name(kind), key);
+            else
+                aor_info("circuit opened: provider %s, model %s, until %s (%.0f s; %d failure%s "
+                         "within %.0f s, the last: %s on key %s)",
+                         provider, model_label(model), fmt_time(until, ts, sizeof ts), until - now,
+                         rs->cfg->breaker_failures, rs->cfg->breaker_failures == 1 ? "" : "s",
+                         rs->cfg->breaker_window_s, aor_kind_name(kind), key);
+        }
     }
     return 0;
 }
 
-int aor_rstate_reset(aor_rstate *rs, const char *provider, double now) {
-    if (aor_store_log_reset(rs->store, provider, now) < 0)
-        return store_failed(rs, "reset");
-    int n = aor_backoff_reset(rs->backoff, provider);
-    n += aor_breaker_reset(rs->breaker, provider);
+int aor_rstate_reset(aor_rstate *rs, const char *provider, const char *key, double now,
+                     int *usage_cleared) {
+    int n;
+    if (key) {
+        if (aor_store_log_reset_key(rs->store, provider, key, now) < 0)
+            return store_failed(rs, "reset");
+        n = aor_backoff_reset_key(rs->backoff, provider, key);
+    } else {
+        if (aor_store_log_reset(rs->store, provider, now) < 0)
+            return store_failed(rs, "reset");
+        n = aor_backoff_reset(rs->backoff, provider);
+        int c = aor_breaker_reset(rs->breaker, provider);
+        if (c > 0)
+            aor_info("circuit closed: %d circuit%s of %s (admin reset)", c, c == 1 ? "" : "s",
+                     provider ? provider : "every provider");
+        n += c;
+    }
+    int u = forget_usage(rs, provider, key, now);
+    if (usage_cleared)
+        *usage_cleared = u;
+    if (key)
+        aor_info("admin reset of %s key %s: %d backoff row%s removed, exhausted usage cleared "
+                 "for %d key%s",
+                 provider ? provider : "every provider's", key, n, n == 1 ? "" : "s", u,
+                 u == 1 ? "" : "s");
+    else
+        aor_info("admin reset of %s: %d backoff/circuit entr%s removed, exhausted usage cleared "
+                 "for %d key%s",
+                 provider ? provider : "every provider", n, n == 1 ? "y" : "ies", u,
+                 u == 1 ? "" : "s");
     return n;
 }
 

@@ -22,8 +22,16 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
                             size_t errlen);
 void aor_rstate_close(aor_rstate *rs);
 
-/* Points the state at a new config (SIGHUP reload); tables keep their rows. */
-void aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg);
+/* Points the state at a new config (SIGHUP reload; cfg must outlive the state or the next
+ * call). The backoff and breaker parameters of cfg apply from now on (see
+ * aor_backoff_set_params / aor_breaker_set_params: running windows and open circuits keep
+ * their until; the next failure uses the new values). Tables keep their rows, except for
+ * a key whose secret differs from the previous config's key of the same name: it is a
+ * new credential, so its backoff rows (every provider it serves; written ahead as a key
+ * reset, §4.5) and its usage snapshots are dropped, and an info line names the key (never
+ * the secret). now: Unix seconds. Returns 0, or -1 when something could not be applied
+ * (logged; the config pointer is switched anyway). */
+int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now);
 
 /* Records the outcome of one upstream attempt on (provider, key) for (client, model).
  * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds
@@ -43,9 +51,18 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
                       const char *client, aor_kind kind, double hint_s, double started, double now,
                       int own_credential);
 
-/* Clears backoff rows and circuits of provider (NULL: all) — admin reset/clear.
- * Returns the number of rows removed, or -1 on store error. */
-int aor_rstate_reset(aor_rstate *rs, const char *provider, double now);
+/* Admin reset / clear (spec §8), written ahead (§4.5) and logged:
+ *  key NULL: clears the backoff rows and circuits of provider (NULL: all);
+ *  key set: clears only the backoff rows of (provider, key) (provider NULL: of key with
+ *    every provider); circuits (per provider and model) are kept.
+ * Either way the usage snapshots of the keys covered are dropped too (an exhausted usage
+ * window holds a key back like backoff, §6; in memory only, nothing written), and
+ * *usage_cleared (when not NULL) receives how many of them were exhausted at now (keys
+ * that were held back by their usage and are now free).
+ * now: Unix seconds. Returns the number of backoff rows and circuits removed, or -1 on a
+ * store error (memory unchanged). */
+int aor_rstate_reset(aor_rstate *rs, const char *provider, const char *key, double now,
+                     int *usage_cleared);
 
 /* Route context over the current tables, usage snapshots included (valid until the
  * next state change). */

@@ -52,6 +52,8 @@ def test_all_exhausted_is_429_with_retry_after(env):
     eq(r.status, 429, "every key exhausted")
     eq(r.headers.get("retry-after"), "30", "Retry-After = until the window resets")
     check("aor_all_backed_off" in r.body, "error code: %s" % r.body)
+    check("exhausted usage window" in r.body and "no upstream failure" in r.body,
+          "says why, without a failure that did not happen: %s" % r.body)
     eq(tried(mock, "A"), 1, "no upstream call")
     d.advance(30)
     eq(chat(env).status, 200, "served again at the reset")

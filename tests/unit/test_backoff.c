@@ -472,8 +472,63 @@ static void test_thousand_keys(void **state) {
     assert_int_equal(v.n, 500);
 }
 
+/* SIGHUP reload: new parameters apply to the next failure; a running window keeps its
+ * until; the row keeps its curve level. Bad parameters are refused, table unchanged. */
+static void test_set_params(void **state) {
+    aor_backoff *b = *state;
+    aor_backoff_row out;
+    assert_int_equal(aor_backoff_fail(b, "p", "k", AOR_KIND_RATE, -1, 0, &out), 0);
+    assert_time(out.until, 5);
+    aor_backoff_params np = {
+        .initial_s = 2, .max_s = 100, .quota_cooldown_s = 7, .auth_cooldown_s = 9};
+    assert_int_equal(aor_backoff_set_params(b, &np), 0);
+    assert_int_equal(aor_backoff_get(b, "p", "k", &out), 1);
+    assert_time(out.until, 5); /* running window kept */
+    /* A new key starts the new curve: 2 s. */
+    assert_int_equal(aor_backoff_fail(b, "p", "fresh", AOR_KIND_RATE, -1, 10, &out), 0);
+    assert_time(out.window_s, 2);
+    /* The old row goes on at its level with the new initial: 2 * 2^1. */
+    assert_int_equal(aor_backoff_fail(b, "p", "k", AOR_KIND_RATE, -1, 10, &out), 0);
+    assert_time(out.window_s, 4);
+    assert_int_equal(aor_backoff_fail(b, "p", "q", AOR_KIND_QUOTA, -1, 10, &out), 0);
+    assert_time(out.window_s, 7);
+    assert_int_equal(aor_backoff_fail(b, "p", "q", AOR_KIND_RATE, 500, 20, &out), 0);
+    assert_time(out.window_s, 100); /* the new cap */
+
+    aor_backoff_params bad = np;
+    bad.max_s = 1; /* under initial_s */
+    errno = 0;
+    assert_int_equal(aor_backoff_set_params(b, &bad), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(aor_backoff_set_params(b, NULL), -1);
+    assert_int_equal(aor_backoff_set_params(NULL, &np), -1);
+    assert_int_equal(aor_backoff_fail(b, "p", "other", AOR_KIND_RATE, -1, 30, &out), 0);
+    assert_time(out.window_s, 2); /* still np */
+}
+
+/* Per-key reset: one (provider, key), or one key with every provider. */
+static void test_reset_key(void **state) {
+    aor_backoff *b = *state;
+    assert_int_equal(aor_backoff_fail(b, "p1", "k", AOR_KIND_RATE, -1, 0, NULL), 0);
+    assert_int_equal(aor_backoff_fail(b, "p2", "k", AOR_KIND_RATE, -1, 0, NULL), 0);
+    assert_int_equal(aor_backoff_fail(b, "p1", "other", AOR_KIND_RATE, -1, 0, NULL), 0);
+    assert_int_equal(aor_backoff_fail(b, "p3", "k", AOR_KIND_RATE, -1, 0, NULL), 0);
+    assert_int_equal(aor_backoff_reset_key(b, "p1", "k"), 1);
+    assert_int_equal(aor_backoff_get(b, "p1", "k", NULL), 0);
+    assert_int_equal(aor_backoff_get(b, "p2", "k", NULL), 1);
+    assert_int_equal(aor_backoff_reset_key(b, "p1", "nosuch"), 0);
+    assert_int_equal(aor_backoff_reset_key(b, NULL, "k"), 2);
+    assert_int_equal(aor_backoff_get(b, "p2", "k", NULL), 0);
+    assert_int_equal(aor_backoff_get(b, "p3", "k", NULL), 0);
+    assert_int_equal(aor_backoff_get(b, "p1", "other", NULL), 1);
+    assert_int_equal(aor_backoff_reset_key(b, NULL, NULL), 0);
+    assert_int_equal(aor_backoff_reset_key(NULL, NULL, "k"), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_set_params, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_curve_persistent_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_curve_transient, setup, teardown),
         cmocka_unit_test_setup_teardown(test_success_resets_curve, setup, teardown),

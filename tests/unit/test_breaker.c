@@ -362,8 +362,47 @@ static void test_invalid(void **state) {
     aor_breaker_free(b);
 }
 
+/* SIGHUP reload: a lower breaker_failures applies to the failures already counted; a
+ * higher one needs the new count (closed circuits forget what they held); an open
+ * circuit keeps its until; open_s applies to the next opening. */
+static void test_set_params(void **state) {
+    aor_breaker *b = *state;
+    assert_int_equal(aor_breaker_fail(b, "p", "m", 0), 0);
+    aor_breaker_params one = {.failures = 2, .window_s = 60, .open_s = 10};
+    assert_int_equal(aor_breaker_set_params(b, &one), 0);
+    assert_int_equal(aor_breaker_fail(b, "p", "m", 1), 1); /* 2 within 60 s: open */
+    aor_breaker_row row;
+    assert_int_equal(aor_breaker_get(b, "p", "m", 2, &row), 1);
+    assert_time(row.until, 11); /* the new open_s */
+
+    aor_breaker_params five = {.failures = 5, .window_s = 60, .open_s = 30};
+    assert_int_equal(aor_breaker_fail(b, "p", "other", 3), 0); /* closed, 1 failure */
+    assert_int_equal(aor_breaker_set_params(b, &five), 0);
+    assert_int_equal(aor_breaker_get(b, "p", "m", 4, &row), 1); /* open one kept */
+    assert_int_equal(row.state, AOR_BREAKER_OPEN);
+    assert_time(row.until, 11);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(aor_breaker_fail(b, "p", "other", 10 + i), 0);
+    assert_int_equal(aor_breaker_fail(b, "p", "other", 14), 1); /* the 5th opens */
+    assert_int_equal(aor_breaker_get(b, "p", "other", 15, &row), 1);
+    assert_time(row.until, 44);
+
+    /* Down again: a circuit created under 5 still counts right under 3. */
+    assert_int_equal(aor_breaker_fail(b, "q", "m", 20), 0);
+    assert_int_equal(aor_breaker_set_params(b, &defaults), 0);
+    assert_int_equal(aor_breaker_fail(b, "q", "m", 21), 0);
+    assert_int_equal(aor_breaker_fail(b, "q", "m", 22), 1);
+
+    aor_breaker_params bad = {.failures = 0, .window_s = 60, .open_s = 30};
+    errno = 0;
+    assert_int_equal(aor_breaker_set_params(b, &bad), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(aor_breaker_set_params(NULL, &defaults), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_set_params, setup, teardown),
         cmocka_unit_test_setup_teardown(test_three_failures_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spread_failures_do_not_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_after_expiry_and_success_closes, setup,

@@ -157,6 +157,147 @@ static void test_probe_lease_and_its_result(void **state) {
     assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 63), 1);
 }
 
+/* Loads a config of provider p (keys a, b from TEST_RSTATE_KEY / TEST_RSTATE_KEY_B) with
+ * the [routing] lines given; NULL on error. */
+static aor_config *load_cfg(fx *f, const char *routing) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/aor2.ini", f->dir);
+    FILE *c = fopen(path, "w");
+    if (!c)
+        return NULL;
+    fprintf(c,
+            "[routing]\n%s\n[key \"a\"]\nenv = TEST_RSTATE_KEY\n[key \"b\"]\n"
+            "env = TEST_RSTATE_KEY_B\n[provider \"p\"]\ndialect = openai\n"
+            "base_url = https://p.example\nkeys = a, b\nmodels = *\n"
+            "[provider \"q\"]\ndialect = openai\nbase_url = https://q.example\nkeys = a\n"
+            "models = *\n",
+            routing);
+    fclose(c);
+    char *errs = NULL;
+    aor_config *cfg = aor_config_load(path, &errs);
+    if (!cfg)
+        fprintf(stderr, "config: %s\n", errs ? errs : "?");
+    free(errs);
+    return cfg;
+}
+
+/* SIGHUP: the new backoff and breaker parameters apply to the next failure; a running
+ * window keeps its until (QA: they were copied once at start). */
+static void test_reload_applies_parameters(void **state) {
+    fx *f = *state;
+    setenv("TEST_RSTATE_KEY_B", "secret-b", 1);
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "a", "m", "c", AOR_KIND_RATE, -1, NOW - 1, NOW, 0), 0);
+    aor_backoff_row row;
+    assert_int_equal(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "a", &row), 1);
+    assert_true(row.until == NOW + 5);
+    aor_config *cfg = load_cfg(f, "backoff_initial_s = 2\nbreaker_failures = 1\n"
+                                  "breaker_open_s = 7");
+    assert_non_null(cfg);
+    assert_int_equal(aor_rstate_set_config(f->rs, cfg, NOW), 0);
+    assert_int_equal(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "a", &row), 1);
+    assert_true(row.until == NOW + 5); /* kept */
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "b", "m2", "c", AOR_KIND_RATE, -1, NOW, NOW + 1, 0), 0);
+    assert_int_equal(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "b", &row), 1);
+    assert_true(row.window_s == 2);
+    aor_breaker_row br;
+    assert_int_equal(aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m2", NOW + 1, &br), 1);
+    assert_int_equal(br.state, AOR_BREAKER_OPEN); /* one failure opens now */
+    assert_true(br.until == NOW + 8);
+    aor_rstate_set_config(f->rs, f->cfg, NOW + 2); /* back before cfg is freed */
+    aor_config_free(cfg);
+}
+
+/* SIGHUP with a key's secret changed (same name): its backoff rows with every provider
+ * and its usage snapshots are dropped, written ahead; other keys keep theirs. */
+static void test_reload_rotated_key(void **state) {
+    fx *f = *state;
+    setenv("TEST_RSTATE_KEY_B", "secret-b", 1);
+    aor_config *c1 = load_cfg(f, "");
+    assert_non_null(c1);
+    assert_int_equal(aor_rstate_set_config(f->rs, c1, NOW), 0);
+    aor_backoff *b = aor_rstate_backoff(f->rs);
+    const char *rows[][2] = {{"p", "a"}, {"q", "a"}, {"p", "b"}};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(aor_rstate_record(f->rs, rows[i][0], rows[i][1], "m", "c", AOR_KIND_AUTH,
+                                           -1, NOW - 1, NOW, 0),
+                         0);
+    const aor_header h[] = {{"x-ratelimit-remaining-requests", "0"},
+                            {"x-ratelimit-reset-requests", "60s"}};
+    aor_usage *u = aor_rstate_usage(f->rs);
+    assert_int_equal(aor_usage_observe(u, "p", "a", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "b", 200, h, 2, NOW), 1);
+
+    /* Same secrets: nothing changes, nothing written. */
+    aor_config *same = load_cfg(f, "");
+    assert_non_null(same);
+    unsigned long w = aor_rstate_writes(f->rs);
+    assert_int_equal(aor_rstate_set_config(f->rs, same, NOW + 1), 0);
+    assert_int_equal(aor_rstate_writes(f->rs), w);
+    assert_int_equal(aor_backoff_get(b, "p", "a", NULL), 1);
+
+    setenv("TEST_RSTATE_KEY", "secret-a-rotated", 1);
+    aor_config *c2 = load_cfg(f, "");
+    assert_non_null(c2);
+    assert_int_equal(aor_rstate_set_config(f->rs, c2, NOW + 1), 0);
+    assert_true(aor_rstate_writes(f->rs) > w);
+    assert_int_equal(aor_backoff_get(b, "p", "a", NULL), 0);
+    assert_int_equal(aor_backoff_get(b, "q", "a", NULL), 0);
+    assert_int_equal(aor_backoff_get(b, "p", "b", NULL), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "a", NOW + 1, NULL), 0);
+    assert_int_equal(aor_usage_exhausted(u, "p", "b", NOW + 1, NULL), 1);
+
+    /* The reset is durable: a fresh open of the store replays it. */
+    char db[128], err[256];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    aor_rstate *again = aor_rstate_open(c2, db, NOW + 2, err, sizeof err);
+    assert_non_null(again);
+    assert_int_equal(aor_backoff_get(aor_rstate_backoff(again), "p", "a", NULL), 0);
+    assert_int_equal(aor_backoff_get(aor_rstate_backoff(again), "q", "a", NULL), 0);
+    assert_int_equal(aor_backoff_get(aor_rstate_backoff(again), "p", "b", NULL), 1);
+    aor_rstate_close(again);
+
+    setenv("TEST_RSTATE_KEY", "secret-a", 1);
+    aor_rstate_set_config(f->rs, f->cfg, NOW + 2);
+    aor_config_free(c1);
+    aor_config_free(same);
+    aor_config_free(c2);
+}
+
+/* Admin reset of one key: its backoff row and usage snapshot go, circuits stay; the
+ * provider reset and clear drop usage snapshots too and report the exhausted ones. */
+static void test_reset_key_and_usage(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_TRANSIENT, 0); /* k1..k3 backed off, circuit open */
+    const aor_header h[] = {{"x-ratelimit-remaining-requests", "0"},
+                            {"x-ratelimit-reset-requests", "60s"}};
+    aor_usage *u = aor_rstate_usage(f->rs);
+    assert_int_equal(aor_usage_observe(u, "p", "k1", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k2", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k3", 200, h, 2, NOW), 1);
+    unsigned long w = aor_rstate_writes(f->rs);
+    int uc = -1;
+    assert_int_equal(aor_rstate_reset(f->rs, "p", "k1", NOW + 1, &uc), 1);
+    assert_int_equal(uc, 1);
+    assert_true(aor_rstate_writes(f->rs) > w); /* written ahead */
+    aor_backoff *b = aor_rstate_backoff(f->rs);
+    assert_int_equal(aor_backoff_get(b, "p", "k1", NULL), 0);
+    assert_int_equal(aor_backoff_get(b, "p", "k2", NULL), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k1", NOW + 1, NULL), 0);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k2", NOW + 1, NULL), 1);
+    assert_true(is_open(f)); /* circuits are per model, not per key */
+    /* Provider reset: rows, the circuit and the usage snapshots. */
+    assert_int_equal(aor_rstate_reset(f->rs, "p", NULL, NOW + 1, &uc), 3);
+    assert_int_equal(uc, 2);
+    assert_false(is_open(f));
+    assert_int_equal(aor_usage_count(u), 0);
+    /* clear (NULL, NULL) drops every snapshot; NULL out pointer allowed. */
+    assert_int_equal(aor_usage_observe(u, "x", "y", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_rstate_reset(f->rs, NULL, NULL, NOW + 1, NULL), 0);
+    assert_int_equal(aor_usage_count(u), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
@@ -169,6 +310,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sticky_without_a_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_applies_parameters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_rotated_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_key_and_usage, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

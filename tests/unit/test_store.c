@@ -404,6 +404,39 @@ static void test_reset_events(void **state) {
     assert_int_equal(count_rows(f->path, "breakers"), 0);
 }
 
+/* A key reset (one provider's key, or the key with every provider) removes only those
+ * backoff rows; circuits and sticky rows stay. */
+static void test_key_reset_events(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    aor_backoff_row r = bo_row("openai", "k1", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    r = bo_row("openai", "k2", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    r = bo_row("router", "k1", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    r = bo_row("other", "k3", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o", NOW + 30, NOW), 0);
+    aor_sticky_row s = st_row("c0ffee", "gpt-4o", "openai", "k1", NOW, 1);
+    assert_int_equal(aor_store_log_sticky(st, &s), 0);
+    assert_int_equal(aor_store_log_reset_key(st, "openai", "k2", NOW + 1), 0);
+    assert_int_equal(aor_store_log_reset_key(st, NULL, "k1", NOW + 1), 0);
+    assert_int_equal(aor_store_log_reset_key(st, "openai", NULL, NOW + 1), -1);
+    assert_int_equal(errno, EINVAL);
+    aor_store_close(st);
+
+    reopen_replay(f->path, &t, NOW + 2);
+    assert_no_backoff(&t, "openai", "k1");
+    assert_no_backoff(&t, "openai", "k2");
+    assert_no_backoff(&t, "router", "k1");
+    assert_backoff(&t, "other", "k3", NOW + 5, 5, 1, AOR_KIND_RATE, NOW);
+    assert_open_until(&t, "openai", "gpt-4o", NOW + 30, NOW + 2);
+    assert_sticky(&t, "c0ffee", "gpt-4o", "openai", "k1", NOW, 1);
+    tables_free(&t);
+}
+
 /* ":memory:" works (tests of other modules use it). */
 static void test_memory_store(void **state) {
     tables t;
@@ -480,6 +513,7 @@ static void test_many_rows(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_key_reset_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_creates_dirs_and_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writes_counter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_and_compaction, setup, teardown),

@@ -384,19 +384,65 @@ static void test_unsuffixed_reset_forms(void **state) {
     assert_int_equal(aor_usage_exhausted(u, "p", "both", NOW + 2, NULL), 0);
 }
 
+typedef struct {
+    int rows;
+    int exhausted_windows;
+    char last[64];
+} visit_count;
+
+static void count_visit(const char *provider, const char *key, const aor_usage_window *w,
+                        void *arg) {
+    visit_count *v = arg;
+    v->rows++;
+    for (int i = 0; i < AOR_USAGE_NWINDOWS; i++)
+        if (w[i].known && w[i].remaining == 0 && w[i].reset_at > NOW)
+            v->exhausted_windows++;
+    snprintf(v->last, sizeof v->last, "%s/%s", provider, key);
+}
+
+/* foreach shows every row with its windows; forget drops by provider, key or both. */
+static void test_foreach_forget(void **state) {
+    aor_usage *u = *state;
+    const aor_header h[] = {{"x-ratelimit-remaining-requests", "0"},
+                            {"x-ratelimit-reset-requests", "60s"}};
+    assert_int_equal(aor_usage_observe(u, "p1", "A", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p1", "B", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p2", "A", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p3", "C", 200, h, NH(h), NOW), 1);
+    visit_count v = {0};
+    aor_usage_foreach(u, count_visit, &v);
+    assert_int_equal(v.rows, 4);
+    assert_int_equal(v.exhausted_windows, 4);
+    aor_usage_foreach(NULL, count_visit, &v);
+    aor_usage_foreach(u, NULL, NULL);
+    assert_int_equal(v.rows, 4);
+
+    assert_int_equal(aor_usage_forget(u, "p1", "A"), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p1", "A", NOW + 1, NULL), 0);
+    assert_int_equal(aor_usage_exhausted(u, "p1", "B", NOW + 1, NULL), 1);
+    assert_int_equal(aor_usage_forget(u, NULL, "A"), 1); /* p2/A */
+    assert_int_equal(aor_usage_exhausted(u, "p2", "A", NOW + 1, NULL), 0);
+    assert_int_equal(aor_usage_forget(u, "p1", NULL), 1); /* p1/B */
+    assert_int_equal(aor_usage_count(u), 1);
+    assert_int_equal(aor_usage_forget(u, NULL, NULL), 1);
+    assert_int_equal(aor_usage_count(u), 0);
+    assert_int_equal(aor_usage_forget(NULL, NULL, NULL), 0);
+
+    assert_string_equal(aor_usage_window_name(AOR_USAGE_REQUESTS), "requests");
+    assert_string_equal(aor_usage_window_name(AOR_USAGE_A_OUTPUT_TOKENS),
+                        "anthropic-output-tokens");
+    assert_string_equal(aor_usage_window_name(AOR_USAGE_NWINDOWS), "?");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_openai_headers),
-        T(test_openai_durations),
-        T(test_anthropic_headers),
-        T(test_429_never_writes_zero),
-        T(test_update_and_junk),
-        T(test_no_headers_and_errors),
-        T(test_prune),
-        T(test_many_ratelimit_headers),
-        T(test_openrouter_unsuffixed_headers),
+        T(test_foreach_forget),         T(test_openai_headers),
+        T(test_openai_durations),       T(test_anthropic_headers),
+        T(test_429_never_writes_zero),  T(test_update_and_junk),
+        T(test_no_headers_and_errors),  T(test_prune),
+        T(test_many_ratelimit_headers), T(test_openrouter_unsuffixed_headers),
         T(test_unsuffixed_reset_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

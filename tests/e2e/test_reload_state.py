@@ -1,0 +1,186 @@
+"""Routing state across a SIGHUP reload and the admin resets (spec §4.2, §4.4, §4.5, §6,
+§8; docs/routing.md "Reload and resets"): reloaded backoff/breaker tuning applies, a key
+whose secret changed starts clean, per-key reset, exhausted usage windows shown and
+cleared, circuit open/close logged. Real aord + mock provider, fake clock."""
+import json
+import os
+import signal
+import sqlite3
+
+import aortest
+from aortest import check, eq
+from test_routing import T0, chat, row, setup, tried
+
+EXHAUSTED_30S = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s",
+                 "x-ratelimit-remaining-tokens": "90000", "x-ratelimit-reset-tokens": "1s"}
+
+
+def aor(env, *args):
+    """Runs the aor CLI (not preloaded); returns (rc, stdout, stderr)."""
+    return env.run_client([os.path.join(env.build, "aor")] + list(args), preload=False)
+
+
+def reload(env, d, edit):
+    """Rewrites the config with edit(text) and sends SIGHUP; waits for the reload line."""
+    text = open(env.config_path).read()
+    open(env.config_path, "w").write(edit(text))
+    n = d.stderr_text().count("config reloaded")
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: d.stderr_text().count("config reloaded") > n, what="reload logged")
+
+
+def add_routing(line):
+    return lambda text: text + "\n[routing]\n%s\n" % line
+
+
+def test_sighup_applies_backoff_initial_s(env):
+    """QA: backoff_initial_s was copied once at start; SIGHUP logged "reloaded" and the old
+    curve stayed."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 429, "times": -1}])
+    eq(chat(env).headers.get("x-aor-key"), "B", "A failed, B answered")
+    eq((row(d, "A")["window_s"], row(d, "A")["until"]), (5, T0 + 5), "A: the boot curve, 5 s")
+    reload(env, d, add_routing("backoff_initial_s = 2"))
+    check("config reloaded from %s: 1 provider, 2 keys" % env.config_path in d.stderr_text(),
+          "the reload line gives the counts: %s" % d.stderr_text()[-400:])
+    eq(row(d, "A")["until"], T0 + 5, "a running window keeps its until")
+    mock.script("secret-B", [{"status": 429}])
+    r = chat(env)
+    eq(r.status, 429, "A backed off, B throttled")
+    b = row(d, "B")
+    eq((b["window_s"], b["until"]), (2, T0 + 2), "the next 429 uses the new curve: 2 s")
+
+
+def test_sighup_applies_breaker_failures_and_logs_circuits(env):
+    """QA: breaker_failures was not reloaded; circuit open/close were not logged at all."""
+    mock, d = setup(env, keys=(("A", 0),), routing="breaker_failures = 5")
+    mock.script("secret-A", [{"status": 429, "times": -1}])
+    eq(chat(env).status, 429, "A throttled")
+    eq(d.state()["breakers"], [], "1 failure of 5: closed")
+    d.advance(6)
+    reload(env, d, lambda t: t.replace("breaker_failures = 5", "breaker_failures = 1"))
+    eq(chat(env).status, 429, "A throttled again")
+    br = d.state()["breakers"]
+    eq([(b["provider"], b["model"], b["state"]) for b in br], [("p", "gpt-4o-mini", "open")],
+       "one failure opens the circuit after the reload")
+    log = d.stderr_text()
+    check("circuit opened: provider p, model gpt-4o-mini, until " in log,
+          "the opening is logged: %s" % log[-600:])
+    mock.script("secret-A", [])
+    d.advance(31)  # past breaker_open_s and A's backoff window
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the probe succeeds")
+    eq(d.state()["breakers"], [], "closed")
+    check("circuit closed: provider p, model gpt-4o-mini" in d.stderr_text(),
+          "the closing is logged: %s" % d.stderr_text()[-600:])
+
+
+def test_rotated_secret_clears_the_keys_backoff(env):
+    """A revoked key replaced in env_file (same key name, new value) is a new credential:
+    SIGHUP clears its backoff rows (durably: written ahead) and logs the key by name."""
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    envfile = env.path("keys.env")
+    with open(envfile, "w") as f:
+        f.write("KEY_A=secret-A\n")
+    os.chmod(envfile, 0o600)
+    env.set_keys(KEY_B="secret-B")
+    env.write_config("[daemon]\nlisten = 127.0.0.1:%d\nenv_file = %s\n"
+                     '[key "A"]\nenv = KEY_A\npriority = 0\n[key "B"]\nenv = KEY_B\npriority = 1\n'
+                     '[provider "p"]\ndialect = openai\nbase_url = %s\nintercept = api.openai.com\n'
+                     "ca_file = %s\nkeys = A, B\nmodels = gpt-4o-mini\n"
+                     % (port, envfile, mock.url, mock.ca_path))
+    d = env.start_daemon(fake_clock=T0)
+    mock.script("secret-A", [{"status": 401, "times": -1}])
+    eq(chat(env).headers.get("x-aor-key"), "B", "A refused, B answered")
+    eq(row(d, "A")["last_error_kind"], "auth", "A backed off for auth")
+    with open(envfile, "w") as f:
+        f.write("KEY_A=secret-A-new\n")
+    reload(env, d, lambda t: t)
+    log = d.stderr_text()
+    check("key 'A' has a new secret" in log, "the rotation is logged by name: %s" % log[-600:])
+    check("secret-A-new" not in log, "the secret is never logged")
+    eq(row(d, "A"), None, "A's backoff row is cleared")
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A used at once with its new secret")
+    eq(len(mock.requests(key="secret-A-new")), 1, "sent with the new secret")
+    eq(tried(mock, "A"), 1, "the old secret not used again")
+    # Durable: a restart replays the reset (the row would come back from the log otherwise).
+    mock.script("secret-A-new", [{"status": 200}])
+    eq(d.stop(), 0, "stopped")
+    d = env.start_daemon(fake_clock=T0)
+    eq(row(d, "A"), None, "still cleared after a restart")
+
+
+def test_per_key_reset_route_and_cli(env):
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 429, "times": -1}])
+    mock.script("secret-B", [{"status": 429, "times": -1}])
+    eq(chat(env).status, 429, "both throttled")
+    eq(sorted(b["key"] for b in d.state()["backoff"]), ["A", "B"], "both backed off")
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=p&key=A")
+    eq(st, 200, "per-key reset: %s" % body)
+    eq(json.loads(body)["removed"], 1, "one row removed")
+    eq(sorted(b["key"] for b in d.state()["backoff"]), ["B"], "only A's row went")
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=p&key=nosuch")
+    eq(st, 404, "unknown key of the provider: %s" % body)
+    check(b"key" in body, "says which: %r" % body)
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=nosuch&key=A")
+    eq(st, 404, "unknown provider")
+    # The CLI: reset PROVIDER KEY, and an unknown key.
+    rc, out, err = aor(env, "backoff", "reset", "p", "B")
+    eq(rc, 0, "aor backoff reset p B (stderr %r)" % err)
+    eq(out, "backoff reset for p key B (1 backoff row removed)\n", "its output")
+    eq(d.state()["backoff"], [], "B's row went")
+    rc, out, err = aor(env, "backoff", "reset", "p", "nosuch")
+    eq(rc, 1, "unknown key: exit 1")
+    check("no key named 'nosuch'" in err, "names the key: %r" % err)
+    # Durable: written ahead as a key reset.
+    db = sqlite3.connect(env.db_path)
+    n = db.execute("select count(*) from state_events where type = 'reset' and key = 'A'"
+                   " and provider = 'p'").fetchone()[0]
+    eq(n, 1, "the key reset is in the event log")
+    # Without key: the existing provider reset (§8), rows and circuits.
+    chat(env, token="client-2")
+    check(d.state()["backoff"], "backed off again")
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=p")
+    eq(st, 200, "provider reset")
+    eq(d.state()["backoff"], [], "provider reset clears every key")
+
+
+def test_exhausted_usage_is_shown_and_cleared(env):
+    """QA: a key held back by an exhausted usage window was invisible (no state, `aor
+    status` said "backoff: none active") and `aor backoff clear` did not free it."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 200, "headers": EXHAUSTED_30S}])
+    eq(chat(env).headers.get("x-aor-key"), "A", "A answered, its window now exhausted")
+    st = d.state()
+    for field in ("now", "backoff", "breakers", "sticky", "keys", "providers", "config"):
+        check(field in st, "existing field %s kept" % field)
+    u = st["usage"]
+    eq([(x["provider"], x["key"], x["window"], x["remaining"], x["reset_at"]) for x in u],
+       [("p", "A", "requests", 0, T0 + 30)], "the exhausted window is in the state")
+    eq(chat(env).headers.get("x-aor-key"), "B", "A skipped")
+    rc, out, err = aor(env, "status")
+    eq(rc, 0, "status (stderr %r)" % err)
+    check("usage exhausted (1 window" in out, "status shows the exhausted key: %s" % out)
+    check(any(l.split() == ["p/A", "requests", "free", "in", "30", "s"] for l in out.splitlines()),
+          "the window's row: %s" % out)
+    rc, out, err = aor(env, "backoff")
+    check("p/A" in out and "requests" in out, "backoff list shows it too: %s" % out)
+    rc, out, err = aor(env, "backoff", "clear")
+    eq(rc, 0, "clear (stderr %r)" % err)
+    check("exhausted usage cleared for 1 key" in out, "clear says so: %r" % out)
+    eq(d.state()["usage"], [], "the snapshot is gone")
+    eq(chat(env).headers.get("x-aor-key"), "A", "A used again at once")
+    rc, out, err = aor(env, "status")
+    check("usage: no key exhausted" in out, "status: %s" % out)
+
+
+def test_backoff_unknown_subcommand_is_named(env):
+    rc, out, err = aor(env, "backoff", "bogus")
+    eq(rc, 2, "usage error")
+    check("unknown subcommand 'bogus'" in err, "names it: %r" % err)
+    rc, out, err = aor(env, "backoff", "reset")
+    eq(rc, 2, "reset without PROVIDER")
+    check("PROVIDER is required" in err, err)
