@@ -68,17 +68,18 @@ void aor_breaker_free(aor_breaker *b);
  * passed and no probe in flight — this caller is then the probe (state becomes
  * half-open, leased until now + open_s). 0 when open, or half-open with another probe in
  * flight whose lease has not ended (lease end: aor_breaker_get's probe_until). Memory
- * only (nothing to log). Unknown circuit: 1. Called by routing (aor_route_select) once
- * per provider for a new request's candidate sequence. */
+ * only (nothing to log). Unknown circuit: 1. Called when a request is about to be sent
+ * (daemon/proxy.c start_next, through aor_breaker_allow_walk with chosen_at -INFINITY);
+ * routing (aor_route_select) only looks with aor_breaker_get, so a fallback it lists but
+ * never tries takes no probe. */
 int aor_breaker_allow(aor_breaker *b, const char *provider, const char *model, double now);
 
-/* allow() for a candidate further down a walk (daemon/proxy.c) whose sequence
- * aor_route_select chose at `chosen_at` (Unix seconds: the `now` it was given). Closed:
- * 1. Open with its time not passed: 0. Half-open with a probe in flight: 1 when the
- * probe was let through at or after chosen_at — by this walk's own aor_route_select,
- * the walk that holds the probe (a sequence chosen later leaves the provider out) —,
- * else 0: an older walk, chosen before the probe was let through, skips the circuit like
- * every other request. Half-open with no probe in flight: this caller becomes the probe,
+/* allow() with the time to look again: for a caller that may already hold the probe.
+ * chosen_at (Unix seconds): a probe let through at or after it counts as the caller's
+ * own; daemon/proxy.c holds none when it asks and passes -INFINITY. Closed: 1. Open with
+ * its time not passed: 0. Half-open with a probe in flight: 1 when the probe was let
+ * through at or after chosen_at, else 0 (another request's probe: skip the circuit like
+ * every other request). Half-open with no probe in flight: this caller becomes the probe,
  * as with allow, and 1. On 0 sets *until (when not NULL) to when to look again: the
  * open-until, or the probe's lease end. Unknown circuit: 1. */
 int aor_breaker_allow_walk(aor_breaker *b, const char *provider, const char *model, double now,

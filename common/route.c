@@ -24,7 +24,27 @@ typedef struct {
 } cand;
 
 /* Breaker verdict per provider, computed at most once per selection. */
-enum { BR_UNKNOWN = 0, BR_ALLOWED, BR_BLOCKED };
+enum { BR_UNKNOWN = 0, BR_ALLOWED, BR_BLOCKED, BR_HALF_OPEN };
+
+/* What a provider's circuit says for a new sequence, without changing it: a probe is
+ * taken only when a walk sends to the provider (daemon/proxy.c), not for a fallback it may
+ * never try (§4.4: the first request after the open time is the probe). BR_BLOCKED sets
+ * *until: the open-until, or the lease end of another request's probe in flight. */
+static unsigned char breaker_look(aor_breaker *b, const char *provider, const char *model,
+                                  double now, double *until) {
+    aor_breaker_row row;
+    if (!aor_breaker_get(b, provider, model, now, &row) || row.state == AOR_BREAKER_CLOSED)
+        return BR_ALLOWED;
+    if (row.state == AOR_BREAKER_OPEN) {
+        *until = row.until;
+        return BR_BLOCKED;
+    }
+    if (row.probe_until > now) {
+        *until = row.probe_until;
+        return BR_BLOCKED;
+    }
+    return BR_HALF_OPEN;
+}
 
 static int cand_cmp(const void *pa, const void *pb) {
     const cand *a = pa, *b = pb;
@@ -241,6 +261,7 @@ static long build_candidates(const aor_config *cfg, const size_t *sel, size_t ns
         for (size_t k = 0; k < nk; k++) {
             cand *c = &cs[n];
             c->c.provider = sel[i];
+            c->c.half_open = 0;
             c->pprio = p->priority;
             c->tie = 0; /* set by order_candidates when the candidate ties */
             if (p->passthrough) {
@@ -276,7 +297,7 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
     const aor_config *cfg = ctx->cfg;
     size_t w = 0;
     double latest_failure = 0;
-    int have_backoff_kind = 0, other_dropped = 0;
+    int have_backoff_kind = 0, other_dropped = 0, usage_dropped = 0, circuit_dropped = 0;
 
     for (size_t r = 0; r < n; r++) {
         const char *pname = cfg->providers[cs[r].c.provider].name;
@@ -299,14 +320,10 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
                 }
             } else {
                 unsigned char *st = &brstate[cs[r].c.provider];
-                if (*st == BR_UNKNOWN)
-                    *st = aor_breaker_allow(ctx->breaker, pname, model, now) ? BR_ALLOWED
-                                                                             : BR_BLOCKED;
-                if (*st == BR_BLOCKED) {
-                    br_blocked = 1;
-                    if (aor_breaker_get(ctx->breaker, pname, model, now, &brow))
-                        br_until = brow.until;
-                }
+                if (*st == BR_UNKNOWN || *st == BR_BLOCKED)
+                    *st = breaker_look(ctx->breaker, pname, model, now, &br_until);
+                br_blocked = *st == BR_BLOCKED;
+                cs[r].c.half_open = *st == BR_HALF_OPEN;
             }
         }
         if (!bo_blocked && !us_blocked && !br_blocked) {
@@ -320,6 +337,8 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
         if (seq->dropped == 0 || avail < seq->earliest_until)
             seq->earliest_until = avail;
         seq->dropped++;
+        usage_dropped |= us_blocked;
+        circuit_dropped |= br_blocked;
         /* The last failure reason (§5.6): the newest failure of a dropped key's backoff
          * row, also of an expired row kept for its curve level when the key is held back
          * by an open circuit (the failures that opened it). */
@@ -335,10 +354,9 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
         }
     }
     /* No row to tell: an exhausted usage window is a rate limit. */
-    if (!have_backoff_kind && other_dropped) {
+    if (!have_backoff_kind && other_dropped)
         seq->last_kind = AOR_KIND_RATE;
-        seq->usage_only = 1;
-    }
+    seq->usage_only = !have_backoff_kind && usage_dropped && !circuit_dropped;
     return w;
 }
 

@@ -19,6 +19,9 @@ typedef struct {
     const char *key_name; /* cfg key name, or "client-<12 hex of client hash>" for -1
                              ("client-anonymous" when the client hash is ""); owned by
                              the config or the sequence. Backoff and sticky rows use it. */
+    int half_open;        /* its provider's circuit is half-open with no probe in flight:
+                             aor_route_select only looked; the walk takes the probe
+                             (aor_breaker_allow) when it sends to this candidate */
 } aor_candidate;
 
 typedef struct {
@@ -35,8 +38,8 @@ typedef struct {
                               dropped candidate has a row (exhausted usage windows, or
                               circuits without rows); AOR_KIND_OK when nothing was
                               dropped */
-    int usage_only;        /* 1 when dropped candidates had no backoff row to tell a failure
-                              by: held back by exhausted usage windows (§6), not failures */
+    int usage_only;        /* 1 when the dropped candidates were held back by exhausted
+                              usage windows (§6) only: no backoff row, no circuit */
     char *scratch;         /* storage for passthrough key names; internal */
 } aor_sequence;
 

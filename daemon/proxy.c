@@ -61,6 +61,10 @@ typedef enum {
 } attempt_mode;
 
 struct aor_proxy {
+    /* The configuration this request started with: its candidates index it. A SIGHUP
+     * swaps d->cfg and retires the old one (kept until exit, daemon/main.c), so a request
+     * in flight over a reload stays with its own. */
+    const aor_config *cfg;
     aor_daemon *d;
     aor_conn *c;
     aor_http_request *req;
@@ -100,10 +104,9 @@ struct aor_proxy {
     int ok_pending;
     /* A forwarded 2xx answer counts as a success only once it has ended cleanly (§5.3: a
      * stream cut after its first byte is a failure, not a success and then a failure). */
-    int answer_done;  /* the upstream answer ended cleanly */
-    int ok_at_end;    /* record the success when it does */
-    double chosen_at; /* when aor_route_select chose the sequence (aor_breaker_allow_walk) */
-    int sse_error;    /* first event was an error: attempt failed */
+    int answer_done; /* the upstream answer ended cleanly */
+    int ok_at_end;   /* record the success when it does */
+    int sse_error;   /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
     int cut;             /* we stopped the transfer */
     char *upstream_body; /* rewritten body when the model id differs */
@@ -400,7 +403,7 @@ void aor_proxy_cancel(aor_proxy *p) {
 }
 
 static const char *cand_provider(const aor_proxy *p, const aor_candidate *c) {
-    return p->d->cfg->providers[c->provider].name;
+    return p->cfg->providers[c->provider].name;
 }
 
 /* Ends the request: the connection goes on (keep-alive) or closes. */
@@ -563,7 +566,7 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
 static void redact_body(const aor_proxy *p, struct evbuffer *b, const aor_candidate *cand) {
     if (!cand || cand->key < 0)
         return;
-    const char *secret = p->d->cfg->keys[cand->key].secret;
+    const char *secret = p->cfg->keys[cand->key].secret;
     size_t sl = secret ? strlen(secret) : 0, len = evbuffer_get_length(b);
     if (sl < 4 || len < sl)
         return;
@@ -590,7 +593,7 @@ static void redact_body(const aor_proxy *p, struct evbuffer *b, const aor_candid
 static void redact_headers(const aor_proxy *p, hdr_set *hs, const aor_candidate *cand) {
     if (!cand || cand->key < 0)
         return;
-    const char *secret = p->d->cfg->keys[cand->key].secret;
+    const char *secret = p->cfg->keys[cand->key].secret;
     size_t sl = secret ? strlen(secret) : 0;
     for (size_t i = 0; sl >= 4 && i < hs->n; i++)
         if (hs->len[i].fwd && memmem(hs->h[i].value, hs->len[i].value, secret, sl))
@@ -611,7 +614,7 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
 
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
     flush_bookkeeping(p); /* an earlier success is recorded first */
-    const aor_provider_cfg *pc = &p->d->cfg->providers[cand->provider];
+    const aor_provider_cfg *pc = &p->cfg->providers[cand->provider];
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
                       hint_s, p->attempt_started, aor_clock_now(), cand->key < 0);
 }
@@ -660,7 +663,7 @@ static long long content_length_of(const char *v) {
  * once per attempt: when its header block is complete, or for a 2xx answer forwarded as
  * it comes, right after its head is sent (flush_bookkeeping). In memory only. */
 static void observe_usage(aor_proxy *p) {
-    const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
+    const aor_provider_cfg *pc = &p->cfg->providers[p->cand->provider];
     if (p->hdrs.n && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name,
                                        p->status, p->hdrs.h, p->hdrs.n, aor_clock_now()) < 0)
         aor_warn("usage: out of memory");
@@ -686,6 +689,18 @@ static void flush_bookkeeping(aor_proxy *p) {
 
 static void on_flushed(void *arg) {
     flush_bookkeeping(arg);
+}
+
+/* The probe of a half-open circuit answered well (a 2xx now forwarded): the circuit
+ * closes at once (§4.4 "any success closes it"), not at the end of a long stream while
+ * every other request skips the provider. The attempt's own success still waits for the
+ * clean end (ok_at_end). */
+static void probe_answered(aor_proxy *p) {
+    if (!p->cand->half_open)
+        return;
+    const aor_provider_cfg *pc = &p->cfg->providers[p->cand->provider];
+    aor_rstate_close_circuit(p->d->rs, pc->name, p->cand->key_name, p->model ? p->model : "",
+                             aor_clock_now());
 }
 
 static void on_up_header(void *arg, const char *line, size_t len) {
@@ -725,6 +740,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
                 n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
             /* observe_usage + record(OK) once the head is sent (flush_bookkeeping) */
             p->ok_pending = 1;
+            probe_answered(p);
             aor_conn_on_flushed(p->c, on_flushed, p);
             write_head(p, p->status, &p->hdrs, p->cand, n);
         }
@@ -868,6 +884,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         }
         p->mode = MODE_STREAM;
         p->ok_at_end = 1; /* usage was observed with the head; success at the clean end */
+        probe_answered(p);
         write_head(p, p->status, &p->hdrs, p->cand, -1);
         write_body_buffer(p, p->held);
         break;
@@ -901,7 +918,7 @@ static void keep_last(aor_proxy *p, const aor_verdict *v) {
 }
 
 static void classify_held(aor_proxy *p, aor_verdict *v) {
-    const aor_provider_cfg *pc = &p->d->cfg->providers[p->cand->provider];
+    const aor_provider_cfg *pc = &p->cfg->providers[p->cand->provider];
     size_t blen = evbuffer_get_length(p->held);
     const char *body = blen ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
     aor_classify(pc->dialect, p->status, p->hdrs.h, p->hdrs.n, body, blen, aor_clock_now(),
@@ -919,7 +936,7 @@ static int local_curl_error(CURLcode rc) {
  * text (NUL-terminated, cap bytes) by "[redacted]": upstream error codes and headers are
  * upstream input and may echo a key (§3.2: never log a secret). */
 static void redact(const aor_proxy *p, char *text, size_t cap) {
-    const aor_config *cfg = p->d->cfg;
+    const aor_config *cfg = p->cfg;
     for (size_t k = 0; k <= cfg->nkeys; k++) {
         const char *secret = k < cfg->nkeys ? cfg->keys[k].secret : p->cred;
         size_t sl = secret ? strlen(secret) : 0;
@@ -1021,7 +1038,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         snprintf(msg, sizeof msg,
                  "aor: provider '%s' answered with something that is not an answer of the "
                  "%s API (status %ld); check its base_url",
-                 prov, aor_dialect_name(p->d->cfg->providers[cand->provider].dialect), p->status);
+                 prov, aor_dialect_name(p->cfg->providers[cand->provider].dialect), p->status);
         aor_error("%s", msg);
         p->last_cand = cand;
         answer_local_error(p, 502, "aor_bad_upstream", msg, NULL);
@@ -1035,7 +1052,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     p->d->m.attempt_fail++;
     record(p, cand, v.kind, v.hint_s);
     keep_last(p, &v);
-    if (!p->d->cfg->auto_fallback) {
+    if (!p->cfg->auto_fallback) {
         p->next = p->seq.n; /* no more candidates */
     }
     start_next(p);
@@ -1055,7 +1072,7 @@ static const char *base_path(const char *base_url) {
 static const char *relative_path(aor_proxy *p) {
     if (!p->host)
         return p->path;
-    const aor_config *cfg = p->d->cfg;
+    const aor_config *cfg = p->cfg;
     for (size_t i = 0; i < cfg->nproviders; i++) {
         if (!aor_config_provider_owns_host(&cfg->providers[i], p->host))
             continue;
@@ -1282,7 +1299,7 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
             goto fail;
     }
     if (cand->key >= 0) {
-        if (hb_auth(hb, pc->dialect, p->d->cfg->keys[cand->key].secret) < 0)
+        if (hb_auth(hb, pc->dialect, p->cfg->keys[cand->key].secret) < 0)
             goto fail;
     } else if (p->query && !aor_http_request_known(req, AOR_HF_X_GOOG_API_KEY)) {
         /* Pass-through of a Gemini ?key= credential: as a header, never in the URL. */
@@ -1347,7 +1364,7 @@ static const char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const cha
 }
 
 static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
-    const aor_config *cfg = p->d->cfg;
+    const aor_config *cfg = p->cfg;
     const aor_provider_cfg *pc = &cfg->providers[cand->provider];
     const char *rel = relative_path(p);
     char *rel_owned = NULL;
@@ -1428,14 +1445,15 @@ static void answer_all_backed_off(aor_proxy *p, double earliest) {
 }
 
 static int start_next(aor_proxy *p) {
-    const aor_config *cfg = p->d->cfg;
+    const aor_config *cfg = p->cfg;
     double now = aor_clock_now();
     while (p->next < p->seq.n) {
         if (p->allowed >= 0 && p->attempts >= p->allowed)
             break;
         /* The first candidate of a sequence aor_route_select just made was checked there,
-         * in this same call: no second look (docs/performance.md). */
-        int checked = p->next == 0 && p->attempts == 0;
+         * in this same call: no second look (docs/performance.md); unless its circuit is
+         * half-open, when this attempt must take the probe (§4.4). */
+        int checked = p->next == 0 && p->attempts == 0 && !p->seq.items[0].half_open;
         const aor_candidate *cand = &p->seq.items[p->next++];
         const aor_provider_cfg *pc = &cfg->providers[cand->provider];
         if (checked) {
@@ -1463,9 +1481,11 @@ static int start_next(aor_proxy *p) {
         }
         double br_until = 0;
         if (!aor_breaker_allow_walk(aor_rstate_breaker(p->d->rs), pc->name,
-                                    p->model ? p->model : "", now, p->chosen_at, &br_until)) {
+                                    p->model ? p->model : "", now, -INFINITY, &br_until)) {
             /* Its circuit opened meanwhile (this walk's own failures, a failed probe), or
-             * another request's probe of it is in flight (§4.4: skipped, no upstream call). */
+             * another request's probe of it is in flight (§4.4: skipped, no upstream call).
+             * A half-open circuit with none: this attempt takes the probe (routing only
+             * looked). */
             if (!p->skipped || br_until < p->skipped_until)
                 p->skipped_until = br_until;
             p->skipped++;
@@ -1552,6 +1572,7 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
         return NULL;
     }
     p->d = d;
+    p->cfg = d->cfg;
     p->c = c;
     p->req = req;
     d->m.proxied++;
@@ -1615,8 +1636,7 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     if (!d->cfg->auto_fallback)
         p->allowed = 1;
     aor_route_ctx ctx = aor_rstate_route_ctx(d->rs);
-    p->chosen_at = aor_clock_now();
-    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, p->chosen_at, &p->seq) <
+    if (aor_route_select(&ctx, p->model, p->client, p->host, p->dialect, aor_clock_now(), &p->seq) <
         0) {
         answer_local_error(p, 500, "aor_internal", "aor: out of memory", NULL);
         return NULL;

@@ -176,13 +176,8 @@ static const char *model_label(const char *model) {
     return *model ? model : "(none)";
 }
 
-static int record_success(aor_rstate *rs, const char *provider, const char *key, const char *model,
-                          const char *client, double now) {
-    if (aor_backoff_get(rs->backoff, provider, key, &(aor_backoff_row){0})) {
-        if (aor_store_log_success(rs->store, provider, key, now) < 0)
-            return store_failed(rs, "success");
-        aor_backoff_success(rs->backoff, provider, key);
-    }
+int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *key,
+                             const char *model, double now) {
     aor_breaker_row br;
     int closes =
         aor_breaker_get(rs->breaker, provider, model, now, &br) && br.state != AOR_BREAKER_CLOSED;
@@ -192,6 +187,18 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
     if (closes)
         aor_info("circuit closed: provider %s, model %s (key %s answered)", provider,
                  model_label(model), key);
+    return 0;
+}
+
+static int record_success(aor_rstate *rs, const char *provider, const char *key, const char *model,
+                          const char *client, double now) {
+    if (aor_backoff_get(rs->backoff, provider, key, &(aor_backoff_row){0})) {
+        if (aor_store_log_success(rs->store, provider, key, now) < 0)
+            return store_failed(rs, "success");
+        aor_backoff_success(rs->backoff, provider, key);
+    }
+    if (aor_rstate_close_circuit(rs, provider, key, model, now) < 0)
+        return -1;
     if (!*model)
         return 0; /* no model (GET /v1/models ...): no prompt cache to keep warm, no sticky */
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */

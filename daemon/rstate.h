@@ -33,6 +33,14 @@ void aor_rstate_close(aor_rstate *rs);
  * (logged; the config pointer is switched anyway). */
 int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now);
 
+/* Closes the circuit of (provider, model) if it is not closed (written ahead to the event
+ * log, §4.5; logged naming key, the key that answered). For the probe of a half-open
+ * circuit whose answer has started well (a stream): the circuit closes then, while the
+ * success of the attempt (backoff row, sticky) waits for the answer's clean end.
+ * Returns 0, or -1 when the store could not write (memory unchanged, error logged). */
+int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *key,
+                             const char *model, double now);
+
 /* Records the outcome of one upstream attempt on (provider, key) for (client, model).
  * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds
  * (rate, transient, quota, auth): backoff and a breaker failure (spec §4.4), except a

@@ -115,3 +115,29 @@ def test_lost_probe_does_not_wedge_the_circuit(env):
        "request 4 was the new probe (it failed), then q answered")
     eq(p_calls(mock) - before, 2, "the lease ended: the next request probed p")
     eq([b["state"] for b in d.state()["breakers"]], ["open"], "the failed probe reopened it")
+
+
+def test_a_streaming_probe_closes_the_circuit_when_its_answer_starts(env):
+    """The probe's answer is a long stream that started well: the circuit closes then (any
+    success closes it, §4.4), not at the stream's end while every other request skips the
+    provider; the attempt's own success (sticky) still waits for the clean end."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 500, "times": 2}])
+    mock.script("secret-B", [{"status": 500, "times": 1}])
+    chat(env, d)
+    d.advance(6)
+    chat(env, d)
+    eq([b["state"] for b in d.state()["breakers"]], ["open"], "p's circuit open")
+    d.advance(31)
+    mock.script("secret-A", [{"kind": "gated_stream", "events": 4, "gate": "g1"}])
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    p = env.spawn(["curl", "-sS", "-N", d.url + "/v1/chat/completions", "-H",
+                   "Authorization: Bearer client-1", "-H", "Content-Type: application/json",
+                   "-d", body], preload=False)
+    aortest.wait_until(lambda: d.state()["breakers"] == [], 10,
+                       what="circuit closed while the probe's stream runs")
+    r2 = chat(env, d)
+    eq(r2.headers.get("x-aor-provider"), "p", "another request goes to p meanwhile")
+    mock.gate("g1")
+    p.wait(20)

@@ -428,14 +428,17 @@ static size_t ref_drop_unavailable(const aor_route_ctx *ctx, const char *model, 
                     br_until = brow.until;
                 }
             } else {
-                unsigned char *st = &brstate[cs[r].c.provider];
-                if (*st == REF_BR_UNKNOWN)
-                    *st = aor_breaker_allow(ctx->breaker, pname, model, now) ? REF_BR_ALLOWED
-                                                                             : REF_BR_BLOCKED;
-                if (*st == REF_BR_BLOCKED) {
-                    br_blocked = 1;
-                    if (aor_breaker_get(ctx->breaker, pname, model, now, &brow))
+                /* Only look: an open circuit, or a half-open one with another request's
+                 * probe in flight, is dropped; the walk takes a free probe when it sends. */
+                (void)brstate;
+                if (aor_breaker_get(ctx->breaker, pname, model, now, &brow)) {
+                    if (brow.state == AOR_BREAKER_OPEN) {
+                        br_blocked = 1;
                         br_until = brow.until;
+                    } else if (brow.state == AOR_BREAKER_HALF_OPEN && brow.probe_until > now) {
+                        br_blocked = 1;
+                        br_until = brow.probe_until;
+                    }
                 }
             }
         }
@@ -732,6 +735,7 @@ static void test_breaker_only_and_combined(void **state) {
     assert_int_equal(w->seq.dropped, 2);
     assert_true(w->seq.earliest_until == NOW + 30);
     assert_int_equal(w->seq.last_kind, AOR_KIND_RATE);
+    assert_int_equal(w->seq.usage_only, 0); /* a circuit, not usage (review) */
 
     fail_key(w, "A", "a1", AOR_KIND_RATE, 100, NOW); /* a1: until NOW + 100 */
     fail_key(w, "A", "a2", AOR_KIND_RATE, 10, NOW);  /* a2: until NOW + 10 < circuit */
@@ -759,6 +763,33 @@ static void test_breaker_only_and_combined(void **state) {
     /* After the circuit's time: a1 is still backed off, a2 is the probe. */
     assert_string_equal(select_order(w, "", "c", NULL, AOR_DIALECT_OPENAI, NOW + 31), "A/a2");
     assert_true(w->seq.earliest_until == NOW + 100);
+}
+
+/* A half-open circuit is only looked at: a fallback listed but never tried takes no probe
+ * (review: routing took the probe of every half-open provider in the sequence, so a walk
+ * that succeeded on its first candidate held the fallback's circuit for open_s). The walk
+ * takes it (aor_breaker_allow) when it sends; then others drop the provider until the
+ * probe's lease ends, and earliest_until is that lease end. */
+static void test_half_open_is_only_looked_at(void **state) {
+    world *w = *state;
+    add_key(w->cfg, "b1", 0);
+    add_key(w->cfg, "a1", 0);
+    add_provider(w->cfg, "B", AOR_DIALECT_OPENAI, "b.example", 0, "", "b1", NULL);
+    add_provider(w->cfg, "A", AOR_DIALECT_OPENAI, "a.example", 1, "", "a1", NULL);
+    open_circuit(w, "A", "m", NOW);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 31),
+                            "B/b1 A/a1");
+        assert_int_equal(w->seq.items[0].half_open, 0);
+        assert_int_equal(w->seq.items[1].half_open, 1);
+    }
+    aor_breaker_row row;
+    assert_true(aor_breaker_get(w->br, "A", "m", NOW + 31, &row));
+    assert_true(row.probe_until == 0);                                 /* nobody holds the probe */
+    assert_int_equal(aor_breaker_allow(w->br, "A", "m", NOW + 32), 1); /* a walk sends */
+    assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 33), "B/b1");
+    assert_int_equal(w->seq.dropped, 1);
+    assert_true(w->seq.earliest_until == NOW + 32 + 30); /* the lease end, not the past */
 }
 
 /* The sticky (provider, key) goes first when nothing beats it (§5.2 step 3). */
@@ -1353,6 +1384,7 @@ int main(void) {
         T(test_tie_spreading),
         T(test_drop_backoff_and_breaker),
         T(test_breaker_only_and_combined),
+        T(test_half_open_is_only_looked_at),
         T(test_drop_exhausted_usage),
         T(test_sticky_first),
         T(test_provider_threshold_boundary),
