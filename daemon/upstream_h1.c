@@ -544,6 +544,14 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     }
     if (x->lstate == LS_FIELD) {
         x->lstate = LS_VALUE;
+        /* Whitespace between the name and its colon: lenient llhttp takes the name without
+         * it ("Content-Length : 2" frames the body); the line handed on drops it too, so
+         * the caller sees the field the body was framed by (RFC 9112 §5.1: a proxy removes
+         * it). */
+        size_t *nl = x->raw ? &x->raw_len : &x->line_len;
+        const char *nm = x->raw ? x->raw : x->line;
+        while (*nl > 0 && (nm[*nl - 1] == ' ' || nm[*nl - 1] == '\t'))
+            (*nl)--;
         if (x->raw && plain_separator(x->raw + x->raw_len, at)) {
             x->raw_len = (size_t)(at + len - x->raw); /* "Name: value" as received */
             return 0;
@@ -988,7 +996,7 @@ static void send_request(h1_conn *c) {
     llhttp_init(&c->parser, HTTP_RESPONSE, &c->h->settings);
     /* Tolerant of what upstreams send, as http_parser was: bare LF line ends, control
      * characters in values (a lone CR is still an error; NUL is refused in
-     * on_header_value). */
+     * on_header_value), whitespace before a field's colon (removed in on_header_value). */
     llhttp_set_lenient_headers(&c->parser, 1);
     c->parser.data = c;
     x->got_bytes = 0;
