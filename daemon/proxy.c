@@ -562,7 +562,8 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
 /* Replaces the configured secret that cand sent upstream wherever it appears in b by
  * "[redacted]": an upstream error body may quote the key ("Incorrect API key provided:
  * sk-...") and the client never had it (§3.2: no secret in an error body). The client's
- * own credential (cand->key < 0) is its own. Error paths only. */
+ * own credential (cand->key < 0) is its own. Buffered answers only (send_buffered:
+ * errors, and the rare 2xx that is not forwarded as it comes), never the stream path. */
 static void redact_body(const aor_proxy *p, struct evbuffer *b, const aor_candidate *cand) {
     if (!cand || cand->key < 0)
         return;
@@ -589,7 +590,7 @@ static void redact_body(const aor_proxy *p, struct evbuffer *b, const aor_candid
 }
 
 /* Keeps from the client every header of hs whose value quotes the configured secret that
- * cand sent upstream (as redact_body does for the body). Error paths only. */
+ * cand sent upstream (as redact_body does for the body). Buffered answers only. */
 static void redact_headers(const aor_proxy *p, hdr_set *hs, const aor_candidate *cand) {
     if (!cand || cand->key < 0)
         return;

@@ -121,7 +121,7 @@ static int forget_usage(aor_rstate *rs, const char *provider, const char *key, d
     return x.n;
 }
 
-/* 1 when both secrets are set and differ (no secret is ever logged). */
+/* 1 when the secrets differ, or only one of them is set (no secret is ever logged). */
 static int secret_changed(const char *a, const char *b) {
     return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
 }
