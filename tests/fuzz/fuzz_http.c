@@ -33,7 +33,7 @@ static void note_request(FILE *sum, aor_http_request *req, int sidecar) {
 
     const char *why = NULL;
     int g = aor_guard_check(req, sidecar, &why);
-    FUZZ_CHECK(g == 0 || ((g == 400 || g == 403 || g == 405) && why), "guard answer");
+    FUZZ_CHECK(g == 0 || ((g == 400 || g == 403 || g == 405 || g == 417) && why), "guard answer");
     fprintf(sum, "\nG %d\n", g);
     if (g != 0)
         return;
