@@ -1,7 +1,6 @@
 #include "conn.h"
 
 #include "admin.h"
-#include "config.h"
 #include "dialect.h"
 #include "guard.h"
 #include "log.h"
@@ -206,17 +205,6 @@ static void conn_gone(aor_conn *c, int why) {
     conn_release(c);
 }
 
-/* The API (dialect) a refused request was for, so that its SDK can read the error: the
- * intercepted host's provider, else the target's path (aor_dialect_of_path; openai when
- * it is not known yet). */
-static aor_dialect refused_dialect(const aor_conn *c, const char *target) {
-    const aor_config *cfg = c->d->cfg;
-    for (size_t i = 0; c->host && i < cfg->nproviders; i++)
-        if (aor_config_provider_owns_host(&cfg->providers[i], c->host))
-            return cfg->providers[i].dialect;
-    return aor_dialect_of_path(target);
-}
-
 /* Writes the answer to a refused request (status, why) in its API's error shape and ends
  * the connection after. target: the request target, or NULL. */
 static void refuse(aor_conn *c, int status, const char *why, const char *target, int head) {
@@ -224,7 +212,8 @@ static void refuse(aor_conn *c, int status, const char *why, const char *target,
     char msg[512];
     snprintf(msg, sizeof msg, "aor: %s", why);
     size_t len = 0;
-    char *body = aor_dialect_error_body(refused_dialect(c, target), status, NULL, msg, &len);
+    char *body = aor_dialect_error_body(aor_proxy_dialect(c->d->cfg, c->host, target), status, NULL,
+                                        msg, &len);
     /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
     static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -", "x-aor-attempts: 0",
                                            NULL};

@@ -1326,20 +1326,25 @@ fail:
     return -1;
 }
 
+/* The length of the API version segment path starts with ("/v1", "/v1beta", "/v1alpha",
+ * followed by '/'), or 0: the roots of the provider APIs of spec §8. */
+static size_t api_version_at(const char *path) {
+    static const char *const versions[] = {"/v1", "/v1beta", "/v1alpha"};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        size_t n = strlen(versions[i]);
+        if (strncmp(path, versions[i], n) == 0 && path[n] == '/')
+            return n;
+    }
+    return 0;
+}
+
 /* rel without its first segment when base_url's path already ends with it and it is an
  * API version (base_url = https://api.openai.com/v1, copied from OPENAI_BASE_URL, and
  * rel = /v1/chat/completions): the version once, not /v1/v1. */
 static const char *skip_base_version(const char *base_url, const char *rel) {
     const char *bp = base_path(base_url);
-    size_t bl = strlen(bp);
-    static const char *const versions[] = {"/v1", "/v1beta", "/v1alpha"};
-    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
-        size_t n = strlen(versions[i]);
-        if (bl >= n && strcmp(bp + bl - n, versions[i]) == 0 && strncmp(rel, versions[i], n) == 0 &&
-            rel[n] == '/')
-            return rel + n;
-    }
-    return rel;
+    size_t bl = strlen(bp), n = api_version_at(rel);
+    return n && bl >= n && memcmp(bp + bl - n, rel, n) == 0 ? rel + n : rel;
 }
 
 /* The upstream URL of the attempt, in p->url (NUL-terminated), or NULL (ENOMEM). */
@@ -1526,14 +1531,8 @@ static int start_next(aor_proxy *p) {
  * URL that already ends in /v1 (ANTHROPIC_BASE_URL=http://127.0.0.1:8787/v1; the SDK adds
  * /v1 itself) would otherwise reach no route. A pointer into path. */
 static const char *undouble_version(const char *path) {
-    static const char *const versions[] = {"/v1", "/v1beta", "/v1alpha"};
-    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
-        size_t n = strlen(versions[i]);
-        if (strncmp(path, versions[i], n) == 0 && strncmp(path + n, versions[i], n) == 0 &&
-            path[2 * n] == '/')
-            return path + n;
-    }
-    return path;
+    size_t n = api_version_at(path);
+    return n && api_version_at(path + n) == n && memcmp(path, path + n, n) == 0 ? path + n : path;
 }
 
 /* 1 when a sidecar request's path is one aor forwards (spec §8: the provider APIs, all
@@ -1541,11 +1540,7 @@ static const char *undouble_version(const char *path) {
  * another path. Anything else (/favicon.ico, /ADMIN/..., /v1/../x) is answered locally
  * and never reaches a provider with the user's key. */
 static int sidecar_path_ok(const char *path) {
-    static const char *const roots[] = {"/v1/", "/v1beta/", "/v1alpha/"};
-    int root = 0;
-    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++)
-        root |= strncmp(path, roots[i], strlen(roots[i])) == 0;
-    if (!root)
+    if (!api_version_at(path))
         return 0;
     for (const char *s = path; (s = strchr(s, '/')) != NULL;) {
         s++;
@@ -1563,6 +1558,13 @@ static int sidecar_path_ok(const char *path) {
             return 0;
     }
     return 1;
+}
+
+aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const char *path) {
+    for (size_t i = 0; host && i < cfg->nproviders; i++)
+        if (aor_config_provider_owns_host(&cfg->providers[i], host))
+            return cfg->providers[i].dialect; /* an intercepted host: its provider's */
+    return aor_dialect_of_path(path);
 }
 
 aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, const char *host) {
@@ -1596,16 +1598,7 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     }
     if (!host)
         p->path = undouble_version(p->path);
-    p->dialect = aor_dialect_of_path(p->path);
-    if (host) {
-        /* An intercepted host: its provider's dialect decides. */
-        for (size_t i = 0; i < d->cfg->nproviders; i++) {
-            if (aor_config_provider_owns_host(&d->cfg->providers[i], host)) {
-                p->dialect = d->cfg->providers[i].dialect;
-                break;
-            }
-        }
-    }
+    p->dialect = aor_proxy_dialect(d->cfg, host, p->path);
     if (!host && !sidecar_path_ok(p->path)) {
         answer_local_error(p, 404, "aor_unknown_route",
                            "aor: the sidecar serves the provider APIs under /v1/ and /v1beta/ "

@@ -4,11 +4,18 @@
 #ifndef AOR_PROXY_H
 #define AOR_PROXY_H
 
+#include "config.h"
 #include "conn.h"
 #include "daemon.h"
+#include "dialect.h"
 #include "http.h"
 
 typedef struct aor_proxy aor_proxy;
+
+/* The API (dialect) of a request: the provider's that owns host (an intercepted
+ * connection), else the one of path (aor_dialect_of_path; openai for NULL or unknown).
+ * Used for the answer's error shape. Can't fail. Source: spec §5.6, §8. */
+aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const char *path);
 
 /* Starts proxying req (ownership passes to the proxy) for connection c.
  * host: the host the client asked for (intercepted connection: SNI or preamble host),
