@@ -132,6 +132,7 @@ static void tune_malloc(void) {
 
 int main(int argc, char **argv) {
     const char *config_arg = NULL;
+    struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
     tune_malloc();
     int check_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -242,6 +243,18 @@ int main(int argc, char **argv) {
         aor_error("admin token: %s", err);
         goto out_up;
     }
+    /* The handlers before the sockets: a SIGTERM sent as soon as the socket exists (a
+     * supervisor, a test) stops aord cleanly instead of killing it. */
+    ev_term = evsignal_new(d.base, SIGTERM, on_stop, &d);
+    ev_int = evsignal_new(d.base, SIGINT, on_stop, &d);
+    ev_hup = evsignal_new(d.base, SIGHUP, on_reload, &d);
+    if (!ev_term || !ev_int || !ev_hup) {
+        aor_error("cannot install signal handlers");
+        goto out_up;
+    }
+    evsignal_add(ev_term, NULL);
+    evsignal_add(ev_int, NULL);
+    evsignal_add(ev_hup, NULL);
     if (aor_listen_unix(&d, err, sizeof err) < 0) {
         aor_error("%s", err);
         goto out_up;
@@ -252,16 +265,6 @@ int main(int argc, char **argv) {
     }
     if (aor_publish_start(d.runtime_dir, cfg) < 0)
         aor_warn("cannot publish the address set in %s: %s", d.runtime_dir, strerror(errno));
-    struct event *ev_term = evsignal_new(d.base, SIGTERM, on_stop, &d);
-    struct event *ev_int = evsignal_new(d.base, SIGINT, on_stop, &d);
-    struct event *ev_hup = evsignal_new(d.base, SIGHUP, on_reload, &d);
-    if (!ev_term || !ev_int || !ev_hup) {
-        aor_error("cannot install signal handlers");
-        goto out_signals;
-    }
-    evsignal_add(ev_term, NULL);
-    evsignal_add(ev_int, NULL);
-    evsignal_add(ev_hup, NULL);
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     aor_info("aord %s ready: socket %s, sidecar %s%s, %zu provider%s, %zu key%s, config %s%s",
              AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "", cfg->nproviders,
@@ -271,18 +274,17 @@ int main(int argc, char **argv) {
     event_base_dispatch(d.base);
     rc = 0;
     aor_info("stopped");
-out_signals:
+out_listen:
+    aor_listen_close(&d);
+    if (d.runtime_dir)
+        aor_publish_remove(d.runtime_dir); /* the address set, if still aord's own */
+out_up:
     if (ev_term)
         event_free(ev_term);
     if (ev_int)
         event_free(ev_int);
     if (ev_hup)
         event_free(ev_hup);
-out_listen:
-    aor_listen_close(&d);
-    if (d.runtime_dir)
-        aor_publish_remove(d.runtime_dir); /* the address set, if still aord's own */
-out_up:
     aor_conn_close_all(&d);
     aor_proxy_spares_free();
     aor_http_spares_free();

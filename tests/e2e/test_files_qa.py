@@ -9,9 +9,11 @@ connections closed right after a valid preamble (QA findings):
 * a client that closes after a valid preamble without sending a byte is not a bad
   preamble."""
 import os
+import signal
 import socket
 import stat
 import threading
+import time
 
 import aortest
 from aortest import check, eq
@@ -334,3 +336,20 @@ def test_close_after_valid_preamble_is_not_bad(env):
     aortest.wait_until(lambda: bad_preambles(d) == 1, 10, what="the cut preamble is counted")
     check("closed by the client before the preamble was complete" in d.stderr_text(),
           "logged: " + d.stderr_text()[-1000:])  # fmt: skip
+
+
+def test_sigterm_as_soon_as_the_socket_exists(env):
+    """A SIGTERM sent the moment the socket appears (a supervisor, a script that waits for
+    it) stops aord cleanly: exit 0 and the socket removed, not killed by the signal's
+    default action because its handler came after the sockets."""
+    minimal_config(env)
+    sock = env.socket_path
+    for i in range(8):
+        d = env.start_daemon(wait=False)
+        end = time.monotonic() + 30
+        while not os.path.exists(sock) and d.proc.poll() is None and time.monotonic() < end:
+            pass  # no sleep: the signal goes as early as a watcher could send it
+        check(os.path.exists(sock), "start %d: the socket appears" % i)
+        os.kill(d.proc.pid, signal.SIGTERM)
+        eq(d.stop(), 0, "start %d: aord's exit code on a SIGTERM right at start" % i)
+        check(not os.path.exists(sock), "start %d: socket removed" % i)
