@@ -19,19 +19,26 @@ PKGS := libevent libevent_openssl libcurl openssl sqlite3 libcjson inih
 LLHTTP_DIR ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -Icommon -Idaemon -Ishim -I$(LLHTTP_INC)
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -Icommon -Idaemon -Ishim -I$(LLHTTP_INC)
+# aord and aor: position-independent executables (the compiler's default, not -fPIC, so
+# calls inside a file can be inlined), calls into shared libraries through the GOT
+# (-fno-plt), and link-time optimisation across files in the optimised build. Together
+# about 7 % fewer instructions per proxied request (docs/performance.md, change 47).
+EXE_CFLAGS := -fno-plt
+LTO_FLAGS := -O2 -flto=auto
 ifneq ($(SANITIZE),)
 SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 BASE_CFLAGS := $(filter-out -O2,$(BASE_CFLAGS)) -O1
+LTO_FLAGS :=
 endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 # aord does not link libcurl (it loads it only when a proxy needs it: daemon/curl_api.h)
 # nor libevent_openssl (its TLS sockets are read and written with OpenSSL directly).
 AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl libevent_openssl,$(PKGS)) 2>/dev/null) -lm
-CFLAGS_ALL = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
+CFLAGS_ALL = $(BASE_CFLAGS) $(EXE_CFLAGS) $(LTO_FLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
 # The shim lives inside other programs: libc, libdl and pthread only, never sanitized.
-SHIM_CFLAGS = $(BASE_CFLAGS) -fvisibility=hidden $(CFLAGS)
+SHIM_CFLAGS = $(BASE_CFLAGS) -fPIC -fvisibility=hidden $(CFLAGS)
 
 COMMON_SRCS := $(sort $(wildcard common/*.c))
 SHIM_SRCS   := $(sort $(wildcard shim/*.c)) common/preamble.c common/builtin_hosts.c
@@ -89,13 +96,13 @@ $(BUILD)/shimobj/%.o: %.c
 
 $(BUILD)/libaorcommon.a: $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && gcc-ar rcs $@ $^
 
 $(BUILD)/aord: $(AORD_OBJS) $(LLHTTP_OBJS) $(BUILD)/libaorcommon.a
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(AORD_LIBS) $(LDFLAGS)
+	$(CC) $(LTO_FLAGS) $(SAN_FLAGS) -o $@ $^ $(AORD_LIBS) $(LDFLAGS)
 
 $(BUILD)/aor: $(CLI_OBJS) $(BUILD)/libaorcommon.a
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+	$(CC) $(LTO_FLAGS) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
 
 $(BUILD)/libaor.so: $(SHIM_OBJS)
 	$(CC) -shared -o $@ $^ -ldl -lpthread -Wl,-z,defs

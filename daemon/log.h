@@ -14,7 +14,7 @@ int aor_log_open(const char *path);
 void aor_log_set_level(aor_log_level level);
 
 /* Writes one line "aord: LEVEL: message" with a timestamp to the file. printf format. */
-void aor_log(aor_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void aor_log(aor_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 
 /* Closes the log file. */
 void aor_log_close(void);
