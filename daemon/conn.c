@@ -46,11 +46,17 @@ struct aor_conn {
     SSL *ssl;             /* NULL: plain HTTP */
     struct evbuffer *in;  /* bytes read (decrypted), not yet parsed */
     struct evbuffer *out; /* bytes the socket did not take yet */
-    struct event *rev;    /* readable, or idle for IDLE_TIMEOUT_S */
+    struct event *rev;    /* readable */
     struct event *wev;    /* writable: added only while out has bytes */
-    int reading;          /* rev is wanted (read_enable) */
-    int read_wants_write; /* SSL_read asked for a writable socket */
-    int write_wants_read; /* SSL_write asked for a readable socket */
+    /* The idle and stall timeout (on_idle): one timer per connection that is not moved
+     * per request. rev and wev carry no timeout, so a request re-arms no timer: it counts
+     * activity in io_count, and the timer looks at the count when it fires. */
+    struct event *idle_ev;
+    unsigned long io_count; /* read or write readiness seen, answers finished */
+    unsigned long io_seen;  /* io_count when idle_ev last fired */
+    int reading;            /* rev is wanted (read_enable) */
+    int read_wants_write;   /* SSL_read asked for a writable socket */
+    int write_wants_read;   /* SSL_write asked for a readable socket */
     int via_shim;
     aor_preamble pre;
     char *host; /* intercepted host (lower case), NULL on the sidecar */
@@ -84,22 +90,18 @@ static void update_rev(aor_conn *c) {
     int want = c->reading || c->write_wants_read;
     int pending = event_pending(c->rev, EV_READ, NULL);
     if (want && !pending) {
-        struct timeval idle = {IDLE_TIMEOUT_S, 0};
-        event_add(c->rev, &idle);
+        event_add(c->rev, NULL);
     } else if (!want && pending) {
         event_del(c->rev);
     }
 }
 
-/* Adds or removes wev as unsent bytes and a pending SSL_read need it. A client that
- * takes no byte for IDLE_TIMEOUT_S is gone (it reads nothing, also after a half-close):
- * the timeout starts again whenever the socket was writable (EV_PERSIST). */
+/* Adds or removes wev as unsent bytes and a pending SSL_read need it. */
 static void update_wev(aor_conn *c) {
     int want = (evbuffer_get_length(c->out) > 0 && !c->write_wants_read) || c->read_wants_write;
     int pending = event_pending(c->wev, EV_WRITE, NULL);
-    struct timeval idle = {IDLE_TIMEOUT_S, 0};
     if (want && !pending)
-        event_add(c->wev, &idle);
+        event_add(c->wev, NULL);
     else if (!want && pending)
         event_del(c->wev);
 }
@@ -146,6 +148,8 @@ static void conn_free(aor_conn *c) {
         event_free(c->rev);
     if (c->wev)
         event_free(c->wev);
+    if (c->idle_ev)
+        event_free(c->idle_ev);
     if (c->flush_ev)
         event_free(c->flush_ev);
     if (c->stage) {
@@ -448,16 +452,39 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
     return gone;
 }
 
-/* Client socket readable, or idle for IDLE_TIMEOUT_S. */
-static void on_readable(evutil_socket_t fd, short what, void *arg) {
+static void idle_arm(aor_conn *c) {
+    struct timeval tv = {IDLE_TIMEOUT_S, 0};
+    event_add(c->idle_ev, &tv);
+}
+
+/* Every IDLE_TIMEOUT_S: a connection with no activity since the last look (io_count) is
+ * closed when the client took no byte of its answer in that time (it reads nothing, also
+ * after a half-close), or when it sent nothing and no request is in flight (idle; a
+ * long answer, a stream, is not idle). A connection ends IDLE_TIMEOUT_S to twice that
+ * after its last activity. */
+static void on_idle(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
-    if (what & EV_TIMEOUT) {
-        /* Idle means no request in flight: a long answer (a stream) is not idle. The
-         * timeout starts again when it is done (aor_conn_response_done). */
-        if (!c->busy)
-            conn_gone(c, GONE_TIMEOUT);
+    if (c->io_count != c->io_seen) {
+        c->io_seen = c->io_count;
+        idle_arm(c);
         return;
     }
+    if (event_pending(c->wev, EV_WRITE, NULL)) {
+        aor_debug("client took no byte for %d s: closed", IDLE_TIMEOUT_S);
+        conn_release(c);
+        return;
+    }
+    if (!c->busy && event_pending(c->rev, EV_READ, NULL)) {
+        conn_gone(c, GONE_TIMEOUT);
+        return;
+    }
+    idle_arm(c);
+}
+
+/* Client socket readable. */
+static void on_readable(evutil_socket_t fd, short what, void *arg) {
+    aor_conn *c = arg;
+    c->io_count++;
     if (c->write_wants_read) {
         c->write_wants_read = 0;
         c->depth++;
@@ -506,11 +533,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg) {
  * message waits). */
 static void on_writable(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
-    if (what & EV_TIMEOUT) {
-        aor_debug("client took no byte for %d s: closed", IDLE_TIMEOUT_S);
-        conn_release(c);
-        return;
-    }
+    c->io_count++;
     if (c->read_wants_write) {
         c->read_wants_write = 0;
         if (c->reading) {
@@ -573,7 +596,9 @@ static aor_conn *conn_new(aor_daemon *d, int fd, SSL *ssl) {
     c->flush_ev = event_new(d->base, -1, 0, on_flush, c);
     c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_readable, c);
     c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
-    if (!c->reader || !c->in || !c->out || !c->stage || !c->flush_ev || !c->rev || !c->wev)
+    c->idle_ev = evtimer_new(d->base, on_idle, c);
+    if (!c->reader || !c->in || !c->out || !c->stage || !c->flush_ev || !c->rev || !c->wev ||
+        !c->idle_ev)
         goto fail;
     c->stage_cb = evbuffer_add_cb(c->stage, on_stage, c);
     if (!c->stage_cb)
@@ -584,6 +609,7 @@ static aor_conn *conn_new(aor_daemon *d, int fd, SSL *ssl) {
         d->conns->prev = c;
     d->conns = c;
     read_enable(c, 1);
+    idle_arm(c);
     return c;
 fail:
     conn_free(c); /* not linked yet: unlinking is a no-op */
@@ -787,10 +813,7 @@ void aor_conn_response_done(aor_conn *c, int keep_alive) {
         return; /* the running process_input goes on */
     if (!c->closing && !c->peer_eof) {
         read_enable(c, 1);
-        /* Idle from now: the timeout counts again from here (a timer change only, no
-         * system call). */
-        struct timeval idle = {IDLE_TIMEOUT_S, 0};
-        event_add(c->rev, &idle);
+        c->io_count++; /* idle from now (on_idle) */
     }
     process_input(c);
 }
