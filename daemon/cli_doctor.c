@@ -3,6 +3,7 @@
  * Never prints a secret: the config is reported by counts, files by path and mode. */
 #include "cli.h"
 #include "paths.h"
+#include "sysca.h"
 #include "trust.h" /* the shim's AOR_TRUST_FILE_MAX (shim/trust.h): only the limit */
 
 #include <curl/curl.h>
@@ -302,6 +303,13 @@ static void check_trust(tally *t, const char *data, int have_ca) {
         }
         if (strcmp(val, node ? ca : bundle) == 0 || (node && strcmp(val, merged) == 0)) {
             say(t, OK, "%s points to aor's %s", v->var, node ? "CA" : "bundle");
+            continue;
+        }
+        if (!node && aor_sysca_is_bundle(val)) {
+            say(t, OK,
+                "%s points to the system's CA bundle %s (`aor run` and the shim point it at "
+                "%s: the same CAs plus aor's)",
+                v->var, val, bundle);
             continue;
         }
         if (!have_ca) {

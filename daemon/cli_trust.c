@@ -3,6 +3,7 @@
  * See cli.h and docs/cli.md. */
 #include "cli.h"
 #include "paths.h"
+#include "sysca.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -157,9 +158,10 @@ int aor_cli_plan_trust(aor_cli_plan *p, const char *data_dir) {
                 data_dir);
         goto out;
     }
+    /* Unset, empty, or the system's bundle (which bundle.pem holds: common/sysca.h). */
     const char *bundle_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"};
     for (size_t i = 0; i < 3 && rc == 0; i++)
-        if (!set_nonempty(bundle_vars[i]))
+        if (!set_nonempty(bundle_vars[i]) || aor_sysca_is_bundle(getenv(bundle_vars[i])))
             rc = aor_cli_plan_add(p, bundle_vars[i], bundle);
     if (rc == 0)
         rc = plan_node(p, data_dir, ca);
@@ -174,8 +176,8 @@ out:
  * cannot use it either). */
 static int bundle_var_conflicts(const char *name, const char *bundle, const char *ca) {
     const char *v = getenv(name);
-    if (!v || !*v || strcmp(v, bundle) == 0)
-        return 0;
+    if (!v || !*v || strcmp(v, bundle) == 0 || aor_sysca_is_bundle(v))
+        return 0; /* pointed at bundle.pem by `aor run` and the shim */
     return aor_cli_file_has_ca(v, ca) != 1;
 }
 

@@ -2,6 +2,7 @@
  * Rules: tls.h (aor_tls_new) and docs/tls.md. */
 #include "tls_ca.h"
 #include "tls.h"
+#include "sysca.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,7 +30,7 @@
 #define KEY_OLD_NAME "ca.key.old"
 #define CA_CN_PREFIX "aor local CA ("
 #define BUNDLE_NAME "bundle.pem"
-#define SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define SYSTEM_BUNDLE AOR_SYSCA_BUNDLE
 #define PEM_FILE_MAX ((size_t)1 << 20)     /* bytes; a bigger ca.pem / ca.key is not ours */
 #define BUNDLE_FILE_MAX ((size_t)64 << 20) /* bytes; cap on the bundles we read */
 #define CA_CN_MAX 64                       /* RFC 5280 ub-common-name */

@@ -4,6 +4,7 @@
 
 #include "env.h"
 #include "real.h"
+#include "sysca.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -307,6 +308,12 @@ static int unset(const char *name) {
     return v == NULL || v[0] == '\0';
 }
 
+/* 1 when the bundle variable name may point at bundle.pem: unset, empty, or naming the
+ * system's CA bundle, which bundle.pem holds with aor's CA (common/sysca.h). */
+static int replaceable(const char *name) {
+    return unset(name) || aor_sysca_is_bundle(getenv(name));
+}
+
 int aor_trust_apply(const char *data_dir) {
     static const char *const bundle_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
                                               "CURL_CA_BUNDLE"};
@@ -320,7 +327,7 @@ int aor_trust_apply(const char *data_dir) {
 
     if (access(bundle, R_OK) == 0) {
         for (size_t i = 0; i < sizeof(bundle_vars) / sizeof(bundle_vars[0]); i++) {
-            if (unset(bundle_vars[i])) {
+            if (replaceable(bundle_vars[i])) {
                 if (setenv(bundle_vars[i], bundle, 1) == 0) {
                     set++;
                     aor_debug("trust: %s=%s", bundle_vars[i], bundle);

@@ -235,3 +235,38 @@ def test_user_ca_bundle_trap_is_reported(env):
     rc, out, err = env.run_client(args, preload=False, extra_env={"CURL_CA_BUNDLE": foreign})
     eq((rc, out), (0, "200"), "with the aor CA added to that bundle curl works (stderr %r)" % err)
     check("CURL_CA_BUNDLE=" not in err, "and nothing is said: %r" % err)
+
+
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def test_system_bundle_in_the_variables_is_not_a_trap(env):
+    """Many images export SSL_CERT_FILE / CURL_CA_BUNDLE / REQUESTS_CA_BUNDLE pointing at
+    the system's own bundle (this CI machine does). That is not "set to something else"
+    (spec §2 "Trust"): bundle.pem holds those CAs plus aor's, so `aor run` and the plain
+    shim point the variables at it, and curl reaches api.openai.com through aor instead of
+    failing with exit 60 (QA: the first README command failed on this machine)."""
+    if not os.path.exists(SYSTEM_BUNDLE):
+        raise aortest.Skip("no %s here" % SYSTEM_BUNDLE)
+    mock, d = setup(env)
+    system = {v: SYSTEM_BUNDLE for v in ("SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE")}
+    curl = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+            "https://api.openai.com/v1/chat/completions", "-H",
+            "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+            "-d", CHAT]  # fmt: skip
+    aor = os.path.join(env.build, "aor")
+    rc, out, err = env.run_client([aor, "run", "--"] + curl, preload=False, extra_env=system)
+    eq((rc, out), (0, "200"), "aor run -- curl with the system bundle set (stderr %r)" % err)
+    check("CA_BUNDLE=" not in err and "SSL_CERT_FILE=" not in err, "no trust warning: %r" % err)
+    rc, out, err = env.run_client(curl, extra_env=system)
+    eq((rc, out), (0, "200"), "LD_PRELOAD curl with the system bundle set (stderr %r)" % err)
+    py = ("import os, ssl, urllib.request as u; r = u.urlopen(u.Request("
+          "'https://api.openai.com/v1/chat/completions', data=os.environ['BODY'].encode(), "
+          "headers={'Authorization': 'Bearer client-token', 'Content-Type': "
+          "'application/json'}), context=ssl.create_default_context("
+          "cafile=os.environ['REQUESTS_CA_BUNDLE'])); print(r.status)")  # fmt: skip
+    rc, out, err = env.run_client(["python3", "-c", py], extra_env=dict(system, BODY=CHAT))
+    eq((rc, out.strip()), (0, "200"), "Python with REQUESTS_CA_BUNDLE (stderr %r)" % err)
+    rc, out, err = env.run_client([aor, "doctor"], preload=False, extra_env=system)
+    check("points to the system's CA bundle %s" % SYSTEM_BUNDLE in out + err,
+          "aor doctor explains it: %r" % (out + err))  # fmt: skip

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "sysca.h"
 #include "trust.h"
 
 /* Text only: the shim never parses these as certificates. */
@@ -256,6 +257,35 @@ static void test_apply_merges(void **state) {
     unsetenv("NODE_EXTRA_CA_CERTS");
 }
 
+/* A bundle variable that names the system's CA bundle (itself or through a symbolic
+ * link) is pointed at bundle.pem, which holds the same CAs plus aor's; a copy of it at
+ * another path is the user's own file and is left alone. */
+static void test_apply_replaces_the_system_bundle(void **state) {
+    fixture *fx = *state;
+    struct stat st;
+    if (stat(AOR_SYSCA_BUNDLE, &st) != 0)
+        skip(); /* no ca-certificates on this machine */
+    char bundle[PATH_MAX], link[PATH_MAX], copy[PATH_MAX];
+    snprintf(bundle, sizeof bundle, "%s/bundle.pem", fx->dir);
+    snprintf(link, sizeof link, "%s/system-link.pem", fx->dir);
+    snprintf(copy, sizeof copy, "%s/system-copy.pem", fx->dir);
+    write_text(bundle, CA_PEM, strlen(CA_PEM));
+    assert_int_equal(symlink(AOR_SYSCA_BUNDLE, link), 0);
+    write_text(copy, CA_PEM, strlen(CA_PEM));
+    setenv("SSL_CERT_FILE", AOR_SYSCA_BUNDLE, 1);
+    setenv("CURL_CA_BUNDLE", link, 1);
+    setenv("REQUESTS_CA_BUNDLE", copy, 1);
+    setenv("NODE_EXTRA_CA_CERTS", fx->ca, 1); /* already aor's CA: unchanged */
+    assert_int_equal(aor_trust_apply(fx->dir), 2);
+    assert_string_equal(getenv("SSL_CERT_FILE"), bundle);
+    assert_string_equal(getenv("CURL_CA_BUNDLE"), bundle);
+    assert_string_equal(getenv("REQUESTS_CA_BUNDLE"), copy);
+    unsetenv("SSL_CERT_FILE");
+    unsetenv("REQUESTS_CA_BUNDLE");
+    unsetenv("CURL_CA_BUNDLE");
+    unsetenv("NODE_EXTRA_CA_CERTS");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pem_contains),
@@ -264,6 +294,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_node_other_user_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_cannot_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_apply_merges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_apply_replaces_the_system_bundle, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,21 @@
+/* The system's CA bundle: where distributions keep it, and whether a trust variable
+ * names it. Shared by libaor.so (shim/trust.c), `aor run` / `aor env` / `aor doctor`
+ * (daemon/cli_trust.c, daemon/cli_doctor.c) and aord, which builds bundle.pem from it
+ * (daemon/tls_ca.c). Source: spec §2 "Trust"; the decision is in docs/shim.md "Trust". */
+#ifndef AOR_SYSCA_H
+#define AOR_SYSCA_H
+
+/* Debian's and Ubuntu's bundle, the first place aord reads the system CAs from. */
+#define AOR_SYSCA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+
+/* 1 when path names the system's CA bundle: the same file (device and inode, after
+ * symbolic links) as AOR_SYSCA_BUNDLE or another distribution's place for it (Fedora's
+ * /etc/pki/tls/certs/ca-bundle.crt and /etc/pki/tls/cert.pem, Alpine's and macOS's
+ * /etc/ssl/cert.pem). bundle.pem is that bundle plus aor's CA, so a variable pointing
+ * there loses nothing when it points at bundle.pem instead, and is not "set to
+ * something else" in the sense of spec §2. 0 otherwise: NULL, empty, a file that cannot
+ * be stat'ed, any other file. Keeps errno. Async-signal-unsafe only in that it calls
+ * stat(2). */
+int aor_sysca_is_bundle(const char *path);
+
+#endif
