@@ -1,16 +1,27 @@
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static FILE *log_file;
 static aor_log_level min_level = AOR_LOG_INFO;
 
 int aor_log_open(const char *path) {
-    FILE *f = fopen(path, "ae");
-    if (!f)
+    /* 0600 whatever the umask: the log names keys, providers and clients' hosts. */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
         return -1;
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
     setvbuf(f, NULL, _IOLBF, 0);
     if (log_file)
         fclose(log_file);

@@ -7,7 +7,8 @@
 
 typedef enum { AOR_LOG_DEBUG = 0, AOR_LOG_INFO, AOR_LOG_WARN, AOR_LOG_ERROR } aor_log_level;
 
-/* Opens (appends to) the log file at path; 0 or -1 with errno (stderr logging goes on). */
+/* Opens (appends to) the log file at path, created 0600 whatever the umask; 0 or -1 with
+ * errno (stderr logging goes on). */
 int aor_log_open(const char *path);
 
 /* Sets the minimum level written (default INFO; AOR_DEBUG=1 -> DEBUG). */

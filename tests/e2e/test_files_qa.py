@@ -353,3 +353,17 @@ def test_sigterm_as_soon_as_the_socket_exists(env):
         os.kill(d.proc.pid, signal.SIGTERM)
         eq(d.stop(), 0, "start %d: aord's exit code on a SIGTERM right at start" % i)
         check(not os.path.exists(sock), "start %d: socket removed" % i)
+
+
+def test_log_file_is_0600_under_any_umask(env):
+    """QA: under umask 000 aord.log was created 0666 (the other state files were 0600)."""
+    minimal_config(env)
+    old = os.umask(0)
+    try:
+        d = env.start_daemon()
+    finally:
+        os.umask(old)
+    log = os.path.join(env.env["XDG_STATE_HOME"], "aor", "aord.log")
+    aortest.wait_until(lambda: os.path.exists(log), 10, what="the log file")
+    eq(mode(log), "0600", "mode of aord.log")
+    eq(d.stop(), 0, "aord exit code on SIGTERM")
