@@ -19,6 +19,7 @@
 
 #define ERROR_BODY_MAX (1024 * 1024) /* error answers buffered for classification */
 #define SSE_PEEK_MAX (256 * 1024)    /* bytes held while looking for the first event */
+#define SSE_TAIL_MAX 4096 /* bytes of a forwarded SSE answer's end kept for its last event */
 #define OUT_HIGH_WATERMARK (1024 * 1024)
 #define MAX_RESP_HEADERS 200
 #define AOR_MODEL_MAX 256 /* bytes; a longer model name is refused (state rows are per model) */
@@ -108,6 +109,11 @@ struct aor_proxy {
     int ok_at_end;   /* record the success when it does */
     int sse_error;   /* first event was an error: attempt failed */
     aor_verdict sse_verdict;
+    /* A forwarded 2xx SSE answer: its last SSE_TAIL_MAX bytes (a ring; tail_total bytes
+     * went in), so its clean end can tell a last error event (an overloaded_error in the
+     * middle of an Anthropic stream) from a success (sse_tail_failed). NULL otherwise. */
+    char *sse_tail;
+    size_t tail_total;
     int cut;             /* we stopped the transfer */
     char *upstream_body; /* rewritten body when the model id differs */
     hblock hb;           /* the attempt's request headers for the upstream (wiped after) */
@@ -330,6 +336,7 @@ static void proxy_free(aor_proxy *p) {
         free(p->cred_own);
     }
     free(p->upstream_body);
+    free(p->sse_tail);
     aor_sequence_free(&p->seq);
     hset_clear(&p->last_hdrs);
     if (p->last_body)
@@ -801,12 +808,9 @@ static int first_event(struct evbuffer *held, size_t *off, size_t *len) {
     return 0;
 }
 
-/* Checks the first SSE event for an error event (§5.3). */
-static int first_event_is_error(aor_proxy *p, size_t off, size_t evlen) {
-    const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)(off + evlen));
-    if (!ev)
-        return 0;
-    ev += off;
+/* 1 when the SSE event ev (evlen bytes) is an error event of p's dialect, with its
+ * verdict in *out (§5.3, §4.1); 0 otherwise or when out of memory. */
+static int event_is_error(const aor_proxy *p, const char *ev, size_t evlen, aor_verdict *out) {
     /* Gather the data: lines. */
     char *data = malloc(evlen + 1);
     if (!data)
@@ -840,15 +844,83 @@ static int first_event_is_error(aor_proxy *p, size_t off, size_t evlen) {
         s = nl ? nl + 1 : end;
     }
     data[dl] = '\0';
-    int is_err = aor_classify_sse_error(p->dialect, data, dl, &p->sse_verdict);
+    int is_err = aor_classify_sse_error(p->dialect, data, dl, out);
     if (!is_err && event_error) {
-        p->sse_verdict.kind = AOR_KIND_TRANSIENT;
-        p->sse_verdict.hint_s = -1;
-        snprintf(p->sse_verdict.reason, sizeof p->sse_verdict.reason, "SSE error event");
+        out->kind = AOR_KIND_TRANSIENT;
+        out->hint_s = -1;
+        snprintf(out->reason, sizeof out->reason, "SSE error event");
         is_err = 1;
     }
     free(data);
     return is_err;
+}
+
+/* Checks the first SSE event (at off in held) for an error event (§5.3). */
+static int first_event_is_error(aor_proxy *p, size_t off, size_t evlen) {
+    const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)(off + evlen));
+    return ev && event_is_error(p, ev + off, evlen, &p->sse_verdict);
+}
+
+/* Adds len forwarded bytes to the SSE tail ring (only the last SSE_TAIL_MAX count). */
+static void tail_add(aor_proxy *p, const char *data, size_t len) {
+    p->tail_total += len;
+    if (len > SSE_TAIL_MAX) {
+        data += len - SSE_TAIL_MAX;
+        len = SSE_TAIL_MAX;
+    }
+    size_t at = (p->tail_total - len) % SSE_TAIL_MAX;
+    size_t first = len < SSE_TAIL_MAX - at ? len : SSE_TAIL_MAX - at;
+    memcpy(p->sse_tail + at, data, first);
+    memcpy(p->sse_tail, data + first, len - first);
+}
+
+/* 1 when the event of len bytes at ev counts as the answer's last: not only comments or
+ * blank lines, not OpenAI's "data: [DONE]" terminator. */
+static int tail_event_counts(const char *ev, size_t len) {
+    if (event_is_comment(ev, len))
+        return 0;
+    while (len && (ev[len - 1] == '\n' || ev[len - 1] == '\r'))
+        len--;
+    return !(len == 12 && memcmp(ev, "data: [DONE]", 12) == 0) &&
+           !(len == 11 && memcmp(ev, "data:[DONE]", 11) == 0);
+}
+
+/* At the clean end of a forwarded SSE answer: 1 when its last event is an error event
+ * (verdict in *v). A provider that fails in the middle of a stream sends one and ends
+ * it (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is
+ * no success (§4.1, §5.3). The client has the event already; its response is left as
+ * it came. Only the last event is looked at, in the last SSE_TAIL_MAX bytes. */
+static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
+    size_t n = p->tail_total < SSE_TAIL_MAX ? p->tail_total : SSE_TAIL_MAX;
+    char *buf = n ? malloc(n) : NULL;
+    if (!buf)
+        return 0;
+    size_t start = (p->tail_total - n) % SSE_TAIL_MAX;
+    size_t first = n < SSE_TAIL_MAX - start ? n : SSE_TAIL_MAX - start;
+    memcpy(buf, p->sse_tail + start, first);
+    memcpy(buf + first, p->sse_tail, n - first);
+    const char *s = buf, *end = buf + n, *last = NULL;
+    size_t last_len = 0;
+    if (p->tail_total > SSE_TAIL_MAX) {
+        /* The ring starts inside an event: from the first boundary on. */
+        const char *b = memmem(s, n, "\n\n", 2);
+        s = b ? b + 2 : end;
+    }
+    while (s < end) {
+        const char *b1 = memmem(s, (size_t)(end - s), "\n\n", 2);
+        const char *b2 = memmem(s, (size_t)(end - s), "\r\n\r\n", 4);
+        const char *e = b1 ? b1 + 2 : end;
+        if (b2 && b2 + 4 < e)
+            e = b2 + 4;
+        if (tail_event_counts(s, (size_t)(e - s))) {
+            last = s;
+            last_len = (size_t)(e - s);
+        }
+        s = e;
+    }
+    int failed = last && event_is_error(p, last, last_len, v);
+    free(buf);
+    return failed;
 }
 
 static size_t on_up_data(void *arg, const char *data, size_t len) {
@@ -887,10 +959,21 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         p->ok_at_end = 1; /* usage was observed with the head; success at the clean end */
         probe_answered(p);
         write_head(p, p->status, &p->hdrs, p->cand, -1);
+        if (!p->sse_tail)
+            p->sse_tail = malloc(SSE_TAIL_MAX);
+        p->tail_total = 0;
+        if (p->sse_tail) {
+            size_t hl = evbuffer_get_length(p->held);
+            const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
+            if (h)
+                tail_add(p, h, hl);
+        }
         write_body_buffer(p, p->held);
         break;
     }
     case MODE_STREAM:
+        if (p->sse_tail)
+            tail_add(p, data, len);
         write_body(p, data, len);
         break;
     }
@@ -978,7 +1061,16 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         p->answer_done = 1;
         if (p->ok_at_end) {
             p->ok_at_end = 0;
-            record(p, cand, AOR_KIND_OK, -1);
+            aor_verdict ev;
+            if (p->sse_tail && sse_tail_failed(p, &ev)) {
+                redact(p, ev.reason, sizeof ev.reason);
+                aor_info("%s/%s: the stream ended with an error event -> %s (%s)", prov,
+                         cand->key_name, aor_kind_name(ev.kind), ev.reason);
+                p->d->m.attempt_fail++;
+                record(p, cand, ev.kind, ev.hint_s);
+            } else {
+                record(p, cand, AOR_KIND_OK, -1);
+            }
         }
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);

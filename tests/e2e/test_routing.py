@@ -287,6 +287,48 @@ def test_cut_stream_after_first_byte_is_an_error(env):
     check(row(d, "A") is not None, "the failure is recorded")
 
 
+def test_streams_that_end_with_an_error_event_are_failures(env):
+    """QA: an error event after the first byte (OpenAI's data: {"error": ...}, then the
+    stream's end) was recorded as a success: the backoff row was cleared, the key became
+    sticky, the circuit never opened. The client gets the event as it came; the attempt
+    is a failure of its kind (§4.1 transient for a 500 error object)."""
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"kind": "sse_error_after", "events": 2, "times": -1}])
+    windows = []
+    for wait in (0, 6, 11):
+        d.advance(wait) if wait else None
+        r = chat(env, stream=True)
+        eq(r.status, 200, "the stream started")
+        check('"error"' in r.body, "the client gets the error event: %r" % r.body[-300:])
+        windows.append((row(d, "A")["window_s"], row(d, "A")["failure_count"]))
+    eq(windows, [(5, 1), (10, 2), (20, 3)], "the curve escalates")
+    st = d.state()
+    eq([(b["provider"], b["state"]) for b in st["breakers"]], [("p", "open")],
+       "three failures in 60 s open the circuit")  # fmt: skip
+    eq(st["sticky"], [], "no sticky from a failed stream")
+
+
+def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
+    """Anthropic sends event: error / overloaded_error in the middle of a stream: a rate
+    failure (§4.1), so the next request goes to the other key, not back to the overloaded
+    one."""
+    mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="claude-x")
+    mock.script("secret-A", [{"kind": "sse_error_after", "events": 2}])
+    body = json.dumps({"model": "claude-x", "max_tokens": 10, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+    args = ["https://api.anthropic.com/v1/messages", "-H", "x-api-key: client-1",
+            "-H", "anthropic-version: 2023-06-01", "-H", "content-type: application/json",
+            "-d", body]  # fmt: skip
+    r = env.curl(args)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the stream came from A")
+    check("overloaded_error" in r.body, "the client gets the error event")
+    a = row(d, "A")
+    check(a is not None and a["last_error_kind"] == "rate", "A is backed off as rate: %r" % a)
+    r = env.curl(args)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "the next request goes to B")
+    check("overloaded_error" not in r.body, "a clean stream from B")
+
+
 def test_streams_cut_after_the_first_byte_escalate_and_open_the_circuit(env):
     """A stream cut after its first event is a failure only (§5.3): not a success first.
     Before, the first event recorded a success (clearing the curve, closing the circuit,
