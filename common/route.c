@@ -341,11 +341,12 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
         circuit_dropped |= br_blocked;
         /* The last failure reason (§5.6): the newest failure of a dropped key's backoff
          * row, also of an expired row kept for its curve level when the key is held back
-         * by an open circuit (the failures that opened it). */
+         * by an open circuit (the failures that opened it). Equal times (one walk under
+         * the test clock) go to the later candidate: a walk tries them in this order. */
         aor_backoff_row row;
         if ((bo_blocked || br_blocked) && ctx->backoff &&
             aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
-            (!have_backoff_kind || row.last_failure > latest_failure)) {
+            (!have_backoff_kind || row.last_failure >= latest_failure)) {
             latest_failure = row.last_failure;
             seq->last_kind = row.last_error_kind;
             have_backoff_kind = 1;

@@ -166,6 +166,21 @@ def test_all_backed_off_openai_shape(env):
     eq(r.headers.get("retry-after"), "3", "Retry-After rounds up (2.5 s left)")
 
 
+def test_all_backed_off_names_the_failure_that_came_last(env):
+    """§5.6 "the last failure reason": A failed with 429 (rate), then B with 503
+    (transient), in one walk under the test clock (same time for both): the next
+    request's 429 names B's transient, not A's rate (QA: the tie went to A)."""
+    mock, d = two_key_setup(env)
+    mock.script("key-a-secret", [{"status": 429, "times": -1}])
+    mock.script("key-b-secret", [{"status": 503, "times": -1}])
+    r = shim_chat(env)
+    eq((r.status, r.headers.get("x-aor-attempts")), (503, "2"), "B's 503 as it came")
+    r = shim_chat(env)
+    eq(r.status, 429, "all backed off")
+    msg = r.json()["error"]["message"]
+    check("last failure: transient" in msg, "the last failure is B's: %r" % msg)
+
+
 def test_all_backed_off_anthropic_shape(env):
     mock = env.start_mock(tls=True)
     port = aortest.free_port()

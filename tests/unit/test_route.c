@@ -456,7 +456,7 @@ static size_t ref_drop_unavailable(const aor_route_ctx *ctx, const char *model, 
         aor_backoff_row row;
         if ((bo_blocked || br_blocked) && ctx->backoff &&
             aor_backoff_get(ctx->backoff, pname, cs[r].c.key_name, &row) &&
-            (!have_backoff_kind || row.last_failure > latest_failure)) {
+            (!have_backoff_kind || row.last_failure >= latest_failure)) {
             latest_failure = row.last_failure;
             seq->last_kind = row.last_error_kind;
             have_backoff_kind = 1;
