@@ -672,6 +672,10 @@ static long long content_length_of(const char *v) {
  * it comes, right after its head is sent (flush_bookkeeping). In memory only. */
 static void observe_usage(aor_proxy *p) {
     const aor_provider_cfg *pc = &p->cfg->providers[p->cand->provider];
+    /* retry_after = ignore "never derives timing from its headers" (§4.3): usage resets
+     * are timing from its headers too. */
+    if (pc->retry_after_ignore)
+        return;
     if (p->hdrs.n && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name,
                                        p->status, p->hdrs.h, p->hdrs.n, aor_clock_now()) < 0)
         aor_warn("usage: out of memory");

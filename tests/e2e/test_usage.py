@@ -44,6 +44,17 @@ def test_openrouter_remaining_zero_skips_key_until_reset(env):
     skipped_until_reset(env, OPENROUTER_EXHAUSTED_45S, 45)
 
 
+def test_retry_after_ignore_takes_no_usage_window_either(env):
+    """§4.3: retry_after = ignore "never derives timing from its headers": an exhausted
+    x-ratelimit window with a 30 s reset does not hold A back (QA: it did, for 30 s)."""
+    mock, d = setup(env, provider="retry_after = ignore")
+    mock.script("secret-A", [{"status": 200, "headers": EXHAUSTED_30S}])
+    eq(chat(env).headers.get("x-aor-key"), "A", "A answered with remaining 0")
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A is used again at once")
+    eq(d.state().get("usage", []), [], "no usage window shown")
+
+
 def test_all_exhausted_is_429_with_retry_after(env):
     mock, d = setup(env, keys=(("A", 0),))
     mock.script("secret-A", [{"status": 200, "headers": EXHAUSTED_30S}])
