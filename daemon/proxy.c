@@ -889,6 +889,17 @@ static int tail_event_counts(const char *ev, size_t len) {
            !(len == 11 && memcmp(ev, "data:[DONE]", 11) == 0);
 }
 
+/* The end of the SSE event that starts at s (past its blank line: LF LF or CRLF CRLF),
+ * or end when it has none. */
+static const char *event_end(const char *s, const char *end) {
+    const char *b1 = memmem(s, (size_t)(end - s), "\n\n", 2);
+    const char *b2 = memmem(s, (size_t)(end - s), "\r\n\r\n", 4);
+    const char *e = b1 ? b1 + 2 : end;
+    if (b2 && b2 + 4 < e)
+        e = b2 + 4;
+    return e;
+}
+
 /* At the clean end of a forwarded SSE answer: 1 when its last event is an error event
  * (verdict in *v). A provider that fails in the middle of a stream sends one and ends
  * it (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is
@@ -905,17 +916,11 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     memcpy(buf + first, p->sse_tail, n - first);
     const char *s = buf, *end = buf + n, *last = NULL;
     size_t last_len = 0;
-    if (p->tail_total > SSE_TAIL_MAX) {
-        /* The ring starts inside an event: from the first boundary on. */
-        const char *b = memmem(s, n, "\n\n", 2);
-        s = b ? b + 2 : end;
-    }
+    /* The ring starts inside an event when more went in: from the first boundary on. */
+    if (p->tail_total > SSE_TAIL_MAX)
+        s = event_end(s, end);
     while (s < end) {
-        const char *b1 = memmem(s, (size_t)(end - s), "\n\n", 2);
-        const char *b2 = memmem(s, (size_t)(end - s), "\r\n\r\n", 4);
-        const char *e = b1 ? b1 + 2 : end;
-        if (b2 && b2 + 4 < e)
-            e = b2 + 4;
+        const char *e = event_end(s, end);
         if (tail_event_counts(s, (size_t)(e - s))) {
             last = s;
             last_len = (size_t)(e - s);

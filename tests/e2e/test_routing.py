@@ -329,6 +329,27 @@ def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
     check("overloaded_error" not in r.body, "a clean stream from B")
 
 
+def test_long_gemini_stream_ending_with_an_error_event_is_a_failure(env):
+    """The same for a Gemini SSE stream (events end with CRLF CRLF) longer than the 4 KiB
+    aor keeps of a stream's end: its last event is still found and classified (503
+    UNAVAILABLE "The model is overloaded": rate, §4.1)."""
+    mock, d = setup(env, keys=(("A", 0), ("B", 1)), dialect="gemini",
+                    host="generativelanguage.googleapis.com", models="gemini-x")  # fmt: skip
+    mock.script("secret-A", [{"kind": "sse_error_after", "events": 60}])
+    url = ("https://generativelanguage.googleapis.com/v1beta/models/gemini-x:"
+           "streamGenerateContent?alt=sse")  # fmt: skip
+    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+    args = [url, "-H", "x-goog-api-key: client-1", "-H", "content-type: application/json",
+            "-d", body]  # fmt: skip
+    r = env.curl(args)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the stream came from A")
+    check(len(r.body) > 4096, "longer than 4 KiB (%d bytes)" % len(r.body))
+    check("UNAVAILABLE" in r.body[-600:], "it ends with the error event")
+    a = row(d, "A")
+    check(a is not None and a["last_error_kind"] == "rate", "A backed off: %r" % a)
+    eq(env.curl(args).headers.get("x-aor-key"), "B", "the next request goes to B")
+
+
 def test_streams_cut_after_the_first_byte_escalate_and_open_the_circuit(env):
     """A stream cut after its first event is a failure only (§5.3): not a success first.
     Before, the first event recorded a success (clearing the curve, closing the circuit,
