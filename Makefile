@@ -31,6 +31,12 @@ SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recove
 BASE_CFLAGS := $(filter-out -O2,$(BASE_CFLAGS)) -O1
 LTO_FLAGS :=
 endif
+# clang's LTO objects are LLVM bitcode that gcc-ar cannot index: clang builds go without.
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null)),)
+LTO_FLAGS :=
+endif
+# An archive of gcc LTO objects needs gcc-ar (the LTO plugin) for its symbol index.
+ARCHIVER = $(if $(LTO_FLAGS),gcc-ar,ar)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 # aord does not link libcurl (it loads it only when a proxy needs it: daemon/curl_api.h)
@@ -96,7 +102,7 @@ $(BUILD)/shimobj/%.o: %.c
 
 $(BUILD)/libaorcommon.a: $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && gcc-ar rcs $@ $^
+	rm -f $@ && $(ARCHIVER) rcs $@ $^
 
 $(BUILD)/aord: $(AORD_OBJS) $(LLHTTP_OBJS) $(BUILD)/libaorcommon.a
 	$(CC) $(LTO_FLAGS) $(SAN_FLAGS) -o $@ $^ $(AORD_LIBS) $(LDFLAGS)

@@ -5,8 +5,9 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
-static const char *const places[] = {AOR_SYSCA_BUNDLE, "/etc/pki/tls/certs/ca-bundle.crt",
-                                     "/etc/pki/tls/cert.pem", "/etc/ssl/cert.pem"};
+/* Only the file bundle.pem is built from when it exists (daemon/tls_ca.c): another
+ * distribution's place may hold a bundle of the user's own on this machine. */
+static const char *const places[] = {AOR_SYSCA_BUNDLE};
 
 int aor_sysca_is_bundle(const char *path) {
     if (path == NULL || path[0] == '\0')

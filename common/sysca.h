@@ -9,9 +9,10 @@
 #define AOR_SYSCA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 /* 1 when path names the system's CA bundle: the same file (device and inode, after
- * symbolic links) as AOR_SYSCA_BUNDLE or another distribution's place for it (Fedora's
- * /etc/pki/tls/certs/ca-bundle.crt and /etc/pki/tls/cert.pem, Alpine's and macOS's
- * /etc/ssl/cert.pem). bundle.pem is that bundle plus aor's CA, so a variable pointing
+ * symbolic links) as AOR_SYSCA_BUNDLE, the file aord builds bundle.pem from when it
+ * exists (daemon/tls_ca.c; other distributions' places are not taken: there such a path
+ * may hold a bundle of the user's own). bundle.pem is that bundle plus aor's CA, so a
+ * variable pointing
  * there loses nothing when it points at bundle.pem instead, and is not "set to
  * something else" in the sense of spec §2. 0 otherwise: NULL, empty, a file that cannot
  * be stat'ed, any other file. Keeps errno. Async-signal-unsafe only in that it calls

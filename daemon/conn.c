@@ -100,9 +100,12 @@ static void update_rev(aor_conn *c) {
 static void update_wev(aor_conn *c) {
     int want = (evbuffer_get_length(c->out) > 0 && !c->write_wants_read) || c->read_wants_write;
     int pending = event_pending(c->wev, EV_WRITE, NULL);
-    if (want && !pending)
+    if (want && !pending) {
         event_add(c->wev, NULL);
-    else if (!want && pending)
+        /* The client gets the whole period from here to take a byte (on_idle): writes
+         * that went straight out before counted no activity. */
+        c->io_count++;
+    } else if (!want && pending)
         event_del(c->wev);
 }
 

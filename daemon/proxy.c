@@ -138,6 +138,8 @@ static void hb_free(hblock *hb);
 static int start_next(aor_proxy *p);
 static void flush_bookkeeping(aor_proxy *p);
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s);
+static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise);
+static void redact(const aor_proxy *p, char *text, size_t cap);
 
 #define HDR_CHUNK 2048  /* bytes of names and values in a header set's first block */
 #define HDR_KEEP_MAX 64 /* a recycled set keeps arrays of up to this many headers */
@@ -320,9 +322,10 @@ static void proxy_free(aor_proxy *p) {
     flush_bookkeeping(p);
     if (p->ok_at_end) {
         /* The client left while a 2xx answer was still coming: no sign of an upstream
-         * failure, so it counts as the success it was so far. */
+         * failure, so it counts as the success it was so far (unless its last event was
+         * an error event: an SDK closes as soon as it reads one). */
         p->ok_at_end = 0;
-        record(p, p->cand, AOR_KIND_OK, -1);
+        record_stream_end(p, p->cand, AOR_KIND_OK);
     }
     if (p->x)
         aor_xfer_cancel(p->x);
@@ -337,6 +340,7 @@ static void proxy_free(aor_proxy *p) {
     }
     free(p->upstream_body);
     free(p->sse_tail);
+    p->sse_tail = NULL;
     aor_sequence_free(&p->seq);
     hset_clear(&p->last_hdrs);
     if (p->last_body)
@@ -889,17 +893,6 @@ static int tail_event_counts(const char *ev, size_t len) {
            !(len == 11 && memcmp(ev, "data:[DONE]", 11) == 0);
 }
 
-/* The end of the SSE event that starts at s (past its blank line: LF LF or CRLF CRLF),
- * or end when it has none. */
-static const char *event_end(const char *s, const char *end) {
-    const char *b1 = memmem(s, (size_t)(end - s), "\n\n", 2);
-    const char *b2 = memmem(s, (size_t)(end - s), "\r\n\r\n", 4);
-    const char *e = b1 ? b1 + 2 : end;
-    if (b2 && b2 + 4 < e)
-        e = b2 + 4;
-    return e;
-}
-
 /* At the clean end of a forwarded SSE answer: 1 when its last event is an error event
  * (verdict in *v). A provider that fails in the middle of a stream sends one and ends
  * it (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is
@@ -910,26 +903,55 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     char *buf = n ? malloc(n) : NULL;
     if (!buf)
         return 0;
-    size_t start = (p->tail_total - n) % SSE_TAIL_MAX;
-    size_t first = n < SSE_TAIL_MAX - start ? n : SSE_TAIL_MAX - start;
-    memcpy(buf, p->sse_tail + start, first);
+    size_t at = (p->tail_total - n) % SSE_TAIL_MAX;
+    size_t first = n < SSE_TAIL_MAX - at ? n : SSE_TAIL_MAX - at;
+    memcpy(buf, p->sse_tail + at, first);
     memcpy(buf + first, p->sse_tail, n - first);
-    const char *s = buf, *end = buf + n, *last = NULL;
+    /* One pass over the bytes, an event ending at each LF LF or CRLF CRLF. When more went
+     * in than the ring holds, its first 4 bytes only tell whether an event starts right
+     * after them (start < 0: inside an event, not known where it began). */
+    size_t from = p->tail_total > SSE_TAIL_MAX ? 4 : 0;
+    long start = from ? -1 : 0;
+    const char *last = NULL;
     size_t last_len = 0;
-    /* The ring starts inside an event when more went in: from the first boundary on. */
-    if (p->tail_total > SSE_TAIL_MAX)
-        s = event_end(s, end);
-    while (s < end) {
-        const char *e = event_end(s, end);
-        if (tail_event_counts(s, (size_t)(e - s))) {
-            last = s;
-            last_len = (size_t)(e - s);
+    for (size_t i = from ? from - 1 : 0; i < n; i++) {
+        if (buf[i] != '\n')
+            continue;
+        int blank = (i >= 1 && buf[i - 1] == '\n') ||
+                    (i >= 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r');
+        if (!blank)
+            continue;
+        if (start >= 0 && tail_event_counts(buf + start, i + 1 - (size_t)start)) {
+            last = buf + start;
+            last_len = i + 1 - (size_t)start;
         }
-        s = e;
+        start = (long)(i + 1);
+    }
+    /* A last event without its blank line (the stream ended right after it). */
+    if (start >= 0 && (size_t)start < n && tail_event_counts(buf + start, n - (size_t)start)) {
+        last = buf + start;
+        last_len = n - (size_t)start;
     }
     int failed = last && event_is_error(p, last, last_len, v);
     free(buf);
     return failed;
+}
+
+/* Records the attempt of a forwarded answer at its end: the failure its last SSE event
+ * names when that is an error event (sse_tail_failed), else `otherwise` (success at a
+ * clean end or when the client left; transient when the upstream cut it). */
+static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise) {
+    aor_verdict ev;
+    if (p->sse_tail && sse_tail_failed(p, &ev)) {
+        redact(p, ev.reason, sizeof ev.reason);
+        aor_info("%s/%s: the stream ended with an error event -> %s (%s)", cand_provider(p, cand),
+                 cand->key_name, aor_kind_name(ev.kind), ev.reason);
+        if (otherwise == AOR_KIND_OK)
+            p->d->m.attempt_fail++;
+        record(p, cand, ev.kind, ev.hint_s);
+        return;
+    }
+    record(p, cand, otherwise, -1);
 }
 
 static size_t on_up_data(void *arg, const char *data, size_t len) {
@@ -1062,7 +1084,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
                      "client's response without its terminator",
                      prov, cand->key_name, errtext);
             p->d->m.attempt_fail++;
-            record(p, cand, AOR_KIND_TRANSIENT, -1);
+            record_stream_end(p, cand, AOR_KIND_TRANSIENT);
             p->ok_at_end = 0;
             abort_client(p);
             return;
@@ -1070,16 +1092,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         p->answer_done = 1;
         if (p->ok_at_end) {
             p->ok_at_end = 0;
-            aor_verdict ev;
-            if (p->sse_tail && sse_tail_failed(p, &ev)) {
-                redact(p, ev.reason, sizeof ev.reason);
-                aor_info("%s/%s: the stream ended with an error event -> %s (%s)", prov,
-                         cand->key_name, aor_kind_name(ev.kind), ev.reason);
-                p->d->m.attempt_fail++;
-                record(p, cand, ev.kind, ev.hint_s);
-            } else {
-                record(p, cand, AOR_KIND_OK, -1);
-            }
+            record_stream_end(p, cand, AOR_KIND_OK);
         }
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
