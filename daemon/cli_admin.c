@@ -477,7 +477,10 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
         if (sock_up)
             fprintf(f,
                     "aord: up%s, socket %s, but its admin API at http://%s does not answer: "
-                    "%s\n",
+                    "%s\n"
+                    "  (aor takes that address from the config file; aord keeps the one it "
+                    "started with until it restarts, also after a SIGHUP: if [daemon] listen "
+                    "changed since, restart aord)\n",
                     pidtxt, t.socket_path, t.listen, err);
         else
             fprintf(f,

@@ -184,3 +184,21 @@ def test_backoff_unknown_subcommand_is_named(env):
     rc, out, err = aor(env, "backoff", "reset")
     eq(rc, 2, "reset without PROVIDER")
     check("PROVIDER is required" in err, err)
+
+
+def test_status_after_a_reload_that_moved_listen_says_why(env):
+    """QA: after [daemon] listen changed and a SIGHUP, aord stays on its old address (it
+    says so in its log) while `aor status` reads the new one from the file and found no
+    admin API there, with no word on why. Now it says: restart aord."""
+    mock, d = setup(env)
+    newport = aortest.free_port()
+    text = open(env.config_path).read()
+    open(env.config_path, "w").write(
+        text.replace("listen = 127.0.0.1:%d" % d.port, "listen = 127.0.0.1:%d" % newport))
+    n = d.stderr_text().count("take effect at the next start")
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: d.stderr_text().count("take effect at the next start") > n,
+                       what="aord says the address stays until the next start")  # fmt: skip
+    rc, out, err = aor(env, "status")
+    eq(rc, 1, "aor status cannot reach the admin API (stdout %r)" % out)
+    check("does not answer" in out and "restart aord" in out, "and says why: %r" % out)
