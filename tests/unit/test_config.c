@@ -1101,9 +1101,10 @@ static void test_env_file_syntax_errors(void **state) {
     assert_null(strstr(errs, "bare-secret"));
     assert_null(strstr(errs, "hidden-value"));
     /* TEST_KEY_A is in the file: no "add it to env_file" for it (QA), but that the file
-     * could not be read for it. */
+     * is not used because of its errors (QA: it said "could not be read", though it was). */
     assert_null(strstr(errs, "add it to env_file"));
     assert_non_null(strstr(errs, "TEST_KEY_A is not set, and env_file"));
+    assert_non_null(strstr(errs, "is not used: it has errors"));
     free(errs);
     free(path);
     free(text);
