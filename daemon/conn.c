@@ -1,7 +1,5 @@
 #include "conn.h"
 
-#include "clock.h"
-
 #include "admin.h"
 #include "dialect.h"
 #include "guard.h"
@@ -56,7 +54,6 @@ struct aor_conn {
     struct event *idle_ev;
     unsigned long io_count; /* read or write readiness seen, answers finished */
     unsigned long io_seen;  /* io_count when idle_ev last fired */
-    double idle_since;      /* aor_clock_now() when idle_ev last saw io_count move */
     int reading;            /* rev is wanted (read_enable) */
     int read_wants_write;   /* SSL_read asked for a writable socket */
     int write_wants_read;   /* SSL_write asked for a readable socket */
@@ -458,28 +455,20 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
     return gone;
 }
 
-/* Looks every IDLE_TIMEOUT_S; every second under the test clock (spec §9), which only
- * POST /admin/api/clock/advance moves, so a test can make a connection idle. */
 static void idle_arm(aor_conn *c) {
-    struct timeval tv = {aor_clock_is_fake() ? 1 : IDLE_TIMEOUT_S, 0};
+    struct timeval tv = {IDLE_TIMEOUT_S, 0};
     event_add(c->idle_ev, &tv);
 }
 
-/* A connection with no activity (io_count) for IDLE_TIMEOUT_S on aord's clock is closed
- * when the client took no byte of its answer in that time (it reads nothing, also after
- * a half-close), or when it sent nothing and no request is in flight (idle; a long
- * answer, a stream, is not idle). The activity is noticed at the next look, so a
- * connection ends IDLE_TIMEOUT_S to twice that after its last activity. */
+/* Every IDLE_TIMEOUT_S: a connection with no activity since the last look (io_count) is
+ * closed when the client took no byte of its answer in that time (it reads nothing, also
+ * after a half-close), or when it sent nothing and no request is in flight (idle; a
+ * long answer, a stream, is not idle). A connection ends IDLE_TIMEOUT_S to twice that
+ * after its last activity. */
 static void on_idle(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
-    double now = aor_clock_now();
     if (c->io_count != c->io_seen) {
         c->io_seen = c->io_count;
-        c->idle_since = now;
-        idle_arm(c);
-        return;
-    }
-    if (now - c->idle_since < IDLE_TIMEOUT_S - 0.5) { /* (the timer may fire a little early) */
         idle_arm(c);
         return;
     }
@@ -623,7 +612,6 @@ static aor_conn *conn_new(aor_daemon *d, int fd, SSL *ssl) {
         d->conns->prev = c;
     d->conns = c;
     read_enable(c, 1);
-    c->idle_since = aor_clock_now();
     idle_arm(c);
     return c;
 fail:

@@ -9,7 +9,6 @@ before a half-close are all answered, and a connection still in the preamble sta
 freed at shutdown. Also guards the new paths: slow TLS readers get every byte once, a
 pipelined burst over TLS is answered in order, an HTTP/1.0 answer over TLS ends with
 close_notify."""
-import json
 import os
 import signal
 import socket
@@ -467,76 +466,3 @@ def test_end_that_comes_with_the_last_bytes_is_seen(env):
                        what="aord dropped the 5 reset connections")
     no_sanitizer_report(d)
     up.close()
-
-
-# --- the client connection's idle timer (daemon/conn.c on_idle) -------------------------
-
-
-def _idle_setup(env):
-    from test_routing import setup
-
-    mock, d = setup(env)  # on the test clock
-    return mock, d
-
-
-def _chat_bytes(stream=False):
-    body = json.dumps({"model": "gpt-4o-mini", "stream": stream,
-                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
-    return ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            "Authorization: Bearer client-1\r\nContent-Type: application/json\r\n"
-            "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode()  # fmt: skip
-
-
-def _closed_within(s, secs):
-    """True when the peer closes s within secs (bytes read meanwhile are dropped)."""
-    s.settimeout(0.2)
-    end = time.monotonic() + secs
-    while time.monotonic() < end:
-        try:
-            if not s.recv(65536):
-                return True
-        except socket.timeout:
-            continue
-        except OSError:
-            return True
-    return False
-
-
-def test_idle_client_connection_closes_after_300_s(env):
-    """A keep-alive client that sends nothing for 300 s (aord's clock) with no request in
-    flight is closed; at 150 s it is not."""
-    mock, d = _idle_setup(env)
-    s = socket.create_connection(("127.0.0.1", d.port))
-    s.sendall(_chat_bytes())
-    s.settimeout(10)
-    check(s.recv(65536).startswith(b"HTTP/1.1 200"), "answered")
-    time.sleep(1.5)  # the timer sees the request's activity
-    d.advance(150)
-    check(not _closed_within(s, 2.5), "still open after 150 s idle")
-    d.advance(151)
-    check(_closed_within(s, 5), "closed after 301 s idle")
-    s.close()
-
-
-def test_a_request_waiting_for_its_answer_is_not_idle(env):
-    """A stream that waits upstream for 400 s (the client reads nothing new, sends
-    nothing) keeps its connection: it is not idle; it ends as it should."""
-    mock, d = _idle_setup(env)
-    mock.script("secret-A", [{"kind": "gated_stream", "events": 3, "gate": "g"}])
-    s = socket.create_connection(("127.0.0.1", d.port))
-    s.sendall(_chat_bytes(stream=True))
-    s.settimeout(10)
-    got = s.recv(65536)
-    check(got.startswith(b"HTTP/1.1 200"), "the stream started: %r" % got[:40])
-    time.sleep(1.5)
-    d.advance(400)
-    check(not _closed_within(s, 2.5), "still open while its answer is under way")
-    mock.gate("g")
-    s.settimeout(10)
-    while b"[DONE]" not in got:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    check(b"[DONE]" in got, "the stream completed: %r" % got[-80:])
-    s.close()
