@@ -455,8 +455,20 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
     return gone;
 }
 
+/* The idle period in seconds: IDLE_TIMEOUT_S, or a shorter AOR_CLIENT_IDLE_S (a test
+ * hook: tests/e2e/test_conn_io.py), read once. */
+static int idle_period(void) {
+    static int period;
+    if (!period) {
+        const char *e = getenv("AOR_CLIENT_IDLE_S");
+        long v = e ? strtol(e, NULL, 10) : 0;
+        period = v >= 1 && v <= IDLE_TIMEOUT_S ? (int)v : IDLE_TIMEOUT_S;
+    }
+    return period;
+}
+
 static void idle_arm(aor_conn *c) {
-    struct timeval tv = {IDLE_TIMEOUT_S, 0};
+    struct timeval tv = {idle_period(), 0};
     event_add(c->idle_ev, &tv);
 }
 
@@ -473,7 +485,7 @@ static void on_idle(evutil_socket_t fd, short what, void *arg) {
         return;
     }
     if (event_pending(c->wev, EV_WRITE, NULL)) {
-        aor_debug("client took no byte for %d s: closed", IDLE_TIMEOUT_S);
+        aor_debug("client took no byte for %d s: closed", idle_period());
         conn_release(c);
         return;
     }

@@ -9,6 +9,7 @@ before a half-close are all answered, and a connection still in the preamble sta
 freed at shutdown. Also guards the new paths: slow TLS readers get every byte once, a
 pipelined burst over TLS is answered in order, an HTTP/1.0 answer over TLS ends with
 close_notify."""
+import json
 import os
 import signal
 import socket
@@ -466,3 +467,94 @@ def test_end_that_comes_with_the_last_bytes_is_seen(env):
                        what="aord dropped the 5 reset connections")
     no_sanitizer_report(d)
     up.close()
+
+
+# --- the client connection's idle timer (daemon/conn.c on_idle) -------------------------
+
+
+def _idle_world(env):
+    """aord in front of a mock provider, the client idle period cut to 2 s (the test hook
+    AOR_CLIENT_IDLE_S; 300 s otherwise)."""
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\n"
+        "dialect = openai\nbase_url = %s\nintercept = api.openai.com\nca_file = %s\n"
+        "keys = A\nmodels = gpt-4o-mini\n" % (port, mock.url, mock.ca_path))
+    d = env.start_daemon(extra_env={"AOR_CLIENT_IDLE_S": "2"})
+    return mock, d
+
+
+def _chat_bytes(stream=False):
+    body = json.dumps({"model": "gpt-4o-mini", "stream": stream,
+                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+    return ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Authorization: Bearer client-1\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode()  # fmt: skip
+
+
+def _read_until(s, marker, secs):
+    """Bytes read from s until marker is in them, the peer closes, or secs pass."""
+    got, end = b"", time.monotonic() + secs
+    s.settimeout(0.2)
+    while marker not in got and time.monotonic() < end:
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            continue
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def _closed_within(s, secs):
+    """True when the peer closes s within secs (bytes read meanwhile are dropped)."""
+    s.settimeout(0.2)
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        try:
+            if not s.recv(65536):
+                return True
+        except socket.timeout:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def test_idle_client_connection_is_closed_after_its_period(env):
+    """A keep-alive client that sends nothing with no request in flight is closed one to
+    two idle periods after its last activity (2 s here), not before."""
+    mock, d = _idle_world(env)
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(_chat_bytes())
+    got = _read_until(s, b"}", 10)
+    check(got.startswith(b"HTTP/1.1 200"), "answered: %r" % got[:40])
+    t0 = time.monotonic()
+    check(not _closed_within(s, 1.5), "open 1.5 s after the answer")
+    check(_closed_within(s, 6), "closed when idle")
+    took = time.monotonic() - t0
+    check(took <= 5.5, "within two periods of the answer (%.1f s)" % took)
+    s.close()
+
+
+def test_requests_waiting_upstream_are_not_idle(env):
+    """A request whose answer takes three idle periods to start, and a stream that waits
+    upstream as long between its events, keep their connection (neither is idle)."""
+    mock, d = _idle_world(env)
+    mock.script("secret-A", [{"kind": "slow_first_byte", "delay_ms": 6000}])
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(_chat_bytes())
+    got = _read_until(s, b"}", 15)
+    check(got.startswith(b"HTTP/1.1 200"), "the slow answer came: %r" % got[:40])
+    mock.script("secret-A", [{"kind": "gated_stream", "events": 3, "gate": "g"}])
+    s.sendall(_chat_bytes(stream=True))
+    got = _read_until(s, b"data:", 10)
+    check(got.startswith(b"HTTP/1.1 200"), "the stream started: %r" % got[:40])
+    time.sleep(6)
+    mock.gate("g")
+    got += _read_until(s, b"[DONE]", 10)
+    check(b"[DONE]" in got, "the stream completed on the same connection: %r" % got[-80:])
+    s.close()
