@@ -202,6 +202,10 @@ static aor_kind decide_error(long status, const errinfo *e, int dialect_like, in
     if (is4xx && !dialect_like && status != 402 && status != 403 && status != 408 &&
         status != 413 && status != 429 && (html || status == 404 || status == 405))
         return AOR_KIND_CONFIG;
+    /* 501 without the dialect's shape: a web server that does not take POST (python -m
+     * http.server, a static site), not a provider's outage. */
+    if (status == 501 && !dialect_like)
+        return AOR_KIND_CONFIG;
     if (in_flight(e))
         return AOR_KIND_TRANSIENT;
     if (is4xx && (any_code(e, is_quota_code) || e->per_day || e->limit_source))
