@@ -18,6 +18,48 @@
 
 /* ---- whole-file checks (§3.1 rules 1-5) --------------------------------------------------- */
 
+extern char **environ;
+
+/* A set, non-empty environment variable whose name is close to name (a typo in `env =`),
+ * copied into buf (cap bytes); NULL when none is, or out of memory. Names only: a value
+ * is never looked at beyond its first byte. */
+static const char *near_env_name(const char *name, char *buf, size_t cap) {
+    size_t n = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    char *store = NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += strlen(environ[i]) + 1;
+    store = malloc(total ? total : 1);
+    const char *hint = NULL;
+    if (!names || !store)
+        goto out;
+    size_t k = 0, off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(environ[i], '=');
+        if (!eq || eq == environ[i] || !eq[1])
+            continue; /* no name, or empty */
+        size_t l = (size_t)(eq - environ[i]);
+        memcpy(store + off, environ[i], l);
+        store[off + l] = '\0';
+        names[k++] = store + off;
+        off += l + 1;
+    }
+    hint = aor_cfg_suggest(name, names, k);
+    if (hint && strcmp(hint, name) != 0 && strlen(hint) < cap) {
+        snprintf(buf, cap, "%s", hint);
+        hint = buf;
+    } else {
+        hint = NULL;
+    }
+out:
+    free(names);
+    free(store);
+    return hint;
+}
+
 /* ef: the env_file's variables, or NULL (none, or ef_failed: it has errors of its own). */
 static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_failed) {
     aor_config *cfg = c->cfg;
@@ -62,11 +104,15 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
             continue;
         }
         if (!val || !*val) {
+            char nbuf[256];
+            const char *near = near_env_name(k->env, nbuf, sizeof nbuf);
             aor_cfg_err(c->errs, env_line,
-                        "key \"%s\": environment variable %s is not set or empty (aord reads "
-                        "it from its own environment when it starts: export it before starting "
-                        "aord, or %s env_file)",
-                        k->name, k->env, cfg->env_file ? "add it to" : "put it in a file named by");
+                        "key \"%s\": environment variable %s is not set or empty%s%s%s (aord "
+                        "reads it from its own environment when it starts: export it before "
+                        "starting aord, or %s env_file)",
+                        k->name, k->env, near ? "; did you mean " : "", near ? near : "",
+                        near ? ", which is set?" : "",
+                        cfg->env_file ? "add it to" : "put it in a file named by");
             continue;
         }
         k->secret = strdup(val);

@@ -539,6 +539,24 @@ static void test_models_mapping(void **state) {
 
 /* ---- §3.1 rules ------------------------------------------------------------------------- */
 
+/* A typo in `env =` names the set variable it probably meant (QA), by name only. */
+static void test_rule1_env_typo_hint(void **state) {
+    setenv("QA_OPENAI_KEY", "sk-typo-hint-secret-0123456789", 1);
+    const char *text = "[key \"a\"]\n"
+                       "env = QA_OPENAI_KYE\n"
+                       "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                       "keys = a\nmodels = *\n";
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 2,
+               "QA_OPENAI_KYE is not set or empty; did you mean QA_OPENAI_KEY, "
+               "which is set?");
+    assert_null(strstr(errs, "sk-typo-hint-secret"));
+    free(errs);
+    free(path);
+    unsetenv("QA_OPENAI_KEY");
+}
+
 static void test_rule1_env_not_set(void **state) {
     setenv("TEST_KEY_B", "", 1);
     const char *text = "[key \"a\"]\n"
@@ -1295,6 +1313,7 @@ int main(void) {
         T(test_bad_values_each_reported),
         T(test_base_url_rejects_credentials_without_echo),
         T(test_models_mapping),
+        T(test_rule1_env_typo_hint),
         T(test_rule1_env_not_set),
         T(test_secrets_optional_for_clients),
         T(test_too_many_intercept_hosts),
