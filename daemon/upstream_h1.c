@@ -912,8 +912,14 @@ static void tls_handshake(h1_conn *c) {
     long vr = SSL_get_verify_result(c->ssl);
     const char *te = tls_error(ebuf, sizeof ebuf);
     if (vr != X509_V_OK)
-        xfer_fail_later(x, CURLE_PEER_FAILED_VERIFICATION, "TLS certificate of %s not accepted: %s",
-                        x->o->prefix, X509_verify_cert_error_string(vr));
+        xfer_fail_later(x, CURLE_PEER_FAILED_VERIFICATION,
+                        "TLS certificate of %s not accepted: %s%s", x->o->prefix,
+                        X509_verify_cert_error_string(vr),
+                        vr == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+                                vr == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
+                                vr == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
+                            ? " (a private CA? set ca_file)"
+                            : "");
     else
         xfer_fail_later(x, CURLE_SSL_CONNECT_ERROR, "TLS handshake with %s failed: %s",
                         x->o->prefix,

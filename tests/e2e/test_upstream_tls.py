@@ -327,3 +327,31 @@ def test_content_length_answer_cut_without_close_notify_is_not_complete(env):
     check(b"content-length: 1000" in head.lower(), "the upstream's length is forwarded: %r" % head)
     eq(len(body), 400, "body bytes before the client's connection is closed")
     up.close()
+
+
+def test_a_private_ca_without_ca_file_says_what_to_set(env):
+    """QA: an upstream whose certificate comes from a private CA, with no ca_file, gave
+    "unable to get local issuer certificate" and no word on the fix. The 502 names
+    ca_file."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\n"
+        "dialect = openai\nbase_url = %s\nkeys = A\nmodels = gpt-4o-mini\n" % (port, mock.url))
+    env.start_daemon()
+    body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/chat/completions" % port,
+                                 data=body.encode(), headers={"Content-Type": "application/json",
+                                                              "Authorization": "Bearer c"})  # fmt: skip
+    try:
+        urllib.request.urlopen(req, timeout=30)
+        status, text = 200, ""
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode("utf-8", "replace")
+    eq(status, 502, "no trusted certificate: 502 (%s)" % text)
+    check("ca_file" in text and "not accepted" in text, "the answer names ca_file: %r" % text)
