@@ -20,10 +20,10 @@
 
 extern char **environ;
 
-/* A set, non-empty environment variable whose name is close to name (a typo in `env =`),
- * copied into buf (cap bytes); NULL when none is, or out of memory. Names only: a value
- * is never looked at beyond its first byte. */
-static const char *near_env_name(const char *name, char *buf, size_t cap) {
+/* A set, non-empty environment variable whose name is close to name (a typo in `env =`)
+ * and that no key of cfg names already, copied into buf (cap bytes); NULL when none is,
+ * or out of memory. Names only: a value is never looked at beyond its first byte. */
+static const char *near_env_name(const aor_config *cfg, const char *name, char *buf, size_t cap) {
     size_t n = 0;
     for (char **e = environ; e && *e; e++)
         n++;
@@ -44,6 +44,11 @@ static const char *near_env_name(const char *name, char *buf, size_t cap) {
         size_t l = (size_t)(eq - environ[i]);
         memcpy(store + off, environ[i], l);
         store[off + l] = '\0';
+        int taken = 0;
+        for (size_t j = 0; j < cfg->nkeys && !taken; j++)
+            taken = cfg->keys[j].env && strcmp(cfg->keys[j].env, store + off) == 0;
+        if (taken)
+            continue; /* another key's: "did you mean" it would only make a second error */
         names[k++] = store + off;
         off += l + 1;
     }
@@ -105,7 +110,7 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
         }
         if (!val || !*val) {
             char nbuf[256];
-            const char *near = near_env_name(k->env, nbuf, sizeof nbuf);
+            const char *near = near_env_name(cfg, k->env, nbuf, sizeof nbuf);
             aor_cfg_err(c->errs, env_line,
                         "key \"%s\": environment variable %s is not set or empty%s%s%s (aord "
                         "reads it from its own environment when it starts: export it before "

@@ -554,6 +554,14 @@ static void test_rule1_env_typo_hint(void **state) {
     assert_null(strstr(errs, "sk-typo-hint-secret"));
     free(errs);
     free(path);
+    /* A variable another key names is no hint: that would be a second error. */
+    const char *two = "[key \"a\"]\nenv = QA_OPENAI_KEY\n[key \"b\"]\nenv = QA_OPENAI_KEZ\n"
+                      "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                      "keys = a, b\nmodels = *\n";
+    errs = load_err(two, &path);
+    assert_err(errs, path, 4, "QA_OPENAI_KEZ is not set or empty (aord");
+    free(errs);
+    free(path);
     unsetenv("QA_OPENAI_KEY");
 }
 
