@@ -349,6 +349,8 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
             (!have_backoff_kind || row.last_failure >= latest_failure)) {
             latest_failure = row.last_failure;
             seq->last_kind = row.last_error_kind;
+            seq->last_provider = pname;
+            seq->last_key = cs[r].c.key_name;
             have_backoff_kind = 1;
         } else if (!bo_blocked) {
             other_dropped = 1;

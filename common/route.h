@@ -27,20 +27,22 @@ typedef struct {
 typedef struct {
     aor_candidate *items; /* usable candidates in the order to try */
     size_t n;
-    size_t dropped;        /* candidates dropped for backoff / open circuit / exhausted
-                              usage window */
-    double earliest_until; /* earliest time (Unix s) a dropped candidate is usable again:
-                              the latest of its backoff until, its circuit until and its
-                              usage window reset (0 when none dropped); §5.6 Retry-After */
-    aor_kind last_kind;    /* last_error_kind of the backoff row that failed most
-                              recently among the dropped candidates (also an expired row
-                              of a key behind an open circuit); AOR_KIND_RATE when no
-                              dropped candidate has a row (exhausted usage windows, or
-                              circuits without rows); AOR_KIND_OK when nothing was
-                              dropped */
-    int usage_only;        /* 1 when the dropped candidates were held back by exhausted
-                              usage windows (§6) only: no backoff row, no circuit */
-    char *scratch;         /* storage for passthrough key names; internal */
+    size_t dropped;            /* candidates dropped for backoff / open circuit / exhausted
+                                  usage window */
+    double earliest_until;     /* earliest time (Unix s) a dropped candidate is usable again:
+                                  the latest of its backoff until, its circuit until and its
+                                  usage window reset (0 when none dropped); §5.6 Retry-After */
+    aor_kind last_kind;        /* last_error_kind of the backoff row that failed most
+                                  recently among the dropped candidates (also an expired row
+                                  of a key behind an open circuit); AOR_KIND_RATE when no
+                                  dropped candidate has a row (exhausted usage windows, or
+                                  circuits without rows); AOR_KIND_OK when nothing was
+                                  dropped */
+    int usage_only;            /* 1 when the dropped candidates were held back by exhausted
+                                  usage windows (§6) only: no backoff row, no circuit */
+    const char *last_provider; /* the provider and key of the row last_kind is from, or */
+    const char *last_key;      /* NULL (borrowed: the config's / scratch, as key_name) */
+    char *scratch;             /* storage for passthrough key names; internal */
 } aor_sequence;
 
 typedef struct {

@@ -893,6 +893,15 @@ static int tail_event_counts(const char *ev, size_t len) {
            !(len == 11 && memcmp(ev, "data:[DONE]", 11) == 0);
 }
 
+/* Keeps the text of a failed attempt (v->reason, redacted already) for the "last failure"
+ * of a later all-backed-off answer (§5.6). */
+static void note_failure(aor_proxy *p, const aor_candidate *cand, const aor_verdict *v) {
+    char text[sizeof v->reason + 32];
+    snprintf(text, sizeof text, "%s (%s)", aor_kind_name(v->kind), v->reason);
+    if (aor_rstate_note_failure(p->d->rs, cand_provider(p, cand), cand->key_name, text) < 0)
+        aor_warn("out of memory keeping a failure's text");
+}
+
 /* At the clean end of a forwarded SSE answer: 1 when its last event is an error event
  * (verdict in *v). A provider that fails in the middle of a stream sends one and ends
  * it (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is
@@ -948,6 +957,7 @@ static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind 
                  cand->key_name, aor_kind_name(ev.kind), ev.reason);
         if (otherwise == AOR_KIND_OK)
             p->d->m.attempt_fail++;
+        note_failure(p, cand, &ev);
         record(p, cand, ev.kind, ev.hint_s);
         return;
     }
@@ -1084,6 +1094,10 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
                      "client's response without its terminator",
                      prov, cand->key_name, errtext);
             p->d->m.attempt_fail++;
+            aor_verdict cutv = {.kind = AOR_KIND_TRANSIENT, .hint_s = -1};
+            snprintf(cutv.reason, sizeof cutv.reason, "cut after the answer started: %s", errtext);
+            redact(p, cutv.reason, sizeof cutv.reason);
+            note_failure(p, cand, &cutv);
             record_stream_end(p, cand, AOR_KIND_TRANSIENT);
             p->ok_at_end = 0;
             abort_client(p);
@@ -1165,6 +1179,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     }
     /* Retryable: record and walk on. */
     p->d->m.attempt_fail++;
+    note_failure(p, cand, &v);
     record(p, cand, v.kind, v.hint_s);
     keep_last(p, &v);
     if (!p->cfg->auto_fallback) {
@@ -1539,6 +1554,21 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
     return p->x ? 0 : -1;
 }
 
+/* The "last failure" of an all-backed-off answer (§5.6): this request's own last failed
+ * attempt, else the text kept for the key whose backoff row failed last (its kind and
+ * reason: "transient (network: could not connect ...)"), else that row's kind alone. */
+static const char *last_failure_text(const aor_proxy *p) {
+    if (p->last_cand)
+        return p->last_verdict.reason;
+    const char *kind = aor_kind_name(p->seq.last_kind);
+    const char *t = p->seq.last_provider
+                        ? aor_rstate_failure_text(p->d->rs, p->seq.last_provider, p->seq.last_key)
+                        : NULL;
+    size_t kl = strlen(kind);
+    /* Only when it is of the row's kind: a failure recorded without text came after it. */
+    return t && strncmp(t, kind, kl) == 0 && t[kl] == ' ' ? t : kind;
+}
+
 static void answer_all_backed_off(aor_proxy *p, double earliest) {
     double now = aor_clock_now();
     double wait = earliest > now ? ceil(earliest - now) : 1;
@@ -1558,8 +1588,7 @@ static void answer_all_backed_off(aor_proxy *p, double earliest) {
                  "aor: every configured key for %s is backed off, its circuit is open or its "
                  "usage window is exhausted; the earliest is free again in %.0f s (last "
                  "failure: %s)",
-                 p->model ? p->model : "this request", wait,
-                 p->last_cand ? p->last_verdict.reason : aor_kind_name(p->seq.last_kind));
+                 p->model ? p->model : "this request", wait, last_failure_text(p));
     p->d->m.all_backed_off++;
     answer_local_error(p, 429, "aor_all_backed_off", msg, ra);
 }

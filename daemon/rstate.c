@@ -1,6 +1,7 @@
 #include "rstate.h"
 
 #include "log.h"
+#include "map.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,8 +15,23 @@ struct aor_rstate {
     aor_backoff *backoff;
     aor_breaker *breaker;
     aor_sticky *sticky;
-    aor_usage *usage; /* in memory only: never written to the store (usage.h) */
+    aor_usage *usage;  /* in memory only: never written to the store (usage.h) */
+    aor_map *failures; /* (provider, key) -> failure_text, in memory only */
 };
+
+#define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
+
+typedef struct {
+    char *provider, *key;
+    char text[160];
+} failure_text;
+
+static void failure_free(void *v) {
+    failure_text *f = v;
+    free(f->provider);
+    free(f->key);
+    free(f);
+}
 
 static aor_backoff_params backoff_params(const aor_config *cfg) {
     aor_backoff_params bp = {cfg->backoff_initial_s, cfg->backoff_max_s, cfg->quota_cooldown_s,
@@ -76,7 +92,45 @@ void aor_rstate_close(aor_rstate *rs) {
     aor_breaker_free(rs->breaker);
     aor_sticky_free(rs->sticky);
     aor_usage_free(rs->usage);
+    aor_map_free(rs->failures, failure_free);
     free(rs);
+}
+
+int aor_rstate_note_failure(aor_rstate *rs, const char *provider, const char *key,
+                            const char *reason) {
+    if (!rs || !provider || !key || !reason)
+        return 0;
+    if (!rs->failures && !(rs->failures = aor_map_new()))
+        return -1;
+    failure_text *f = aor_map_get(rs->failures, provider, key);
+    if (!f) {
+        if (aor_map_count(rs->failures) >= FAILURES_MAX) {
+            aor_map_free(rs->failures, failure_free);
+            if (!(rs->failures = aor_map_new()))
+                return -1;
+        }
+        f = calloc(1, sizeof *f);
+        if (f) {
+            f->provider = strdup(provider);
+            f->key = strdup(key);
+        }
+        if (!f || !f->provider || !f->key ||
+            aor_map_put(rs->failures, f->provider, f->key, f, NULL) != 0) {
+            if (f)
+                failure_free(f);
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    snprintf(f->text, sizeof f->text, "%s", reason);
+    return 0;
+}
+
+const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, const char *key) {
+    if (!rs || !rs->failures || !provider || !key)
+        return NULL;
+    const failure_text *f = aor_map_get(rs->failures, provider, key);
+    return f && f->text[0] ? f->text : NULL;
 }
 
 static int store_failed(aor_rstate *rs, const char *what) {

@@ -84,6 +84,17 @@ aor_sticky *aor_rstate_sticky(aor_rstate *rs);
  * The proxy feeds it with aor_usage_observe; aor_rstate_route_ctx passes it to routing. */
 aor_usage *aor_rstate_usage(aor_rstate *rs);
 
+/* Keeps reason (a verdict's reason: short text, no secret; copied, cut at 159 bytes) as
+ * the text of the latest failure of (provider, key), for the "last failure" of an
+ * all-backed-off answer (spec §5.6). In memory only; at most 4,096 pairs are kept (then
+ * the table starts over). Returns 0, or -1 (ENOMEM: nothing kept). */
+int aor_rstate_note_failure(aor_rstate *rs, const char *provider, const char *key,
+                            const char *reason);
+
+/* The text aor_rstate_note_failure kept for (provider, key), or NULL (borrowed: valid
+ * until the next note or aor_rstate_close). */
+const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, const char *key);
+
 /* Number of event writes since start (tests and /metrics). */
 unsigned long aor_rstate_writes(const aor_rstate *rs);
 

@@ -258,3 +258,28 @@ def test_anthropic_stream_event_by_event(env):
     eq(p.returncode, 0, "curl exit (%s)" % err.decode(errors="replace"))
     check(b"event: message_stop" in got, "stream completed")
     check(got.count(b"event: ") >= 6, "all events forwarded")
+
+
+def test_all_backed_off_says_what_the_last_failure_was(env):
+    """§5.6 "the last failure reason": not only its kind ("transient") but what happened
+    (QA: a new user with a wrong base_url saw "rate limit exceeded ... last failure:
+    transient" and had to read aord's log to learn that the connection was refused)."""
+    port = aortest.free_port()
+    closed = aortest.free_port()
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\n"
+        "dialect = openai\nbase_url = http://127.0.0.1:%d\nkeys = A\nmodels = gpt-4o-mini\n"
+        % (port, closed))  # fmt: skip
+    env.start_daemon(fake_clock=T0)
+    url = "http://127.0.0.1:%d/v1/chat/completions" % port
+    body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    args = [url, "-H", "Authorization: Bearer c", "-H", "Content-Type: application/json",
+            "-d", body]  # fmt: skip
+    r = env.curl(args, preload=False)
+    eq(r.status, 502, "the connection is refused: 502")
+    r = env.curl(args, preload=False)
+    eq(r.status, 429, "then everything is backed off")
+    msg = r.json()["error"]["message"]
+    check("last failure: transient (network:" in msg and "refused" in msg.lower(),
+          "the 429 says what failed: %r" % msg)  # fmt: skip

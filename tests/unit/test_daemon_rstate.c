@@ -298,6 +298,32 @@ static void test_reset_key_and_usage(void **state) {
     assert_int_equal(aor_usage_count(u), 0);
 }
 
+/* The text of a key's latest failure (§5.6 "last failure"): kept, replaced by the next,
+ * cut to its buffer, NULL for unknown pairs; past 4,096 pairs the table starts over. */
+static void test_failure_texts(void **state) {
+    fx *f = *state;
+    assert_null(aor_rstate_failure_text(f->rs, "p", "a"));
+    assert_int_equal(aor_rstate_note_failure(f->rs, "p", "a", "transient (network: refused)"), 0);
+    assert_string_equal(aor_rstate_failure_text(f->rs, "p", "a"), "transient (network: refused)");
+    assert_int_equal(aor_rstate_note_failure(f->rs, "p", "a", "rate (429)"), 0);
+    assert_string_equal(aor_rstate_failure_text(f->rs, "p", "a"), "rate (429)");
+    assert_null(aor_rstate_failure_text(f->rs, "p", "b"));
+    assert_null(aor_rstate_failure_text(f->rs, NULL, "a"));
+    char longer[400];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_int_equal(aor_rstate_note_failure(f->rs, "p", "a", longer), 0);
+    assert_int_equal(strlen(aor_rstate_failure_text(f->rs, "p", "a")), 159);
+    char key[32];
+    for (int i = 0; i < 4096; i++) {
+        snprintf(key, sizeof key, "client-%d", i);
+        assert_int_equal(aor_rstate_note_failure(f->rs, "p", key, "transient (x)"), 0);
+    }
+    /* 4,097 pairs: the table started over at the last one */
+    assert_null(aor_rstate_failure_text(f->rs, "p", "a"));
+    assert_string_equal(aor_rstate_failure_text(f->rs, "p", "client-4095"), "transient (x)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
@@ -308,6 +334,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_own_credentials_transient_does, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_texts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sticky_without_a_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_applies_parameters, setup, teardown),
