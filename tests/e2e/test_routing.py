@@ -287,6 +287,22 @@ def test_cut_stream_after_first_byte_is_an_error(env):
     check(row(d, "A") is not None, "the failure is recorded")
 
 
+def failed_streams_escalate(env, d, seen):
+    """Three streamed requests to key A, 0, 6 and 11 s apart, each answer checked by
+    seen(r), each a failure: the curve escalates (5, 10, 20 s), the third opens the
+    circuit, and no failed stream makes a sticky."""
+    windows = []
+    for wait in (0, 6, 11):
+        d.advance(wait) if wait else None
+        seen(chat(env, stream=True))
+        windows.append((row(d, "A")["window_s"], row(d, "A")["failure_count"]))
+    eq(windows, [(5, 1), (10, 2), (20, 3)], "the curve escalates")
+    st = d.state()
+    eq([(b["provider"], b["state"]) for b in st["breakers"]], [("p", "open")],
+       "three failures in 60 s open the circuit")  # fmt: skip
+    eq(st["sticky"], [], "a failed stream makes no sticky")
+
+
 def test_streams_that_end_with_an_error_event_are_failures(env):
     """QA: an error event after the first byte (OpenAI's data: {"error": ...}, then the
     stream's end) was recorded as a success: the backoff row was cleared, the key became
@@ -294,18 +310,12 @@ def test_streams_that_end_with_an_error_event_are_failures(env):
     is a failure of its kind (§4.1 transient for a 500 error object)."""
     mock, d = setup(env, keys=(("A", 0),))
     mock.script("secret-A", [{"kind": "sse_error_after", "events": 2, "times": -1}])
-    windows = []
-    for wait in (0, 6, 11):
-        d.advance(wait) if wait else None
-        r = chat(env, stream=True)
+
+    def seen(r):
         eq(r.status, 200, "the stream started")
         check('"error"' in r.body, "the client gets the error event: %r" % r.body[-300:])
-        windows.append((row(d, "A")["window_s"], row(d, "A")["failure_count"]))
-    eq(windows, [(5, 1), (10, 2), (20, 3)], "the curve escalates")
-    st = d.state()
-    eq([(b["provider"], b["state"]) for b in st["breakers"]], [("p", "open")],
-       "three failures in 60 s open the circuit")  # fmt: skip
-    eq(st["sticky"], [], "no sticky from a failed stream")
+
+    failed_streams_escalate(env, d, seen)
 
 
 def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
@@ -356,17 +366,8 @@ def test_streams_cut_after_the_first_byte_escalate_and_open_the_circuit(env):
     making the key sticky), so a provider whose streams always broke stayed at 5 s."""
     mock, d = setup(env, keys=(("A", 0),))
     mock.script("secret-A", [{"kind": "cut_after", "events": 2, "times": -1}])
-    windows = []
-    for wait in (0, 6, 11):
-        d.advance(wait) if wait else None
-        r = chat(env, stream=True)
-        check(r.rc != 0, "the client sees an error (rc %d)" % r.rc)
-        windows.append((row(d, "A")["window_s"], row(d, "A")["failure_count"]))
-    eq(windows, [(5, 1), (10, 2), (20, 3)], "the curve escalates")
-    st = d.state()
-    eq([(b["provider"], b["state"]) for b in st["breakers"]], [("p", "open")],
-       "three failures in 60 s open the circuit")
-    eq(st["sticky"], [], "a broken stream makes no sticky")
+    failed_streams_escalate(
+        env, d, lambda r: check(r.rc != 0, "the client sees an error (rc %d)" % r.rc))
     # A stream that ends cleanly is a success: the row goes, the key becomes sticky.
     d.admin("POST", "/admin/api/backoff/clear")
     mock.script("secret-A", [{"status": 200}])
