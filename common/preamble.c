@@ -38,11 +38,9 @@ static int ip_ok(const char *s, size_t n, char out[46]) {
     return inet_pton(AF_INET, out, tmp) == 1 || inet_pton(AF_INET6, out, tmp) == 1;
 }
 
-/* Port: 1..5 decimal digits, value 1..65535. Returns the port or -1. */
-static int port_parse(const char *s, size_t n) {
+int aor_preamble_port_parse(const char *s, size_t n) {
     char tmp[8];
-    char *end = NULL;
-    if (n == 0 || n > 5)
+    if (s == NULL || n == 0 || n > 5)
         return -1;
     for (size_t i = 0; i < n; i++) {
         if (s[i] < '0' || s[i] > '9')
@@ -50,9 +48,8 @@ static int port_parse(const char *s, size_t n) {
     }
     memcpy(tmp, s, n);
     tmp[n] = '\0';
-    errno = 0;
-    long v = strtol(tmp, &end, 10);
-    if (errno != 0 || end != tmp + n || v < 1 || v > 65535)
+    long v = strtol(tmp, NULL, 10); /* at most 5 digits: no overflow */
+    if (v < 1 || v > 65535)
         return -1;
     return (int)v;
 }
@@ -112,7 +109,7 @@ int aor_preamble_parse(const char *buf, size_t len, aor_preamble *out, const cha
     }
     if (!ip_ok(f[1], fl[1], tmp.ip))
         return fail(err, "preamble: ip is not an IPv4 or IPv6 address");
-    tmp.port = port_parse(f[2], fl[2]);
+    tmp.port = aor_preamble_port_parse(f[2], fl[2]);
     if (tmp.port < 0)
         return fail(err, "preamble: port is not a number in 1..65535");
     *out = tmp;

@@ -27,4 +27,10 @@ int aor_preamble_parse(const char *buf, size_t len, aor_preamble *out, const cha
  * no allocation. */
 int aor_preamble_format(char *buf, size_t buflen, const char *host, const char *ip, int port);
 
+/* Parses a decimal port: the n bytes at s (no NUL needed), 1 to 5 digits, no sign or
+ * space, value 1..65535. Returns the port, or -1 when it is anything else. Used for the
+ * preamble's port field (spec §7) and for the ports of the shim's host list and of the
+ * daemon's published address file (spec §2). */
+int aor_preamble_port_parse(const char *s, size_t n);
+
 #endif

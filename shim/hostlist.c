@@ -131,25 +131,6 @@ static int is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Port text (n bytes) 1..65535 -> value, or -1. */
-static int parse_port(const char *s, size_t n) {
-    char tmp[8];
-    char *end = NULL;
-    if (n == 0 || n > 5)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-    }
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    errno = 0;
-    long v = strtol(tmp, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
-        return -1;
-    return (int)v;
-}
-
 aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad) {
     int bad = 0;
     aor_hostlist *l = list_new();
@@ -175,7 +156,7 @@ aor_hostlist *aor_hostlist_parse(const char *spec, int *nbad) {
         char norm[AOR_HOST_MAX + 1];
         int nlen = aor_host_normalize(a, hlen, norm, sizeof(norm));
         if (colon != NULL)
-            port = parse_port(colon + 1, (size_t)(b - colon - 1));
+            port = aor_preamble_port_parse(colon + 1, (size_t)(b - colon - 1));
         if (nlen < 0 || port < 0) {
             bad++; /* also an empty entry ("a,,b", trailing comma) */
         } else {

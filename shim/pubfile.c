@@ -1,5 +1,6 @@
 /* libaor.so: parser for the daemon-published address set (see pubfile.h). */
 #include "pubfile.h"
+#include "preamble.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -44,24 +45,6 @@ static int field_is(const char *f, size_t fl, const char *word) {
     return fl == strlen(word) && memcmp(f, word, fl) == 0;
 }
 
-static int parse_port(const char *s, size_t n) {
-    char tmp[8];
-    char *end = NULL;
-    if (n == 0 || n > 5)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-    }
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    errno = 0;
-    long v = strtol(tmp, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
-        return -1;
-    return (int)v;
-}
-
 static int cmp_addr(const void *x, const void *y) {
     const struct pub_addr *a = x, *b = y;
     return aor_ip_cmp(&a->ip, &b->ip);
@@ -78,7 +61,7 @@ void aor_pubset_free(aor_pubset *s) {
 /* Handles one "a" line. 0 ok, 1 bad line, -1 out of memory. */
 static int add_addr(aor_pubset *s, const char *f[], const size_t fl[]) {
     aor_ip ip;
-    int port = parse_port(f[2], fl[2]);
+    int port = aor_preamble_port_parse(f[2], fl[2]);
     if (aor_ip_parse(f[1], fl[1], &ip) != 0 || port < 0)
         return 1;
     if (s->n >= AOR_PUBFILE_MAX_ADDRS)
@@ -142,7 +125,7 @@ aor_pubset *aor_pubset_parse(const char *buf, size_t len, int *nbad) {
             continue;
         }
         if (n == 3 && field_is(f[0], fl[0], "h")) {
-            int port = parse_port(f[2], fl[2]);
+            int port = aor_preamble_port_parse(f[2], fl[2]);
             if (port < 0 || aor_hostlist_add(s->hosts, f[1], fl[1], port) != 0) {
                 if (port >= 0 && errno == ENOMEM)
                     goto fail_nomem;

@@ -141,6 +141,21 @@ static void test_bad_port(void **state) {
     assert_int_equal(p.port, 1);
 }
 
+/* The shared port parser: only the n bytes given count, 1..65535, digits only. */
+static void test_port_parse(void **state) {
+    assert_int_equal(aor_preamble_port_parse("443", 3), 443);
+    assert_int_equal(aor_preamble_port_parse("4431", 3), 443);
+    assert_int_equal(aor_preamble_port_parse("00080", 5), 80);
+    assert_int_equal(aor_preamble_port_parse("65535", 5), 65535);
+    assert_int_equal(aor_preamble_port_parse("65536", 5), -1);
+    assert_int_equal(aor_preamble_port_parse("0", 1), -1);
+    assert_int_equal(aor_preamble_port_parse("", 0), -1);
+    assert_int_equal(aor_preamble_port_parse("000443", 6), -1);
+    assert_int_equal(aor_preamble_port_parse("+443", 4), -1);
+    assert_int_equal(aor_preamble_port_parse(" 443", 4), -1);
+    assert_int_equal(aor_preamble_port_parse(NULL, 3), -1);
+}
+
 static void test_format_errors(void **state) {
     char buf[AOR_PREAMBLE_MAX + 1];
     errno = 0;
@@ -174,6 +189,7 @@ int main(void) {
         cmocka_unit_test(test_host_limits),
         cmocka_unit_test(test_bad_ip),
         cmocka_unit_test(test_bad_port),
+        cmocka_unit_test(test_port_parse),
         cmocka_unit_test(test_format_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
