@@ -70,17 +70,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
-static const char *ossl_why(char *buf, size_t len) {
-    unsigned long e = ERR_peek_last_error();
-
-    if (e == 0)
-        (void)snprintf(buf, len, "no detail from OpenSSL");
-    else
-        ERR_error_string_n(e, buf, len);
-    ERR_clear_error();
-    return buf;
-}
-
 /* --- host names ------------------------------------------------------------------ */
 
 int aor_tls_host_check(const char *host, char out[AOR_TLS_HOST_MAX + 1]) {
@@ -501,7 +490,7 @@ static int verify_strict(aor_tls *t, X509 *leaf, char *why, size_t whylen) {
 
     if (store == NULL || sctx == NULL || X509_STORE_add_cert(store, t->ca.cert) != 1 ||
         X509_STORE_CTX_init(sctx, store, leaf, NULL) != 1) {
-        (void)ossl_why(why, whylen);
+        (void)aor_tls_ossl_why(why, whylen);
         goto out_free;
     }
     X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(sctx), X509_V_FLAG_X509_STRICT);
@@ -533,13 +522,13 @@ static int prepare_ca(aor_tls *t, char *err, size_t errlen) {
     t->ca_not_after = timegm(&tm);
     if (build_leaf_exts(t) < 0) {
         set_err(err, errlen, "%s: cannot build leaf extensions with this CA (%s)", t->ca.ca_path,
-                ossl_why(why, sizeof why));
+                aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     leaf = leaf_get(t, check, AOR_TLS_NAME_DNS);
     if (leaf == NULL) {
         set_err(err, errlen, "%s: cannot sign a leaf certificate with this CA (%s)", t->ca.ca_path,
-                ossl_why(why, sizeof why));
+                aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     if (verify_strict(t, leaf, why, sizeof why) < 0) {
@@ -564,7 +553,7 @@ aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, 
         goto fail_free;
     t->leaf_key = make_leaf_key();
     if (t->leaf_key == NULL) {
-        set_err(err, errlen, "cannot generate the leaf key: %s", ossl_why(why, sizeof why));
+        set_err(err, errlen, "cannot generate the leaf key: %s", aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     memcpy(t->default_host, "localhost", sizeof "localhost");
@@ -573,7 +562,8 @@ aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, 
         goto fail_free;
     t->ctx = build_ctx(t);
     if (t->ctx == NULL) {
-        set_err(err, errlen, "cannot create the TLS server context: %s", ossl_why(why, sizeof why));
+        set_err(err, errlen, "cannot create the TLS server context: %s",
+                aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     return t;

@@ -67,8 +67,7 @@ static void add_warning(aor_tls_ca *ca, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* OpenSSL's reason for the latest failure, for error lines; clears the error queue. */
-static const char *ossl_why(char *buf, size_t len) {
+const char *aor_tls_ossl_why(char *buf, size_t len) {
     unsigned long e = ERR_peek_last_error();
 
     if (e == 0)
@@ -588,18 +587,19 @@ static int create_ca(aor_tls_ca *ca, int dirfd, const GENERAL_NAMES *names, char
 
     ca->key = EVP_EC_gen("P-256");
     if (ca->key == NULL) {
-        set_err(err, errlen, "cannot generate the CA key: %s", ossl_why(why, sizeof why));
+        set_err(err, errlen, "cannot generate the CA key: %s", aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     ca->cert = make_ca_cert(ca->key, names);
     if (ca->cert == NULL || (pem = cert_pem(ca->cert, &pemlen)) == NULL) {
-        set_err(err, errlen, "cannot build the CA certificate: %s", ossl_why(why, sizeof why));
+        set_err(err, errlen, "cannot build the CA certificate: %s",
+                aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     kb = BIO_new(BIO_s_secmem());
     if (kb == NULL || PEM_write_bio_PrivateKey(kb, ca->key, NULL, NULL, 0, NULL, NULL) != 1 ||
         (klen = BIO_get_mem_data(kb, &kdata)) <= 0) {
-        set_err(err, errlen, "cannot encode the CA key: %s", ossl_why(why, sizeof why));
+        set_err(err, errlen, "cannot encode the CA key: %s", aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     if (write_atomic(dirfd, KEY_NAME, kdata, (size_t)klen, 0600) < 0) {
@@ -640,7 +640,7 @@ static int load_ca(aor_tls_ca *ca, int dirfd, const char *pem, size_t pemlen, co
     BIO_free(b);
     if (ca->cert == NULL) {
         set_err(err, errlen, "%s: not a PEM certificate (%s)", ca->ca_path,
-                ossl_why(why, sizeof why));
+                aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     b = BIO_new_mem_buf(key, (int)keylen);
@@ -648,7 +648,7 @@ static int load_ca(aor_tls_ca *ca, int dirfd, const char *pem, size_t pemlen, co
     BIO_free(b);
     if (ca->key == NULL) {
         set_err(err, errlen, "%s: not an unencrypted PEM private key (%s)", ca->key_path,
-                ossl_why(why, sizeof why));
+                aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     if (X509_check_private_key(ca->cert, ca->key) != 1) {
@@ -787,7 +787,7 @@ static int reissue_ca(aor_tls_ca *ca, int dirfd, const char *const *hosts, const
 
     if (names == NULL) {
         set_err(err, errlen, "%s: cannot build name constraints: %s", ca->ca_path,
-                ossl_why(why, sizeof why));
+                aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     if (rename_pair(dirfd, CA_NAME, CA_OLD_NAME, KEY_NAME, KEY_OLD_NAME) < 0) {

@@ -59,4 +59,9 @@ int aor_tls_rand_serial(X509 *x);
  * Returns 0 or -1. */
 int aor_tls_sign(X509 *x, EVP_PKEY *key);
 
+/* OpenSSL's reason for its latest failure, for one error line: writes it into buf (len
+ * bytes, always NUL-terminated) and returns buf; "no detail from OpenSSL" when its error
+ * queue is empty. Clears the queue. Shared by tls.c and tls_ca.c. */
+const char *aor_tls_ossl_why(char *buf, size_t len);
+
 #endif
