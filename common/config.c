@@ -314,28 +314,13 @@ static char *read_file(const char *path, aor_cfg_errs *errs, size_t *len, int *e
         aor_cfg_err(errs, 0, "the configuration is larger than %d bytes", AOR_CFG_FILE_MAX);
         goto fail_fd;
     }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        errs->oom = 1;
-        goto fail_fd;
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
+    if (aor_cfg_read_fd(fd, (size_t)st.st_size, &buf, len) != 0) {
+        if (errno == ENOMEM)
+            errs->oom = 1;
+        else
             aor_cfg_err(errs, 0, "cannot read the configuration: %s", strerror(errno));
-            free(buf);
-            buf = NULL;
-            goto fail_fd;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
+        buf = NULL;
     }
-    buf[got] = '\0';
-    *len = got;
 fail_fd:
     close(fd);
     return buf;

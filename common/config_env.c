@@ -126,32 +126,17 @@ static char *envfile_read(const char *path, size_t opt_line, aor_cfg_errs *errs,
         aor_cfg_err(errs, opt_line, "env_file %s is larger than %d bytes", path, AOR_CFG_FILE_MAX);
         goto fail_fd;
     }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        errs->oom = 1;
+    if (aor_cfg_read_fd(fd, (size_t)st.st_size, &buf, len) != 0) {
+        if (errno == ENOMEM)
+            errs->oom = 1;
+        else
+            aor_cfg_err(errs, opt_line, "env_file %s cannot be read: %s", path, strerror(errno));
+        buf = NULL;
         goto fail_fd;
     }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            aor_cfg_err(errs, opt_line, "env_file %s cannot be read: %s", path, strerror(errno));
-            goto fail_buf;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    buf[got] = '\0';
-    *len = got;
     close(fd);
     return buf;
 
-fail_buf:
-    explicit_bzero(buf, (size_t)st.st_size + 1);
-    free(buf);
 fail_fd:
     close(fd);
     return NULL;

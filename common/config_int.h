@@ -80,6 +80,13 @@ const char *aor_cfg_suggest(const char *word, const char *const *cands, size_t n
 /* Case-insensitive ASCII equality. */
 int aor_cfg_ieq(const char *a, const char *b);
 
+/* Reads the rest of fd (a regular file of size bytes, size <= AOR_CFG_FILE_MAX) into a
+ * malloc'd NUL-terminated buffer: *out (caller frees) and *len (bytes read; less than
+ * size when the file shrank meanwhile). Returns 0, or -1 with errno (ENOMEM, or read's);
+ * a failed read leaves nothing allocated and the partial bytes wiped (env files hold
+ * secrets). Does not close fd. Used for aor.ini and env_file (spec §3, §3.2). */
+int aor_cfg_read_fd(int fd, size_t size, char **out, size_t *len);
+
 /* ---- value syntax (config_util.c); all return 0, or -1 when the text is invalid ---- */
 
 /* true/false, yes/no, on/off, 1/0 (case-insensitive). */

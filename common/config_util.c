@@ -346,6 +346,34 @@ const char *aor_cfg_suggest(const char *word, const char *const *cands, size_t n
 
 /* ---- value syntax ------------------------------------------------------------------- */
 
+int aor_cfg_read_fd(int fd, size_t size, char **out, size_t *len) {
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int saved = errno;
+            explicit_bzero(buf, size + 1);
+            free(buf);
+            errno = saved;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
 int aor_cfg_parse_bool(const char *v, int *out) {
     static const char *const yes[] = {"true", "yes", "on", "1"};
     static const char *const no[] = {"false", "no", "off", "0"};
