@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,19 +55,6 @@ struct conn_data {
 
 static CRYPTO_ONCE conn_once = CRYPTO_ONCE_STATIC_INIT;
 static int conn_idx = -1;
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* --- host names ------------------------------------------------------------------ */
 
@@ -516,24 +502,24 @@ static int prepare_ca(aor_tls *t, char *err, size_t errlen) {
     X509 *leaf;
 
     if (ASN1_TIME_to_tm(X509_get0_notAfter(t->ca.cert), &tm) != 1) {
-        set_err(err, errlen, "%s: unreadable notAfter", t->ca.ca_path);
+        aor_tls_set_err(err, errlen, "%s: unreadable notAfter", t->ca.ca_path);
         return -1;
     }
     t->ca_not_after = timegm(&tm);
     if (build_leaf_exts(t) < 0) {
-        set_err(err, errlen, "%s: cannot build leaf extensions with this CA (%s)", t->ca.ca_path,
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "%s: cannot build leaf extensions with this CA (%s)",
+                        t->ca.ca_path, aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     leaf = leaf_get(t, check, AOR_TLS_NAME_DNS);
     if (leaf == NULL) {
-        set_err(err, errlen, "%s: cannot sign a leaf certificate with this CA (%s)", t->ca.ca_path,
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "%s: cannot sign a leaf certificate with this CA (%s)",
+                        t->ca.ca_path, aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     if (verify_strict(t, leaf, why, sizeof why) < 0) {
-        set_err(err, errlen, "%s: leaves signed by this CA do not verify: %s (leaf for %s)",
-                t->ca.ca_path, why, check);
+        aor_tls_set_err(err, errlen, "%s: leaves signed by this CA do not verify: %s (leaf for %s)",
+                        t->ca.ca_path, why, check);
         return -1;
     }
     return 0;
@@ -544,8 +530,9 @@ aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, 
     aor_tls *t = calloc(1, sizeof *t);
 
     if (t == NULL || data_dir == NULL || (t->data_dir = strdup(data_dir)) == NULL) {
-        set_err(err, errlen,
-                data_dir == NULL ? "no data directory given for the aor CA" : "out of memory");
+        aor_tls_set_err(err, errlen,
+                        data_dir == NULL ? "no data directory given for the aor CA"
+                                         : "out of memory");
         free(t);
         return NULL;
     }
@@ -553,7 +540,8 @@ aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, 
         goto fail_free;
     t->leaf_key = make_leaf_key();
     if (t->leaf_key == NULL) {
-        set_err(err, errlen, "cannot generate the leaf key: %s", aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "cannot generate the leaf key: %s",
+                        aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     memcpy(t->default_host, "localhost", sizeof "localhost");
@@ -562,8 +550,8 @@ aor_tls *aor_tls_new(const char *data_dir, const char *const *hosts, char *err, 
         goto fail_free;
     t->ctx = build_ctx(t);
     if (t->ctx == NULL) {
-        set_err(err, errlen, "cannot create the TLS server context: %s",
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "cannot create the TLS server context: %s",
+                        aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     return t;
@@ -580,13 +568,13 @@ int aor_tls_reload(aor_tls *t, const char *const *hosts, char *err, size_t errle
     time_t not_after;
 
     if (fresh == NULL) {
-        set_err(err, errlen, "out of memory");
+        aor_tls_set_err(err, errlen, "out of memory");
         return -1;
     }
     /* fresh borrows the leaf key (its own reference) and gets the CA as it is now */
     if (EVP_PKEY_up_ref(t->leaf_key) != 1) {
         free(fresh);
-        set_err(err, errlen, "out of memory");
+        aor_tls_set_err(err, errlen, "out of memory");
         return -1;
     }
     fresh->leaf_key = t->leaf_key;

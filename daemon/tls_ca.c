@@ -36,10 +36,7 @@
 #define CA_CN_MAX 64                       /* RFC 5280 ub-common-name */
 #define DAY_S 86400
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+void aor_tls_set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
 
     if (err == NULL || errlen == 0)
@@ -202,7 +199,7 @@ static int make_dirs(const char *path, char *err, size_t errlen) {
     char *p = strdup(path);
 
     if (p == NULL) {
-        set_err(err, errlen, "out of memory");
+        aor_tls_set_err(err, errlen, "out of memory");
         return -1;
     }
     for (size_t i = 1; i <= n; i++) {
@@ -216,12 +213,12 @@ static int make_dirs(const char *path, char *err, size_t errlen) {
         p[i] = '\0';
         if (mkdir(p, 0700) == 0) {
             if (chmod(p, 0700) < 0) { /* umask may have taken bits we need */
-                set_err(err, errlen, "%s: cannot chmod 0700: %s", p, strerror(errno));
+                aor_tls_set_err(err, errlen, "%s: cannot chmod 0700: %s", p, strerror(errno));
                 free(p);
                 return -1;
             }
         } else if (errno != EEXIST && (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))) {
-            set_err(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
+            aor_tls_set_err(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
             free(p);
             return -1;
         }
@@ -522,7 +519,8 @@ static int read_nc(aor_tls_ca *ca, char *err, size_t errlen) {
     ca->nc = X509_get_ext_d2i(ca->cert, NID_name_constraints, &crit, NULL);
     if (ca->nc == NULL && crit != -1) {
         ERR_clear_error();
-        set_err(err, errlen, "%s: unreadable or repeated nameConstraints extension", ca->ca_path);
+        aor_tls_set_err(err, errlen, "%s: unreadable or repeated nameConstraints extension",
+                        ca->ca_path);
         return -1;
     }
     return 0;
@@ -587,27 +585,29 @@ static int create_ca(aor_tls_ca *ca, int dirfd, const GENERAL_NAMES *names, char
 
     ca->key = EVP_EC_gen("P-256");
     if (ca->key == NULL) {
-        set_err(err, errlen, "cannot generate the CA key: %s", aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "cannot generate the CA key: %s",
+                        aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     ca->cert = make_ca_cert(ca->key, names);
     if (ca->cert == NULL || (pem = cert_pem(ca->cert, &pemlen)) == NULL) {
-        set_err(err, errlen, "cannot build the CA certificate: %s",
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "cannot build the CA certificate: %s",
+                        aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     kb = BIO_new(BIO_s_secmem());
     if (kb == NULL || PEM_write_bio_PrivateKey(kb, ca->key, NULL, NULL, 0, NULL, NULL) != 1 ||
         (klen = BIO_get_mem_data(kb, &kdata)) <= 0) {
-        set_err(err, errlen, "cannot encode the CA key: %s", aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "cannot encode the CA key: %s",
+                        aor_tls_ossl_why(why, sizeof why));
         goto fail_free;
     }
     if (write_atomic(dirfd, KEY_NAME, kdata, (size_t)klen, 0600) < 0) {
-        set_err(err, errlen, "%s: cannot write: %s", ca->key_path, strerror(errno));
+        aor_tls_set_err(err, errlen, "%s: cannot write: %s", ca->key_path, strerror(errno));
         goto fail_free;
     }
     if (write_atomic(dirfd, CA_NAME, pem, pemlen, 0644) < 0) {
-        set_err(err, errlen, "%s: cannot write: %s", ca->ca_path, strerror(errno));
+        aor_tls_set_err(err, errlen, "%s: cannot write: %s", ca->ca_path, strerror(errno));
         (void)unlinkat(dirfd, KEY_NAME, 0);
         goto fail_free;
     }
@@ -639,51 +639,52 @@ static int load_ca(aor_tls_ca *ca, int dirfd, const char *pem, size_t pemlen, co
     ca->cert = b != NULL ? PEM_read_bio_X509(b, NULL, no_passphrase, NULL) : NULL;
     BIO_free(b);
     if (ca->cert == NULL) {
-        set_err(err, errlen, "%s: not a PEM certificate (%s)", ca->ca_path,
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "%s: not a PEM certificate (%s)", ca->ca_path,
+                        aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     b = BIO_new_mem_buf(key, (int)keylen);
     ca->key = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL) : NULL;
     BIO_free(b);
     if (ca->key == NULL) {
-        set_err(err, errlen, "%s: not an unencrypted PEM private key (%s)", ca->key_path,
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "%s: not an unencrypted PEM private key (%s)", ca->key_path,
+                        aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     if (X509_check_private_key(ca->cert, ca->key) != 1) {
         ERR_clear_error();
-        set_err(err, errlen,
-                "%s is not the key of %s; restore the matching pair, or remove both "
-                "to create a new CA",
-                ca->key_path, ca->ca_path);
+        aor_tls_set_err(err, errlen,
+                        "%s is not the key of %s; restore the matching pair, or remove both "
+                        "to create a new CA",
+                        ca->key_path, ca->ca_path);
         return -1;
     }
     if (X509_check_ca(ca->cert) != 1 || (X509_get_key_usage(ca->cert) & KU_KEY_CERT_SIGN) == 0) {
-        set_err(err, errlen,
-                "%s: not a CA certificate (needs basicConstraints CA:TRUE and "
-                "keyUsage keyCertSign)",
-                ca->ca_path);
+        aor_tls_set_err(err, errlen,
+                        "%s: not a CA certificate (needs basicConstraints CA:TRUE and "
+                        "keyUsage keyCertSign)",
+                        ca->ca_path);
         return -1;
     }
     cmp = X509_cmp_current_time(X509_get0_notAfter(ca->cert));
     if (cmp <= 0) {
         format_time(X509_get0_notAfter(ca->cert), when, sizeof when);
-        set_err(err, errlen,
-                "%s: the CA %s (notAfter %s); remove ca.pem and ca.key to create a "
-                "new one and trust it again (docs/tls.md)",
-                ca->ca_path, cmp < 0 ? "has expired" : "has an unreadable expiry", when);
+        aor_tls_set_err(err, errlen,
+                        "%s: the CA %s (notAfter %s); remove ca.pem and ca.key to create a "
+                        "new one and trust it again (docs/tls.md)",
+                        ca->ca_path, cmp < 0 ? "has expired" : "has an unreadable expiry", when);
         return -1;
     }
     if ((key_st->st_mode & 077) != 0) {
         if (key_st->st_uid != geteuid()) {
-            set_err(err, errlen, "%s: mode %04o and owned by uid %u, not by you", ca->key_path,
-                    (unsigned)(key_st->st_mode & 07777), (unsigned)key_st->st_uid);
+            aor_tls_set_err(err, errlen, "%s: mode %04o and owned by uid %u, not by you",
+                            ca->key_path, (unsigned)(key_st->st_mode & 07777),
+                            (unsigned)key_st->st_uid);
             return -1;
         }
         if (fchmodat(dirfd, KEY_NAME, 0600, 0) < 0) {
-            set_err(err, errlen, "%s: mode %04o and chmod 0600 failed: %s", ca->key_path,
-                    (unsigned)(key_st->st_mode & 07777), strerror(errno));
+            aor_tls_set_err(err, errlen, "%s: mode %04o and chmod 0600 failed: %s", ca->key_path,
+                            (unsigned)(key_st->st_mode & 07777), strerror(errno));
             return -1;
         }
         (void)snprintf(ca->warning, sizeof ca->warning, "%s had mode %04o, now 0600", ca->key_path,
@@ -702,7 +703,7 @@ static int update_bundle(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
 
     ca_pem = cert_pem(ca->cert, &ca_len);
     if (ca_pem == NULL) {
-        set_err(err, errlen, "%s: cannot encode the CA certificate", ca->bundle_path);
+        aor_tls_set_err(err, errlen, "%s: cannot encode the CA certificate", ca->bundle_path);
         goto out_free;
     }
     for (size_t i = 0; i < 2 && sys == NULL; i++) {
@@ -720,7 +721,7 @@ static int update_bundle(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
     want_len = sys_len + 1 + ca_len;
     want = malloc(want_len + 1);
     if (want == NULL) {
-        set_err(err, errlen, "out of memory");
+        aor_tls_set_err(err, errlen, "out of memory");
         goto out_free;
     }
     if (sys_len > 0)
@@ -734,14 +735,15 @@ static int update_bundle(aor_tls_ca *ca, int dirfd, char *err, size_t errlen) {
     have_cur = read_file(dirfd, BUNDLE_NAME, BUNDLE_FILE_MAX, &cur, &cur_len, &st) == 0;
     if (have_cur && cur_len == want_len && memcmp(cur, want, want_len) == 0) {
         if ((st.st_mode & 07777) != 0644 && fchmodat(dirfd, BUNDLE_NAME, 0644, 0) < 0) {
-            set_err(err, errlen, "%s: cannot chmod 0644: %s", ca->bundle_path, strerror(errno));
+            aor_tls_set_err(err, errlen, "%s: cannot chmod 0644: %s", ca->bundle_path,
+                            strerror(errno));
             goto out_free;
         }
         rc = 0;
         goto out_free;
     }
     if (write_atomic(dirfd, BUNDLE_NAME, want, want_len, 0644) < 0) {
-        set_err(err, errlen, "%s: cannot write: %s", ca->bundle_path, strerror(errno));
+        aor_tls_set_err(err, errlen, "%s: cannot write: %s", ca->bundle_path, strerror(errno));
         goto out_free;
     }
     rc = 0;
@@ -786,13 +788,13 @@ static int reissue_ca(aor_tls_ca *ca, int dirfd, const char *const *hosts, const
     char why[256], more[48];
 
     if (names == NULL) {
-        set_err(err, errlen, "%s: cannot build name constraints: %s", ca->ca_path,
-                aor_tls_ossl_why(why, sizeof why));
+        aor_tls_set_err(err, errlen, "%s: cannot build name constraints: %s", ca->ca_path,
+                        aor_tls_ossl_why(why, sizeof why));
         return -1;
     }
     if (rename_pair(dirfd, CA_NAME, CA_OLD_NAME, KEY_NAME, KEY_OLD_NAME) < 0) {
-        set_err(err, errlen, "%s: cannot rename the old CA to %s: %s", ca->ca_path, CA_OLD_NAME,
-                strerror(errno));
+        aor_tls_set_err(err, errlen, "%s: cannot rename the old CA to %s: %s", ca->ca_path,
+                        CA_OLD_NAME, strerror(errno));
         GENERAL_NAMES_free(names);
         return -1;
     }
@@ -881,37 +883,37 @@ int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, const char *const *hos
 
     memset(ca, 0, sizeof *ca);
     if (data_dir == NULL || data_dir[0] == '\0') {
-        set_err(err, errlen, "no data directory given for the aor CA");
+        aor_tls_set_err(err, errlen, "no data directory given for the aor CA");
         return -1;
     }
     ca->ca_path = path_join(data_dir, CA_NAME);
     ca->key_path = path_join(data_dir, KEY_NAME);
     ca->bundle_path = path_join(data_dir, BUNDLE_NAME);
     if (ca->ca_path == NULL || ca->key_path == NULL || ca->bundle_path == NULL) {
-        set_err(err, errlen, "out of memory");
+        aor_tls_set_err(err, errlen, "out of memory");
         goto fail_close;
     }
     if (make_dirs(data_dir, err, errlen) < 0)
         goto fail_close;
     dirfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0 || fstat(dirfd, &st) < 0) {
-        set_err(err, errlen, "%s: cannot open directory: %s", data_dir, strerror(errno));
+        aor_tls_set_err(err, errlen, "%s: cannot open directory: %s", data_dir, strerror(errno));
         goto fail_close;
     }
     if (st.st_uid != geteuid()) {
-        set_err(err, errlen, "%s: owned by uid %u, not by you (uid %u)", data_dir,
-                (unsigned)st.st_uid, (unsigned)geteuid());
+        aor_tls_set_err(err, errlen, "%s: owned by uid %u, not by you (uid %u)", data_dir,
+                        (unsigned)st.st_uid, (unsigned)geteuid());
         goto fail_close;
     }
     if ((st.st_mode & 022) != 0) {
-        set_err(err, errlen, "%s: writable by group or others (mode %04o); chmod 700 it", data_dir,
-                (unsigned)(st.st_mode & 07777));
+        aor_tls_set_err(err, errlen, "%s: writable by group or others (mode %04o); chmod 700 it",
+                        data_dir, (unsigned)(st.st_mode & 07777));
         goto fail_close;
     }
     /* Two aord starting at once must not create two CAs. */
     while (flock(dirfd, LOCK_EX) < 0) {
         if (errno != EINTR) {
-            set_err(err, errlen, "%s: cannot lock: %s", data_dir, strerror(errno));
+            aor_tls_set_err(err, errlen, "%s: cannot lock: %s", data_dir, strerror(errno));
             goto fail_close;
         }
     }
@@ -921,25 +923,25 @@ int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, const char *const *hos
     have_key = read_file(dirfd, KEY_NAME, PEM_FILE_MAX, &key, &keylen, &key_st) == 0;
     key_errno = have_key ? 0 : errno;
     if (!have_pem && pem_errno != ENOENT) {
-        set_err(err, errlen, "%s: cannot read: %s", ca->ca_path, read_errstr(pem_errno));
+        aor_tls_set_err(err, errlen, "%s: cannot read: %s", ca->ca_path, read_errstr(pem_errno));
         goto fail_close;
     }
     if (!have_key && key_errno != ENOENT) {
-        set_err(err, errlen, "%s: cannot read: %s", ca->key_path, read_errstr(key_errno));
+        aor_tls_set_err(err, errlen, "%s: cannot read: %s", ca->key_path, read_errstr(key_errno));
         goto fail_close;
     }
     if (have_pem && !have_key) {
-        set_err(err, errlen,
-                "%s is missing but %s exists; restore it, or remove %s to create "
-                "a new CA",
-                ca->key_path, ca->ca_path, ca->ca_path);
+        aor_tls_set_err(err, errlen,
+                        "%s is missing but %s exists; restore it, or remove %s to create "
+                        "a new CA",
+                        ca->key_path, ca->ca_path, ca->ca_path);
         goto fail_close;
     }
     if (!have_pem && have_key) {
-        set_err(err, errlen,
-                "%s is missing but %s exists; restore it, or remove %s to create "
-                "a new CA",
-                ca->ca_path, ca->key_path, ca->key_path);
+        aor_tls_set_err(err, errlen,
+                        "%s is missing but %s exists; restore it, or remove %s to create "
+                        "a new CA",
+                        ca->ca_path, ca->key_path, ca->key_path);
         goto fail_close;
     }
     if (have_pem) {
@@ -948,7 +950,7 @@ int aor_tls_ca_open(aor_tls_ca *ca, const char *data_dir, const char *const *hos
             goto fail_close;
     } else {
         if (hosts != NULL && (names = nc_names(hosts, NULL)) == NULL) {
-            set_err(err, errlen, "out of memory");
+            aor_tls_set_err(err, errlen, "out of memory");
             goto fail_close;
         }
         if (create_ca(ca, dirfd, names, err, errlen) < 0)

@@ -64,4 +64,10 @@ int aor_tls_sign(X509 *x, EVP_PKEY *key);
  * queue is empty. Clears the queue. Shared by tls.c and tls_ca.c. */
 const char *aor_tls_ossl_why(char *buf, size_t len);
 
+/* Writes one error line (printf format) into err (errlen bytes, cut to fit, always
+ * NUL-terminated); does nothing when err is NULL or errlen is 0. Shared by tls.c and
+ * tls_ca.c for their err/errlen out-parameters. */
+void aor_tls_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif
