@@ -268,6 +268,27 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
     return 0;
 }
 
+/* A failure of an attempt that was in flight when the row's window was set: no new
+ * curve level. Only a longer rate/transient hint lengthens the window; the row then
+ * shows that window (window_s, from now) and this failure as its latest. 0, or -1 when
+ * the store could not write (row unchanged). */
+static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind kind, double hint_s,
+                           double now) {
+    if (!(hint_s > 0) || kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH)
+        return 0;
+    double window = hint_s < rs->cfg->backoff_max_s ? hint_s : rs->cfg->backoff_max_s;
+    if (now + window <= cur->until)
+        return 0;
+    aor_backoff_row row = *cur;
+    row.until = now + window;
+    row.window_s = window;
+    row.last_failure = now;
+    row.last_error_kind = kind;
+    if (aor_store_log_backoff(rs->store, &row) < 0)
+        return store_failed(rs, "backoff");
+    return aor_backoff_restore(rs->backoff, &row) < 0 ? -1 : 0;
+}
+
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
                       const char *client, aor_kind kind, double hint_s, double started, double now,
                       int own_credential) {
@@ -279,27 +300,21 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
         return record_success(rs, provider, key, model, client, now);
     if (!aor_kind_retryable(kind))
         return 0;
-    aor_backoff_row row, cur;
+    aor_backoff_row cur;
     if (aor_backoff_get(rs->backoff, provider, key, &cur) && started <= cur.last_failure) {
         /* In flight when the current window was set: same episode (see rstate.h). */
-        if (!(hint_s > 0) || kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH)
-            return 0;
-        double until = now + (hint_s < rs->cfg->backoff_max_s ? hint_s : rs->cfg->backoff_max_s);
-        if (until <= cur.until)
-            return 0;
-        row = cur;
-        row.until = until;
+        if (lengthen_window(rs, &cur, kind, hint_s, now) < 0)
+            return -1;
+    } else {
+        aor_backoff_row row;
+        if (aor_backoff_preview(rs->backoff, provider, key, kind, hint_s, now, &row) < 0)
+            return -1;
         if (aor_store_log_backoff(rs->store, &row) < 0)
             return store_failed(rs, "backoff");
-        return aor_backoff_restore(rs->backoff, &row) < 0 ? -1 : 0;
-    }
-    if (aor_backoff_preview(rs->backoff, provider, key, kind, hint_s, now, &row) < 0)
-        return -1;
-    if (aor_store_log_backoff(rs->store, &row) < 0)
-        return store_failed(rs, "backoff");
-    if (aor_backoff_restore(rs->backoff, &row) < 0) {
-        aor_error("backoff: out of memory");
-        return -1;
+        if (aor_backoff_restore(rs->backoff, &row) < 0) {
+            aor_error("backoff: out of memory");
+            return -1;
+        }
     }
     /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count; a
      * client's own passed-through credential only for rate and transient (rstate.h). */

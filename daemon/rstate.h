@@ -51,8 +51,10 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * hint_s: the verdict's retry hint or -1. started: when the attempt was sent (Unix s).
  * A failure of an attempt sent no later than the row's latest failure was in flight
  * when that failure set the window: it is the same episode, not new evidence, so it
- * does not escalate the curve (it may only lengthen the window with a longer hint) —
- * otherwise N parallel requests failing in one outage would double the window N times.
+ * does not escalate the curve (it may only lengthen the window with a longer hint; the
+ * row then shows that window and this failure) — otherwise N parallel requests failing
+ * in one outage would double the window N times. It still counts for the circuit
+ * breaker: §4.4 counts retryable failures, not episodes.
  * Returns 0, or -1 when the store could not write (memory is then left unchanged and
  * the error is logged). */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,

@@ -90,6 +90,9 @@ def test_parallel_failures_of_one_outage_escalate_once(env):
     eq(len(rows), 1, "one row")
     eq((rows[0]["window_s"], rows[0]["failure_count"]), (5, 1),
        "requests in flight during the first failure do not escalate")
+    # §4.4 counts every retryable failure: the burst opens the model's circuit.
+    eq([(b["provider"], b["model"], b["state"]) for b in d.state()["breakers"]],
+       [("p", "gpt-4o-mini", "open")], "the burst of 8 failures opened the circuit")
 
 
 def test_cut_stream_delivers_what_arrived_then_errors(env):

@@ -111,6 +111,45 @@ static void test_client_errors_never(void **state) {
     assert_false(is_open(f));
 }
 
+/* Three failures of requests in flight together on one key: one curve level (the same
+ * episode), but three failures for the circuit breaker (§4.4 counts every retryable
+ * failure; QA: a burst on a provider with one key never opened its circuit). */
+static void test_in_flight_failures_count_for_the_breaker(void **state) {
+    fx *f = *state;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_TRANSIENT, -1,
+                                           NOW - 1, NOW + 0.1 * i, 0),
+                         0);
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_int_equal(row.failure_count, 1);
+    assert_true(row.window_s == 5);
+    assert_true(is_open(f));
+}
+
+/* A longer hint of a request that was in flight lengthens the window; the row shows the
+ * window in force (QA: window_s stayed 2 while until was 60 s on). */
+static void test_in_flight_longer_hint_shows_its_window(void **state) {
+    fx *f = *state;
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, 2, NOW - 1, NOW, 0), 0);
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, 60, NOW - 1,
+                                       NOW + 0.5, 0),
+                     0);
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_int_equal(row.failure_count, 1);
+    assert_true(row.window_s == 60);
+    assert_true(row.until == NOW + 60.5);
+    assert_true(row.last_failure == NOW + 0.5);
+    /* A shorter one changes nothing. */
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, 3, NOW - 1, NOW + 1, 0),
+        0);
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_true(row.window_s == 60 && row.until == NOW + 60.5 && row.failure_count == 1);
+}
+
 /* §4.4/§4.5: the probe of a half-open circuit holds the others; its lease is memory
  * only (no write); its recorded failure reopens the circuit, written ahead; a recorded
  * success of the next probe closes it, written ahead. */
@@ -326,6 +365,10 @@ static void test_failure_texts(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_in_flight_failures_count_for_the_breaker, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_in_flight_longer_hint_shows_its_window, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_quota_of_configured_keys_opens_the_circuit, setup,
