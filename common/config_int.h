@@ -65,8 +65,9 @@ int aor_cfg_looks_secret(const char *s);
  * secret, token, password, ...; case-insensitive). */
 int aor_cfg_secret_option_name(const char *name);
 
-/* Writes s into buf (size cap > 0) for an error message: truncated to 48 characters
- * with "...", control characters as '?', and "(hidden: looks like a secret)" when
+/* Writes s into buf (size cap > 0) for an error message: truncated to 48 bytes (never
+ * inside a UTF-8 character) with "...", control characters and bytes that are not UTF-8
+ * as '?', and "(hidden: looks like a secret)" when
  * aor_cfg_looks_secret(s). Returns buf. */
 const char *aor_cfg_show(const char *s, char *buf, size_t cap);
 

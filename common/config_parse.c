@@ -10,6 +10,7 @@
  * Reference: docs/config.md. */
 #include "breaker.h"
 #include "config_int.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -528,15 +529,26 @@ static void opt_key(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
             aor_cfg_err(c->errs, line, "name is longer than 200 characters");
             return;
         }
-        /* `aor status` prints it: no byte that drives a terminal (ESC, tab, DEL...). */
-        for (const char *p = v; *p; p++) {
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+        /* `aor status` prints it and the admin API sends it as JSON: UTF-8 text with no
+         * character that drives a terminal (C0 such as ESC or tab, DEL, C1). */
+        for (size_t i = 0, vn = strlen(v); i < vn;) {
+            unsigned cp = 0;
+            size_t l = aor_utf8_seq(v + i, vn - i, &cp);
+            if (l == 0) {
                 aor_cfg_err(c->errs, line,
-                            "name = %s: name contains control characters (byte 0x%02x); "
-                            "use printable text",
-                            aor_cfg_show(v, b, sizeof b), (unsigned)(unsigned char)*p);
+                            "name = %s: name is not UTF-8 text (byte 0x%02x); save the file "
+                            "as UTF-8",
+                            aor_cfg_show(v, b, sizeof b), (unsigned)(unsigned char)v[i]);
                 return;
             }
+            if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) {
+                aor_cfg_err(c->errs, line,
+                            "name = %s: name contains control characters (U+%04X); "
+                            "use printable text",
+                            aor_cfg_show(v, b, sizeof b), cp);
+                return;
+            }
+            i += l;
         }
         k->friendly = strdup(v);
         if (!k->friendly)

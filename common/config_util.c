@@ -2,6 +2,7 @@
  * loader. Source: spec §3, §3.1 (rules 6, 7), §3.2; docs/config.md. */
 #include "config_int.h"
 #include "paths.h"
+#include "utf8.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -203,16 +204,24 @@ const char *aor_cfg_show(const char *s, char *buf, size_t cap) {
         snprintf(buf, cap, "(hidden: looks like a secret)");
         return buf;
     }
-    size_t max = 48, o = 0, i = 0;
-    for (; s[i] && i < max && o + 1 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    size_t max = 48, o = 0, i = 0, n = strlen(s);
+    while (i < n && i < max && o + 1 < cap) {
+        unsigned cp = 0;
+        size_t l = aor_utf8_seq(s + i, n - i, &cp);
+        if (l > 1 && cp >= 0xa0 && (o + l >= cap || i + l > max))
+            break; /* a character that does not fit whole: "..." */
+        if (l <= 1 || cp < 0xa0) {
+            /* ASCII, or '?' for a control character or a byte that is not UTF-8 */
+            unsigned char c = (unsigned char)s[i];
+            buf[o++] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
+            i++;
+            continue;
+        }
+        memcpy(buf + o, s + i, l);
+        o += l;
+        i += l;
     }
-    if (s[i] && o + 4 < cap) {
-        while (o > 0 && ((unsigned char)buf[o - 1] & 0xC0) == 0x80)
-            o--; /* do not cut a UTF-8 character in half */
-        if (o > 0 && (unsigned char)buf[o - 1] >= 0xC0)
-            o--;
+    if (i < n && o + 4 < cap) {
         memcpy(buf + o, "...", 3);
         o += 3;
     }

@@ -3,6 +3,7 @@
 #include "dialect.h"
 
 #include "jsonscan.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -660,12 +661,18 @@ static int build_gemini(cJSON *root, const char *code, const char *message, int 
 char *aor_dialect_error_body(aor_dialect d, int status, const char *code, const char *message,
                              size_t *len) {
     cJSON *root = cJSON_CreateObject();
-    char *printed = NULL, *r = NULL;
+    char *printed = NULL, *r = NULL, *fixed = NULL;
     int rc;
     if (!root)
         goto fail_nomem;
     if (!message)
         message = "";
+    if (!aor_utf8_valid(message, strlen(message))) { /* RFC 8259 §8.1: UTF-8 only */
+        fixed = aor_utf8_sanitize(message);
+        if (!fixed)
+            goto fail_root;
+        message = fixed;
+    }
     if (d == AOR_DIALECT_ANTHROPIC)
         rc = build_anthropic(root, code, message, status);
     else if (d == AOR_DIALECT_GEMINI)
@@ -679,10 +686,12 @@ char *aor_dialect_error_body(aor_dialect d, int status, const char *code, const 
     if (!r)
         goto fail_root;
     cJSON_Delete(root);
+    free(fixed);
     *len = strlen(r);
     return r;
 fail_root:
     cJSON_Delete(root);
+    free(fixed);
 fail_nomem:
     errno = ENOMEM;
     return NULL;

@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "utf8.h"
 
 #define AOR_CLOCK_ADVANCE_MAX_S (10.0 * 365 * 86400) /* one advance, seconds */
 #define AOR_CLOCK_MAX 253402300799.0                 /* 9999-12-31T23:59:59Z */
@@ -151,8 +152,32 @@ static void reply(aor_conn *c, const aor_http_request *req, int status, const ch
                             req->method == HTTP_HEAD ? NULL : body, len, req->keep_alive);
 }
 
+/* RFC 8259 §8.1: JSON goes out as UTF-8. Strings from requests (a model name) or the
+ * config may hold other bytes; each such byte becomes U+FFFD. 0, or -1 out of memory. */
+static int json_make_utf8(cJSON *j) {
+    for (; j != NULL; j = j->next) {
+        if (cJSON_IsString(j) && j->valuestring != NULL &&
+            !aor_utf8_valid(j->valuestring, strlen(j->valuestring))) {
+            char *fixed = aor_utf8_sanitize(j->valuestring);
+            if (fixed == NULL)
+                return -1;
+            cJSON_free(j->valuestring);
+            j->valuestring = cJSON_malloc(strlen(fixed) + 1);
+            if (j->valuestring == NULL) {
+                free(fixed);
+                return -1;
+            }
+            memcpy(j->valuestring, fixed, strlen(fixed) + 1);
+            free(fixed);
+        }
+        if (j->child != NULL && json_make_utf8(j->child) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {
-    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    char *s = j && json_make_utf8(j) == 0 ? cJSON_PrintUnformatted(j) : NULL;
     if (!s) {
         reply(c, req, 500, "application/json", NULL, "{\"error\":\"out of memory\"}", 25);
         return;

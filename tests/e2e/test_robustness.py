@@ -196,3 +196,26 @@ def test_test_clock_advance_is_bounded(env):
         eq(status, 400, "advance s=%r refused" % bad)
     status, _, _ = d.admin("POST", "/admin/api/clock/advance?s=86400")
     eq(status, 200, "a day is fine")
+
+
+def test_json_aord_writes_is_utf8_whatever_the_request_holds(env):
+    """RFC 8259 §8.1: a model name that is not UTF-8 (a Latin-1 byte) reaches the circuit
+    breaker's row and the all-backed-off message; /admin/api/state and the error body stay
+    valid UTF-8 JSON with U+FFFD in its place (QA: the state API sent the raw byte)."""
+    mock, d = setup(env, keys=(("A", 0), ("B", 0), ("C", 0)))
+    for k in "ABC":
+        mock.script("secret-" + k, [{"status": 503, "times": -1}])
+    body = b'{"model":"caf\xe9","messages":[]}'
+    hdrs = {"Content-Type": "application/json", "Authorization": "Bearer client-1"}
+    st, _, _ = aortest.http("POST", d.url + "/v1/chat/completions", body, hdrs)
+    eq(st, 503, "three upstream failures, the last as it came")
+    token = open(env.token_path).read().strip()
+    st, _, raw_state = aortest.http("GET", d.url + "/admin/api/state", None,
+                                    {"Authorization": "Bearer " + token})
+    eq(st, 200, "state")
+    state = json.loads(raw_state.decode("utf-8"))  # strict: raises on a byte that is not UTF-8
+    eq([b["model"] for b in state["breakers"]], ["caf\ufffd"], "the circuit's model")
+    st, _, err = aortest.http("POST", d.url + "/v1/chat/completions", body, hdrs)
+    eq(st, 429, "all backed off")
+    msg = json.loads(err.decode("utf-8"))["error"]["message"]
+    check("caf\ufffd" in msg, "the model in the message: %r" % msg)

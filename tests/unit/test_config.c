@@ -927,6 +927,28 @@ static void test_key_name_control_characters(void **state) {
                               NULL);
     assert_string_equal(cfg->keys[0].friendly, "Équipe nuit");
     aor_config_free(cfg);
+    /* Not UTF-8 (a Latin-1 file), or a C1 control: the admin API sends names as JSON,
+     * which must be UTF-8 (QA: a Latin-1 name made /admin/api/state invalid JSON). */
+    text = "[key \"a\"]\n"         /* 1 */
+           "env = TEST_KEY_A\n"    /* 2 */
+           "name = caf\xe9 nuit\n" /* 3 */
+           "[key \"b\"]\n"         /* 4 */
+           "env = TEST_KEY_B\n"    /* 5 */
+           "name = csi\xc2\x9b"
+           "2J\n"                           /* 6 */
+           "[provider \"p\"]\n"             /* 7 */
+           "dialect = openai\n"             /* 8 */
+           "base_url = https://x.example\n" /* 9 */
+           "keys = a, b\n"                  /* 10 */
+           "models = *\n";                  /* 11 */
+    errs = load_err(text, &path);
+    assert_err(errs, path, 3, "name is not UTF-8 text (byte 0xe9)");
+    assert_err(errs, path, 6, "name contains control characters (U+009B)");
+    assert_null(strchr(errs, '\xe9'));
+    assert_null(strstr(errs, "\xc2\x9b"));
+    assert_int_equal(count_lines(errs), 2);
+    free(errs);
+    free(path);
 }
 
 static void test_structure_errors(void **state) {
