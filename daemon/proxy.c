@@ -453,8 +453,13 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
     if (retry_after)
         evbuffer_add_printf(out, "Retry-After: %s\r\n", retry_after);
     add_aor_headers(out, prov, key, p->attempts);
-    evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", body ? len : 0,
-                        p->req->keep_alive ? "" : "Connection: close\r\n");
+    /* 426: RFC 9110 §15.5.22 wants Upgrade with the protocol to use (this one), and
+     * §7.8 the "upgrade" option in Connection. */
+    const char *conn =
+        status == 426 ? (p->req->keep_alive ? "Upgrade: HTTP/1.1\r\nConnection: upgrade\r\n"
+                                            : "Upgrade: HTTP/1.1\r\nConnection: upgrade, close\r\n")
+                      : (p->req->keep_alive ? "" : "Connection: close\r\n");
+    evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", body ? len : 0, conn);
     if (body && p->req->method != HTTP_HEAD) /* HEAD: the head only (RFC 9110 §9.3.2) */
         evbuffer_add(out, body, len);
     free(body);

@@ -132,6 +132,8 @@ def test_body_cap_and_websocket(env):
                   "-H", "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="],
                  preload=False)
     eq(r.status, 426, "WebSocket upgrade refused so clients fall back to HTTP")
+    eq(r.headers.get("upgrade"), "HTTP/1.1", "RFC 9110 §15.5.22: a 426 names the protocol to use")
+    check("upgrade" in r.headers.get("connection", "").lower(), "§7.8: Connection lists upgrade")
 
 
 def test_check_config_and_version(env):
