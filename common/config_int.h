@@ -187,7 +187,8 @@ typedef struct {
     aor_cfg_sec_type type;
     char *name; /* the quoted name, NULL for [daemon] / [routing] */
     size_t line;
-    int skip;
+    int skip;                     /* options not applied (bad header, duplicate...) */
+    int dup;                      /* skipped as a duplicate of an earlier section */
     size_t idx;                   /* index into cfg->keys / providers / models */
     size_t seen[AOR_CFG_OPT_MAX]; /* line where each option was set, 0 = unset */
 } aor_cfg_section;

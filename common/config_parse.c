@@ -329,6 +329,7 @@ static void begin_section(aor_cfg_parse_ctx *c, const char *line, size_t n) {
                         "duplicate section %s (first on line %zu); merge the two, its options "
                         "are ignored",
                         aor_cfg_sec_label(s, b2, sizeof b2), o->line);
+            s->dup = 1;
             goto done;
         }
     }
@@ -761,12 +762,23 @@ static int on_option(void *user, const char *inih_section, const char *name, con
         return 1;
     }
     aor_cfg_section *s = &c->secs[c->cur];
-    if (s->skip)
-        return 1;
-    int id = find_opt(s->type, name);
+    int id = s->type != SEC_BAD ? find_opt(s->type, name) : -1;
     const char *hint = NULL;
-    if (id < 0)
+    if (id < 0 && s->type != SEC_BAD)
         hint = aor_cfg_suggest(name, sec_opts[s->type].names, sec_opts[s->type].n);
+    if (s->skip) {
+        /* Not applied, but §3.1 still reports, so that one run shows every error: an
+         * inline secret wherever it stands (rule 6) and, in a duplicate section, an
+         * unknown option (rule 7). */
+        if (aor_cfg_looks_secret(name) || aor_cfg_looks_secret(value) ||
+            (id < 0 && aor_cfg_secret_option_name(name) && !hint))
+            err_inline_secret(c, line, s, "this line");
+        else if (s->dup && id < 0)
+            aor_cfg_err(c->errs, line, "unknown option %s in %s%s%s%s",
+                        aor_cfg_show(name, b1, sizeof b1), aor_cfg_sec_label(s, b2, sizeof b2),
+                        hint ? "; did you mean " : "", hint ? hint : "", hint ? "?" : "");
+        return 1;
+    }
     if (id >= 0) {
         if (s->seen[id]) {
             aor_cfg_err(c->errs, line, "%s is set twice in %s (first on line %zu)",

@@ -988,6 +988,44 @@ static void test_structure_errors(void **state) {
     free(path);
 }
 
+/* Options of a skipped section are not applied, but one run still shows every error
+ * (§3.1): an inline secret in any section, an unknown option in a duplicate one (QA: a
+ * duplicate section hid the secret written inside it). */
+static void test_skipped_sections_still_report(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *openai = "sk-"
+                         "proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"; /* fake, split */
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\n"                  /* 1 */
+                         "env = TEST_KEY_A\n"             /* 2 */
+                         "[key \"a\"]\n"                  /* 3: duplicate */
+                         "api_key = %s\n"                 /* 4 */
+                         "envv = OTHER\n"                 /* 5 */
+                         "env = OTHER\n"                  /* 6: ignored */
+                         "[deamon]\n"                     /* 7: unknown */
+                         "foo = bar\n"                    /* 8: ignored */
+                         "secret = %s\n"                  /* 9 */
+                         "[provider \"p\"]\n"             /* 10 */
+                         "dialect = openai\n"             /* 11 */
+                         "base_url = https://x.example\n" /* 12 */
+                         "keys = a\n"                     /* 13 */
+                         "models = *\n",                  /* 14 */
+                         openai, openai) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 3, "duplicate section [key \"a\"] (first on line 1)");
+    assert_err(errs, path, 4, "looks like a secret");
+    assert_err(errs, path, 5, "unknown option envv in [key \"a\"]; did you mean env?");
+    assert_err(errs, path, 7, "unknown section [deamon]");
+    assert_err(errs, path, 9, "looks like a secret");
+    assert_int_equal(count_lines(errs), 5);
+    assert_null(strstr(errs, "Ab3dEf6h"));
+    free(errs);
+    free(path);
+    free(text);
+}
+
 /* All errors at once, sorted by line, each "FILE:LINE: message". */
 static void test_many_errors_at_once_sorted(void **state) {
     const char *text = "[routing]\n"
@@ -1352,6 +1390,7 @@ int main(void) {
         T(test_rule4_provider_needs_keys_and_models),
         T(test_rule5_model_not_served),
         T(test_rule6_inline_secrets_rejected_without_echo),
+        T(test_skipped_sections_still_report),
         T(test_rule6_no_false_positives),
         T(test_rule7_unknown_sections_and_options),
         T(test_rule7_hints_by_words),
