@@ -742,14 +742,12 @@ static const char *other_home(aor_cfg_sec_type t, const char *name) {
 
 /* inih handler: called right after the reader returned the line, so c->lineno is the
  * line of this option. Always returns 1 (errors are collected, parsing goes on). */
-static int on_option(void *user, const char *inih_section, const char *name, const char *value) {
-    (void)inih_section; /* the reader tracks sections itself (names of any length) */
-    aor_cfg_parse_ctx *c = user;
+static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
     size_t line = c->lineno;
     char b1[AOR_CFG_SHOWBUF], b2[AOR_CFG_SHOWBUF];
     if (!*name) {
         aor_cfg_err(c->errs, line, "missing option name before '='");
-        return 1;
+        return;
     }
     if (c->cur < 0) {
         if (aor_cfg_secret_option_name(name) || aor_cfg_looks_secret(value))
@@ -759,7 +757,7 @@ static int on_option(void *user, const char *inih_section, const char *name, con
                         "option %s is outside of any section; put it under [daemon], [routing], "
                         "[key \"NAME\"], [provider \"NAME\"] or [model \"NAME\"]",
                         aor_cfg_show(name, b1, sizeof b1));
-        return 1;
+        return;
     }
     aor_cfg_section *s = &c->secs[c->cur];
     int id = s->type != SEC_BAD ? find_opt(s->type, name) : -1;
@@ -777,14 +775,14 @@ static int on_option(void *user, const char *inih_section, const char *name, con
             aor_cfg_err(c->errs, line, "unknown option %s in %s%s%s%s",
                         aor_cfg_show(name, b1, sizeof b1), aor_cfg_sec_label(s, b2, sizeof b2),
                         hint ? "; did you mean " : "", hint ? hint : "", hint ? "?" : "");
-        return 1;
+        return;
     }
     if (id >= 0) {
         if (s->seen[id]) {
             aor_cfg_err(c->errs, line, "%s is set twice in %s (first on line %zu)",
                         sec_opts[s->type].names[id], aor_cfg_sec_label(s, b2, sizeof b2),
                         s->seen[id]);
-            return 1;
+            return;
         }
         s->seen[id] = line;
     }
@@ -799,7 +797,7 @@ static int on_option(void *user, const char *inih_section, const char *name, con
             snprintf(what, sizeof what, "%s%s", id < 0 ? "option " : "the value of ",
                      aor_cfg_show(name, b1, sizeof b1));
         err_inline_secret(c, line, s, what);
-        return 1;
+        return;
     }
     if (id < 0) {
         const char *home = other_home(s->type, name);
@@ -810,12 +808,12 @@ static int on_option(void *user, const char *inih_section, const char *name, con
         aor_cfg_err(c->errs, line, "unknown option %s in %s%s%s%s%s",
                     aor_cfg_show(name, b1, sizeof b1), aor_cfg_sec_label(s, b2, sizeof b2),
                     hint ? "; did you mean " : "", hint ? hint : "", hint ? "?" : "", homebuf);
-        return 1;
+        return;
     }
     const char *opt = sec_opts[s->type].names[id];
     if (!*value) {
         aor_cfg_err(c->errs, line, "%s has an empty value", opt);
-        return 1;
+        return;
     }
     switch (s->type) {
     case SEC_DAEMON:
@@ -835,6 +833,25 @@ static int on_option(void *user, const char *inih_section, const char *name, con
         break;
     default:
         break;
+    }
+}
+
+/* inih handler: a value in double quotes ("openai", as git config allows) is taken
+ * without them; option() does the rest. */
+static int on_option(void *user, const char *inih_section, const char *name, const char *value) {
+    (void)inih_section; /* the reader tracks sections itself (names of any length) */
+    aor_cfg_parse_ctx *c = user;
+    size_t n = strlen(value);
+    if (n >= 2 && value[0] == '"' && value[n - 1] == '"') {
+        char *unquoted = strndup(value + 1, n - 2);
+        if (!unquoted) {
+            c->errs->oom = 1;
+            return 1;
+        }
+        option(c, name, unquoted);
+        free(unquoted);
+    } else {
+        option(c, name, value);
     }
     return 1;
 }

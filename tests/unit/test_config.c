@@ -1026,6 +1026,38 @@ static void test_skipped_sections_still_report(void **state) {
     free(text);
 }
 
+/* A value in double quotes is taken without them, as git config does (QA: `dialect =
+ * "openai"` got "did you mean openai?"); a secret in quotes is still refused. */
+static void test_quoted_values(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    aor_config *cfg = load_ok("[key \"a\"]\nenv = \"TEST_KEY_A\"\nname = \"Main account\"\n"
+                              "[provider \"p\"]\ndialect = \"anthropic\"\n"
+                              "base_url = \"https://x.example\"\nkeys = \"a\"\n"
+                              "models = \"m1, m2\"\n",
+                              NULL);
+    assert_string_equal(cfg->keys[0].friendly, "Main account");
+    assert_string_equal(cfg->keys[0].secret, "secret-a");
+    assert_int_equal(cfg->providers[0].dialect, AOR_DIALECT_ANTHROPIC);
+    assert_string_equal(cfg->providers[0].base_url, "https://x.example");
+    aor_config_free(cfg);
+    const char *openai = "sk-"
+                         "proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"; /* fake, split */
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\nenv = TEST_KEY_A\nname = \"%s\"\n" /* 3 */
+                         "[provider \"p\"]\ndialect = \"\"\n"             /* 5 */
+                         "base_url = https://x.example\nkeys = a\nmodels = *\n",
+                         openai) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 3, "looks like a secret");
+    assert_err(errs, path, 5, "dialect has an empty value");
+    assert_null(strstr(errs, "Ab3dEf6h"));
+    free(errs);
+    free(path);
+    free(text);
+}
+
 /* All errors at once, sorted by line, each "FILE:LINE: message". */
 static void test_many_errors_at_once_sorted(void **state) {
     const char *text = "[routing]\n"
@@ -1391,6 +1423,7 @@ int main(void) {
         T(test_rule5_model_not_served),
         T(test_rule6_inline_secrets_rejected_without_echo),
         T(test_skipped_sections_still_report),
+        T(test_quoted_values),
         T(test_rule6_no_false_positives),
         T(test_rule7_unknown_sections_and_options),
         T(test_rule7_hints_by_words),
