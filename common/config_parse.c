@@ -591,6 +591,11 @@ static void opt_models(aor_cfg_parse_ctx *c, size_t line, aor_provider_cfg *p, c
             for (char *e = eq; e > canon && (e[-1] == ' ' || e[-1] == '\t'); e--)
                 e[-1] = '\0';
         }
+        if (strlen(canon) > AOR_CFG_MODEL_MAX || strlen(up) > AOR_CFG_MODEL_MAX) {
+            aor_cfg_err(c->errs, line, "models: \"%s\" is longer than %d characters",
+                        aor_cfg_show(items[i], b, sizeof b), AOR_CFG_MODEL_MAX);
+            continue;
+        }
         if (!aor_cfg_valid_model(canon) || !aor_cfg_valid_model(up)) {
             aor_cfg_err(c->errs, line,
                         "models: \"%s\" is not canonical or canonical=upstream (model names "

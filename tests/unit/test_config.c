@@ -1058,6 +1058,26 @@ static void test_quoted_values(void **state) {
     free(text);
 }
 
+/* A model name over the limit is named as too long, not as malformed (QA). */
+static void test_model_name_too_long(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char longname[202]; /* 201 bytes: one over the limit (200) */
+    memset(longname, 'm', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\nenv = TEST_KEY_A\n[provider \"p\"]\ndialect = openai\n"
+                         "base_url = https://x.example\nkeys = a\nmodels = ok, %s\n",
+                         longname) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 7, "is longer than 200 characters");
+    assert_int_equal(count_lines(errs), 1);
+    free(errs);
+    free(path);
+    free(text);
+}
+
 /* All errors at once, sorted by line, each "FILE:LINE: message". */
 static void test_many_errors_at_once_sorted(void **state) {
     const char *text = "[routing]\n"
@@ -1424,6 +1444,7 @@ int main(void) {
         T(test_rule6_inline_secrets_rejected_without_echo),
         T(test_skipped_sections_still_report),
         T(test_quoted_values),
+        T(test_model_name_too_long),
         T(test_rule6_no_false_positives),
         T(test_rule7_unknown_sections_and_options),
         T(test_rule7_hints_by_words),
