@@ -155,7 +155,10 @@ int aor_cfg_envfile_load(const char *path, size_t opt_line, aor_cfg_errs *errs,
         return -1;
     int bad = 0;
     size_t lineno = 0;
-    for (char *p = buf; p < buf + len;) {
+    char *start = buf;
+    if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
+        start += 3; /* a UTF-8 BOM, as some editors write (aor.ini accepts one too) */
+    for (char *p = start; p < buf + len;) {
         char *nl = memchr(p, '\n', (size_t)(buf + len - p));
         char *e = nl ? nl : buf + len;
         char *next = nl ? nl + 1 : buf + len;

@@ -1206,6 +1206,17 @@ static void test_env_file(void **state) {
     aor_config_free(cfg);
     free(text);
     free(ef);
+    unsetenv("TEST_KEY_B");
+
+    /* A UTF-8 BOM before the first line, as some editors write (QA). */
+    ef = write_file("\xEF\xBB\xBFTEST_KEY_A=bom-a\r\nTEST_KEY_B=bom-b\r\n", 0600);
+    text = envfile_config(ef);
+    cfg = load_ok(text, NULL);
+    assert_string_equal(cfg->keys[0].secret, "bom-a");
+    assert_string_equal(cfg->keys[1].secret, "bom-b");
+    aor_config_free(cfg);
+    free(text);
+    free(ef);
 }
 
 static void test_env_file_mode_checked(void **state) {
