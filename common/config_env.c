@@ -260,8 +260,8 @@ static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var, aor
         if (w < 0 || (size_t)w >= sizeof name)
             return -1;
         const char *val = getenv(name);
-        if (!val || !*val)
-            continue;
+        if (!val || val[strspn(val, " \t\r\n")] == '\0')
+            continue; /* unset, empty or only whitespace: no key (§3.3 "set and non-empty") */
         char *secret = strdup(val);
         if (!secret)
             return -1;

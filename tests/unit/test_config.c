@@ -1402,6 +1402,14 @@ static void test_embedded_bad_variable_reported(void **state) {
     assert_non_null(strstr(errs, "<environment>: OPENAI_API_KEY_2 "));
     assert_null(strstr(errs, "value-Qw8"));
     free(errs);
+    /* Only whitespace is no key, as if unset (QA: it stopped aord with exit 2). */
+    setenv("OPENAI_API_KEY_2", " \t", 1);
+    aor_config *cfg = aor_config_load(NULL, &errs);
+    assert_non_null(cfg);
+    const aor_provider_cfg *o = &cfg->providers[aor_config_provider_index(cfg, "openai")];
+    assert_int_equal(o->nkeys, 1);
+    assert_string_equal(cfg->keys[o->key_idx[0]].name, "OPENAI_API_KEY");
+    aor_config_free(cfg);
 }
 
 /* A file that only tunes [daemon]/[routing] keeps the providers of the environment. */
