@@ -350,7 +350,9 @@ static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
     M("aor_upstream_failures_total",
       "Failed upstream attempts (retryable, or cut after the answer started).", m->attempt_fail);
     M("aor_all_backed_off_total", "Terminal aor_all_backed_off answers.", m->all_backed_off);
-    M("aor_rejected_peers_total", "Connections refused by the uid check.", m->rejected_peers);
+    M("aor_rejected_peers_total",
+      "Connections refused by the uid check (another uid, or an owner that could not be told).",
+      m->rejected_peers);
     M("aor_bad_preambles_total", "Shim connections with a malformed preamble.", m->bad_preambles);
     M("aor_state_writes_total", "State events written to the store.", aor_rstate_writes(d->rs));
 #undef M

@@ -25,7 +25,14 @@ static void on_unix_accept(struct evconnlistener *l, evutil_socket_t fd, struct 
     aor_daemon *d = arg;
     struct ucred cred;
     socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        aor_warn("shim socket: cannot tell the owner of a connection (%s); refused",
+                 strerror(errno));
+        d->m.rejected_peers++;
+        close(fd);
+        return;
+    }
+    if (cred.uid != getuid()) {
         aor_warn("shim socket: refused a peer of uid %d (only uid %d may connect)", (int)cred.uid,
                  (int)getuid());
         d->m.rejected_peers++;
