@@ -75,8 +75,11 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
     char *errors = NULL;
     aor_config *cfg = aor_config_load(d->config_arg, &errors);
     if (!cfg) {
+        size_t n = errors ? strlen(errors) : 0;
+        while (n > 0 && errors[n - 1] == '\n')
+            errors[--n] = '\0'; /* aor_error ends the line itself */
         aor_error("SIGHUP: config has errors, keeping the running one:\n%s",
-                  errors ? errors : "(unknown error)");
+                  n ? errors : "(unknown error)");
         free(errors);
         return;
     }
