@@ -38,9 +38,11 @@ int aor_ip_from_sockaddr(const struct sockaddr *sa, socklen_t len, aor_ip *ip, i
             *port = ntohs(sin.sin_port);
         return aor_ip_from_raw(AF_INET, &sin.sin_addr, ip);
     }
-    if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+    /* Linux takes an AF_INET6 address without sin6_scope_id (RFC 2133's 24 bytes). */
+    if (sa->sa_family == AF_INET6 && len >= (socklen_t)AOR_SIN6_LEN_MIN) {
         struct sockaddr_in6 sin6;
-        memcpy(&sin6, sa, sizeof(sin6));
+        memset(&sin6, 0, sizeof(sin6));
+        memcpy(&sin6, sa, len < (socklen_t)sizeof(sin6) ? len : (socklen_t)sizeof(sin6));
         if (port != NULL)
             *port = ntohs(sin6.sin6_port);
         return aor_ip_from_raw(AF_INET6, &sin6.sin6_addr, ip);

@@ -11,9 +11,14 @@ typedef struct {
     unsigned char bytes[16]; /* network order; 4 used for AF_INET, rest zero */
 } aor_ip;
 
+/* Shortest AF_INET6 address Linux's connect takes: RFC 2133's sockaddr_in6, without
+ * sin6_scope_id (the kernel's SIN6_LEN_RFC2133). */
+#define AOR_SIN6_LEN_MIN 24
+
 /* Reads family, address and port (host order) of an AF_INET / AF_INET6 sockaddr of len
  * bytes. An IPv4-mapped IPv6 address (::ffff:a.b.c.d) becomes AF_INET. port may be NULL.
- * Returns 0, or -1 (not INET/INET6, or len too short). */
+ * Returns 0, or -1 (not INET/INET6, or len too short: under sizeof(struct sockaddr_in),
+ * or AOR_SIN6_LEN_MIN for AF_INET6, as the kernel checks). */
 int aor_ip_from_sockaddr(const struct sockaddr *sa, socklen_t len, aor_ip *ip, int *port);
 
 /* Builds an aor_ip from raw address bytes (4 for AF_INET, 16 for AF_INET6), folding

@@ -91,8 +91,12 @@ static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len) 
     info.keepidle = get_int_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, 7200);
     info.keepintvl = get_int_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, 75);
     info.keepcnt = get_int_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, 9);
-    info.peerlen = len < (socklen_t)sizeof(info.peer) ? len : (socklen_t)sizeof(info.peer);
-    memcpy(&info.peer, addr, info.peerlen);
+    /* getpeername reports the family's size, as the kernel does, whatever length the
+     * program passed to connect (a sockaddr_storage's 128, RFC 2133's 24 for AF_INET6);
+     * aor_ip_from_sockaddr has checked that len covers the address. */
+    info.peerlen = addr->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+                                               : (socklen_t)sizeof(struct sockaddr_in);
+    memcpy(&info.peer, addr, len < info.peerlen ? len : info.peerlen);
     /* The program's own timeouts carry over; the hand-off timeout does not. */
     if (aor_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcvto, &tl) != 0)
         memset(&rcvto, 0, sizeof(rcvto));

@@ -158,6 +158,48 @@ static void test_redirect_blocking(void **state) {
     assert_int_equal(aor_fdtab_marked(fd), 0);
 }
 
+/* connect with a longer length than the family's (a sockaddr_storage's) and with RFC
+ * 2133's 24-byte sockaddr_in6, both of which Linux takes: redirected, and getpeername
+ * reports the family's size as the kernel does, writing nothing past it (QA). */
+static void test_connect_lengths(void **state) {
+    record("192.0.2.12", "api.openai.com", 0);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in to = sin_of("192.0.2.12", 443);
+    memcpy(&ss, &to, sizeof(to));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&ss, sizeof(ss)), 0);
+    char line[128];
+    read_line(fd, line, sizeof(line));
+    assert_string_equal(line, "ok");
+    unsigned char out[sizeof(struct sockaddr_storage)];
+    memset(out, 0xee, sizeof(out));
+    socklen_t pl = sizeof(out);
+    assert_int_equal(getpeername(fd, (struct sockaddr *)out, &pl), 0);
+    assert_int_equal(pl, sizeof(struct sockaddr_in));
+    assert_memory_equal(out, &to, sizeof(to));
+    assert_int_equal(out[sizeof(to)], 0xee);
+    close(fd);
+
+    record("2001:db8::12", "api.openai.com", 0);
+    struct sockaddr_in6 to6;
+    memset(&to6, 0, sizeof(to6));
+    to6.sin6_family = AF_INET6;
+    to6.sin6_port = htons(443);
+    inet_pton(AF_INET6, "2001:db8::12", &to6.sin6_addr);
+    fd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0); /* a direct connect would hang */
+    assert_int_equal(connect(fd, (struct sockaddr *)&to6, AOR_SIN6_LEN_MIN), 0);
+    read_line(fd, line, sizeof(line));
+    assert_string_equal(line, "ok");
+    last_preamble(line, sizeof(line));
+    assert_string_equal(line, "AOR/1 api.openai.com 2001:db8::12 443");
+    pl = sizeof(out);
+    assert_int_equal(getpeername(fd, (struct sockaddr *)out, &pl), 0);
+    assert_int_equal(pl, sizeof(struct sockaddr_in6));
+    assert_memory_equal(out, &to6, sizeof(to6));
+    close(fd);
+}
+
 static void test_redirect_nonblocking_cloexec(void **state) {
     record("192.0.2.11", "api.anthropic.com", 0);
     struct sockaddr_in to = sin_of("192.0.2.11", 443);
@@ -325,6 +367,7 @@ static void test_daemon_down(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_connect_lengths),
         cmocka_unit_test(test_redirect_blocking),
         cmocka_unit_test(test_redirect_nonblocking_cloexec),
         cmocka_unit_test(test_not_recognised_or_udp),
