@@ -78,6 +78,7 @@ struct h1_conn {
     h1_xfer *x;
     int served; /* answers completed on this connection */
     int connected;
+    int last_read_full; /* the latest read filled its buffer: more may wait in the socket */
     char last_err[160];
 };
 
@@ -147,7 +148,8 @@ struct aor_h1 {
     size_t nidle;
     h1_xfer *deferred, *deferred_tail;
     struct event *defer_ev;
-    struct event *sweep_ev;     /* every SWEEP_MS while transfers exist: aor_h1_sweep */
+    struct event *sweep_ev;     /* every SWEEP_MS while transfers or idle connections exist */
+    long long idle_max_ms;      /* IDLE_MAX_AGE_MS (aor_h1_set_idle_max_ms in tests) */
     double swept_at;            /* stall_now() at the last sweep (0: none yet) */
     llhttp_settings_t settings; /* every connection's parser keeps a pointer to it */
     aor_pool spares;            /* ended transfers kept with their head and line buffers (pool.h) */
@@ -348,7 +350,7 @@ static h1_conn *idle_take(aor_h1 *h, h1_origin *o) {
         if (c->o == o) {
             if (now < 0)
                 now = mono_ms();
-            if (now - c->idle_since_ms > IDLE_MAX_AGE_MS) {
+            if (now - c->idle_since_ms > h->idle_max_ms) {
                 conn_close(c);
             } else {
                 idle_unlink(c);
@@ -652,11 +654,26 @@ static int tls_more_after_answer(h1_conn *c) {
     return r > 0 || e != SSL_ERROR_WANT_READ;
 }
 
+/* 1 when bytes (or the end) wait in c's socket after a complete answer whose last read
+ * filled its buffer. The read event of an idle connection would see them, but the next
+ * request may take the connection from the pool in this same loop pass and would read
+ * them as its answer (an upstream whose body outran its Content-Length). A read that
+ * did not fill its buffer emptied the socket: no system call then (as nginx decides
+ * whether to keep an upstream connection). */
+static int socket_more_after_answer(h1_conn *c) {
+    if (!c->last_read_full)
+        return 0;
+    char b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 /* Ends x after its answer is complete and on_data has taken every byte. */
 static void finish_ok(h1_xfer *x) {
     h1_conn *c = x->c;
     int reusable = c && !x->cut && !x->leftover && x->keep_alive && x->status >= 200 &&
-                   (!c->out || evbuffer_get_length(c->out) == 0) && !tls_more_after_answer(c);
+                   (!c->out || evbuffer_get_length(c->out) == 0) && !tls_more_after_answer(c) &&
+                   !socket_more_after_answer(c);
     detach_conn(x, reusable);
     xfer_end(x, CURLE_OK, NULL);
 }
@@ -856,6 +873,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
             return;
         }
         h1_xfer *x = c->x;
+        c->last_read_full = (size_t)n == sizeof h->scratch;
         if (feed(c, h->scratch, (size_t)n) < 0)
             return;
         if (x->complete) {
@@ -1487,7 +1505,12 @@ void aor_h1_sweep(aor_h1 *h) {
         }
     }
     h->swept_at = now;
-    if (h->xfers)
+    /* Idle connections past their age are closed here too, not only when the next
+     * request to their origin passes by (the list is newest first). */
+    long long mono = mono_ms();
+    while (h->idle_tail && mono - h->idle_tail->idle_since_ms > h->idle_max_ms)
+        conn_close(h->idle_tail);
+    if (h->xfers || h->idle)
         sweep_arm(h);
 }
 
@@ -1496,6 +1519,7 @@ aor_h1 *aor_h1_new(struct event_base *base) {
     if (!h)
         return NULL;
     h->base = base;
+    h->idle_max_ms = IDLE_MAX_AGE_MS;
     h->defer_ev = event_new(base, -1, 0, on_deferred, h);
     h->sweep_ev = evtimer_new(base, on_sweep, h);
     if (!h->defer_ev || !h->sweep_ev) {
@@ -1542,6 +1566,10 @@ void aor_h1_free(aor_h1 *h) {
     event_free(h->defer_ev);
     event_free(h->sweep_ev);
     free(h);
+}
+
+void aor_h1_set_idle_max_ms(aor_h1 *h, long long ms) {
+    h->idle_max_ms = ms;
 }
 
 size_t aor_h1_idle_count(const aor_h1 *h) {

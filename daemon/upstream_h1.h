@@ -46,6 +46,10 @@ void aor_h1_cancel(aor_xfer *x);
 /* Idle pooled connections right now (tests, admin). */
 size_t aor_h1_idle_count(const aor_h1 *h);
 
+/* How long (milliseconds, monotonic clock) a pooled connection may stay idle: older ones
+ * are not reused, and the sweep closes them. Default 60,000; tests shorten it. */
+void aor_h1_set_idle_max_ms(aor_h1 *h, long long ms);
+
 /* Seconds a connected transfer may go without a byte read or written before it fails
  * with CURLE_OPERATION_TIMEDOUT ("<origin> sent nothing for N s"): a timeout, which
  * spec §4.1 classes as transient (before the answer started: backoff and the next
@@ -57,8 +61,9 @@ size_t aor_h1_idle_count(const aor_h1 *h);
 
 /* Checks every transfer for a stall (AOR_H1_STALL_S, measured on CLOCK_MONOTONIC, or on
  * the daemon's fake clock when AOR_FAKE_CLOCK is set, so a test moves it with
- * aor_clock_advance). A timer calls it every second
- * while transfers exist; tests may call it directly. Failures arrive through on_done from
+ * aor_clock_advance), and closes pooled connections idle for longer than their limit
+ * (aor_h1_set_idle_max_ms). A timer calls it every second while transfers or idle
+ * connections exist; tests may call it directly. Failures arrive through on_done from
  * the event loop, not from inside this call. */
 void aor_h1_sweep(aor_h1 *h);
 

@@ -352,3 +352,62 @@ def test_stop_with_connections_open_is_clean(env):
     for s in (idle, waiting, half):
         s.close()
     up.close()
+
+
+def test_bytes_after_an_answer_end_its_pooled_connection(env):
+    """An upstream answer that ends exactly where a 16 KiB read ends, with stray bytes
+    (another whole answer) behind it in the socket: the connection must not go back to
+    the pool, or the walk's next attempt on the same origin, in the same loop pass, reads
+    the stray answer as its own (review: the client got the smuggled 200 and key a was
+    recorded a success)."""
+    smuggled = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 17\r\n\r\n{\"smuggled\":true}")
+
+    def answer_429_of(total):
+        base = b'{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}'
+        pre = b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: "
+        for pad in range(total):
+            body = base + b" " * pad
+            head = pre + b"%d\r\n\r\n" % len(body)
+            if len(head) + len(body) == total:
+                return head + body
+        raise AssertionError("no padding makes %d bytes" % total)
+
+    first = answer_429_of(16384)
+
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            if len(up.heads) == 1:
+                s.sendall(first + smuggled)
+            else:
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 13\r\n\r\n{\"real\":true}")
+
+    up = RawUpstream(handler)
+    port = aortest.free_port()
+    env.set_keys(KEY_A="sk-" + "test-raw-a", KEY_B="sk-" + "test-raw-b")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "a"]
+        env = KEY_A
+        [key "b"]
+        env = KEY_B
+        [provider "openai"]
+        dialect = openai
+        base_url = http://127.0.0.1:{up.port}
+        keys = a, b
+        models = *
+        """)
+    d = env.start_daemon()
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request())
+    status, head, body = read_answer(s)
+    s.close()
+    eq((status, body), (200, b'{"real":true}'), "the second attempt's own answer")
+    check(b"x-aor-attempts: 2" in head.lower(), "two attempts: %r" % head)
+    eq(len(up.heads), 2, "two requests upstream")
+    eq(up.conns, 2, "the second on a new connection")

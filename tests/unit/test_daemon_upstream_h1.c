@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -921,6 +922,24 @@ static void test_keepalive_reuses_connection(void **state) {
     assert_int_equal(f->req_conn[1], 0);
     assert_true(req_has_line(f, 1, "GET /two HTTP/1.1"));
     assert_int_equal(aor_h1_idle_count(f->h), 1);
+}
+
+/* A pooled connection idle past its limit is closed by the sweep, not only skipped when
+ * the next request to its origin comes (review: it stayed open indefinitely). */
+static void test_sweep_closes_aged_idle_connections(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY, OK5);
+    aor_h1_set_idle_max_ms(f->h, 50);
+    get(f, &f->r[0], plain_url(f, 0, "/one"));
+    assert_ok(&f->r[0], 200, "hello");
+    assert_int_equal(aor_h1_idle_count(f->h), 1);
+    aor_h1_sweep(f->h);
+    assert_int_equal(aor_h1_idle_count(f->h), 1); /* still young */
+    struct timespec ts = {0, 120 * 1000000L};
+    nanosleep(&ts, NULL);
+    aor_h1_sweep(f->h);
+    assert_int_equal(aor_h1_idle_count(f->h), 0);
 }
 
 static void test_connection_close_not_reused(void **state) {
@@ -2009,6 +2028,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_204_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answer_in_pieces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keepalive_reuses_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_closes_aged_idle_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_close_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http10_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_after_answer_not_reused, setup, teardown),
