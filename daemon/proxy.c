@@ -1142,6 +1142,9 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             v.kind = AOR_KIND_TRANSIENT;
             v.hint_s = -1;
             snprintf(v.reason, sizeof v.reason, "stream ended before its first event");
+        } else if (event_is_error(p, h, hl, &v)) {
+            /* Its only event, an error without the blank line that ends an event: a
+             * failed attempt like any other (§5.3), walk on. */
         } else {
             /* A short stream that ended cleanly without a blank line: pass it on. */
             record(p, cand, AOR_KIND_OK, -1);

@@ -411,3 +411,32 @@ def test_bytes_after_an_answer_end_its_pooled_connection(env):
     check(b"x-aor-attempts: 2" in head.lower(), "two attempts: %r" % head)
     eq(len(up.heads), 2, "two requests upstream")
     eq(up.conns, 2, "the second on a new connection")
+
+
+def test_stream_of_one_error_event_without_blank_line_is_a_failure(env):
+    """§5.3: an error event before any byte reached the client is a failed attempt, also
+    when it is the whole stream and lacks the blank line that ends an event (review: it
+    was passed on as a success, the key's backoff cleared)."""
+    event = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+             b'"message":"Overloaded"}}\n')
+
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(event) + event)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    body = b'{"model":"gpt-4o-mini","stream":true,"messages":[]}'
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request(body=body))
+    status, head, got = read_answer(s)
+    s.close()
+    eq(status, 200, "the walk ran out: the last answer as it came (§5.6)")
+    check(b"overloaded_error" in got, "with its event: %r" % got)
+    rows = d.state()["backoff"]
+    eq([(r["key"], r["last_error_kind"]) for r in rows], [("a", "rate")],
+       "the overloaded error event backed the key off as rate")
