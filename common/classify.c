@@ -344,6 +344,13 @@ void aor_classify(aor_dialect d, long status, const aor_header *hdrs, size_t nhd
             snprintf(out->reason, sizeof out->reason, "%ld ok", status);
         return;
     }
+    if (status == 304) {
+        /* Not Modified: the answer to a conditional request the client made, returned as
+         * it came; no failure, no walk (RFC 9110 §15.4.5). */
+        out->kind = AOR_KIND_CLIENT;
+        snprintf(out->reason, sizeof out->reason, "304 not modified");
+        return;
+    }
     if (status >= 300 && status < 400) {
         out->kind = AOR_KIND_CONFIG;
         snprintf(out->reason, sizeof out->reason, "%ld redirect from the %s API: wrong base_url?",

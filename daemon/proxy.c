@@ -622,6 +622,13 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
                           const aor_candidate *cand) {
     redact_body(p, b, cand);
     redact_headers(p, hs, cand);
+    if (status == 304) { /* no body, no framing (RFC 9110 §15.4.5, RFC 9112 §6.3) */
+        p->no_body = 1;
+        evbuffer_drain(b, evbuffer_get_length(b));
+        write_head(p, status, hs, cand, -1);
+        finish(p, 1);
+        return;
+    }
     write_head(p, status, hs, cand, (long long)evbuffer_get_length(b));
     evbuffer_add_buffer(aor_conn_output(p->c), b);
     finish(p, 1);
@@ -754,7 +761,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             p->mode = MODE_SSE_PEEK;
         } else {
             p->mode = MODE_STREAM;
-            /* (a 304 is not 2xx: it is buffered and sent with its length, 0) */
+            /* (a 304 is not 2xx: it is buffered, then sent without a body, send_buffered) */
             p->no_body = p->req->method == HTTP_HEAD || p->status == 204;
             long long n = content_length_of(hset_content_length(&p->hdrs));
             if (p->status == 204)

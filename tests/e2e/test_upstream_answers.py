@@ -440,3 +440,40 @@ def test_stream_of_one_error_event_without_blank_line_is_a_failure(env):
     rows = d.state()["backoff"]
     eq([(r["key"], r["last_error_kind"]) for r in rows], [("a", "rate")],
        "the overloaded error event backed the key off as rate")
+
+
+def test_304_to_a_conditional_request_is_returned_without_a_body(env):
+    """An upstream 304 Not Modified (a conditional GET the client made) goes back as it
+    came, without a body or framing, and the connection goes on (review: it became a 502
+    'not an answer of the openai API')."""
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            if b"if-none-match" in head.lower():
+                s.sendall(b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n')
+            else:
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 2\r\n\r\n{}")
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(b'GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer c\r\n'
+              b'If-None-Match: "v1"\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+              b'Authorization: Bearer c\r\nConnection: close\r\n\r\n')
+    s.settimeout(20)
+    raw = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        raw += chunk
+    s.close()
+    first, sep, rest = raw.partition(b"\r\n\r\n")
+    check(first.startswith(b"HTTP/1.1 304 "), "304 as it came: %r" % raw[:300])
+    check(b'etag: "v1"' in first.lower(), "with its ETag: %r" % first)
+    check(b"transfer-encoding" not in first.lower(), "no chunked framing: %r" % first)
+    check(rest.startswith(b"HTTP/1.1 200 "), "no body, and the next answer follows: %r" % rest[:200])
+    eq(d.state()["backoff"], [], "no failure recorded")

@@ -107,6 +107,7 @@ static const ccase cases[] = {
     {"200 html sniffed", OA, 200, NULL, NULL, "\n  <!DOCTYPE html><html>", AOR_KIND_CONFIG, -1},
     {"200 json that looks odd", OA, 200, JSON, NULL, "<html>", AOR_KIND_OK, -1},
     {"301 redirect", OA, 301, HTML, "location: https://example.com/", "", AOR_KIND_CONFIG, -1},
+    {"304 not modified", OA, 304, NULL, "etag: \"x\"", "", AOR_KIND_CLIENT, -1},
     {"404 html page", OA, 404, HTML, NULL, "<html><body>Not Found</body></html>", AOR_KIND_CONFIG,
      -1},
     {"404 html page mentioning billing", OA, 404, HTML, NULL,
