@@ -115,6 +115,7 @@ struct aor_proxy {
     char *sse_tail;
     size_t tail_total;
     int cut;             /* we stopped the transfer */
+    int held_cut;        /* held has only the first ERROR_BODY_MAX bytes of the body */
     char *upstream_body; /* rewritten body when the model id differs */
     hblock hb;           /* the attempt's request headers for the upstream (wiped after) */
     hblock url;          /* the attempt's upstream URL */
@@ -123,6 +124,7 @@ struct aor_proxy {
     long last_status;
     hdr_set last_hdrs;
     struct evbuffer *last_body;
+    int last_cut; /* last_body is cut (held_cut) */
     aor_verdict last_verdict;
     const aor_candidate *last_cand;
 };
@@ -619,9 +621,21 @@ static void redact_headers(const aor_proxy *p, hdr_set *hs, const aor_candidate 
 
 /* Sends a buffered answer as it came (but for the redactions), with a Content-Length. */
 static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffer *b,
-                          const aor_candidate *cand) {
+                          const aor_candidate *cand, int cut) {
     redact_body(p, b, cand);
     redact_headers(p, hs, cand);
+    if (cut) {
+        /* Only the first ERROR_BODY_MAX bytes were kept: the client gets them and an
+         * unfinished response (chunked, no last chunk), never a short body framed as
+         * whole. */
+        aor_warn("%s: answer %ld of over %d bytes: the client gets its first %d and an "
+                 "unfinished response",
+                 cand_provider(p, cand), status, ERROR_BODY_MAX, ERROR_BODY_MAX);
+        write_head(p, status, hs, cand, -1);
+        write_body_buffer(p, b);
+        abort_client(p);
+        return;
+    }
     if (status == 304) { /* no body, no framing (RFC 9110 §15.4.5, RFC 9112 §6.3) */
         p->no_body = 1;
         evbuffer_drain(b, evbuffer_get_length(b));
@@ -651,6 +665,7 @@ static void reset_attempt(aor_proxy *p) {
     p->mode = MODE_HEADERS;
     p->sse_error = 0;
     p->cut = 0;
+    p->held_cut = 0;
     p->no_body = 0;
     if (p->held)
         evbuffer_drain(p->held, evbuffer_get_length(p->held));
@@ -988,6 +1003,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
     case MODE_BUFFER:
         if (evbuffer_get_length(p->held) + len > ERROR_BODY_MAX) {
             p->cut = 1;
+            p->held_cut = 1;
             return 0; /* enough to classify; stop */
         }
         evbuffer_add(p->held, data, len);
@@ -1050,6 +1066,7 @@ static void keep_last(aor_proxy *p, const aor_verdict *v) {
         evbuffer_drain(p->last_body, evbuffer_get_length(p->last_body));
         evbuffer_add_buffer(p->last_body, p->held);
     }
+    p->last_cut = p->held_cut;
     p->last_verdict = *v;
     p->last_cand = p->cand;
 }
@@ -1174,7 +1191,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
              v.hint_s > 0 ? " with retry hint" : "");
     if (v.kind == AOR_KIND_OK) {
         record(p, cand, AOR_KIND_OK, -1);
-        send_buffered(p, p->status, &p->hdrs, p->held, cand);
+        send_buffered(p, p->status, &p->hdrs, p->held, cand, p->held_cut);
         return;
     }
     if (v.kind == AOR_KIND_CONFIG) {
@@ -1189,7 +1206,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         return;
     }
     if (v.kind == AOR_KIND_CLIENT) {
-        send_buffered(p, p->status, &p->hdrs, p->held, cand);
+        send_buffered(p, p->status, &p->hdrs, p->held, cand, p->held_cut);
         return;
     }
     /* Retryable: record and walk on. */
@@ -1675,7 +1692,7 @@ static int start_next(aor_proxy *p) {
     }
     /* The walk ran out with upstream errors: the last answer as it came (§5.6). */
     if (p->last_status > 0 && p->last_body) {
-        send_buffered(p, p->last_status, &p->last_hdrs, p->last_body, p->last_cand);
+        send_buffered(p, p->last_status, &p->last_hdrs, p->last_body, p->last_cand, p->last_cut);
         return 0;
     }
     char msg[512];

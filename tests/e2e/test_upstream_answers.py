@@ -477,3 +477,40 @@ def test_304_to_a_conditional_request_is_returned_without_a_body(env):
     check(b"transfer-encoding" not in first.lower(), "no chunked framing: %r" % first)
     check(rest.startswith(b"HTTP/1.1 200 "), "no body, and the next answer follows: %r" % rest[:200])
     eq(d.state()["backoff"], [], "no failure recorded")
+
+
+def test_error_body_over_the_buffer_limit_ends_unfinished(env):
+    """A 400 (client kind: returned as it came) whose body is larger than aord keeps for
+    classification (1 MiB): the client gets the first part in an unfinished chunked
+    response, never a cut body framed as whole (review: Content-Length of the cut part on
+    a kept-alive connection)."""
+    big = b'{"error":{"message":"' + b"x" * (2 * 1024 * 1024) + b'","type":"invalid_request_error"}}'
+
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            s.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(big) + big)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request())
+    s.settimeout(20)
+    raw = b""
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        raw += chunk
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 400 "), "the 400 as it came: %r" % head[:200])
+    check(b"transfer-encoding: chunked" in head.lower() and b"content-length" not in head.lower(),
+          "chunked, not a length: %r" % head)
+    check(not body.endswith(b"0\r\n\r\n"), "no last chunk: the client sees an unfinished answer")
+    check(len(body) > 1000 * 1000, "the first MiB came: %d bytes" % len(body))
+    st, _, _ = aortest.http("GET", d.url + "/healthz")
+    eq(st, 200, "aord goes on")
