@@ -36,6 +36,7 @@
 #define MIN_ATTEMPT_MS 250       /* least time one address gets when more remain */
 #define LINE_MAX_BYTES (256 * 1024) /* one header line (HEAD_MAX_BYTES stops it sooner) */
 #define HEAD_MAX_BYTES (80 * 1024)  /* status line and header fields of an answer */
+#define HEAD_MAX_LINES 256          /* header fields of an answer (proxy.c keeps as many) */
 #define BODY_REF_MIN 16384          /* TLS: larger bodies are referenced, not copied */
 #define SWEEP_MS 1000               /* how often transfers are checked for a stall */
 
@@ -108,6 +109,8 @@ struct h1_xfer {
     int retried;
     int switched;      /* the upstream answered 101 Switching Protocols */
     int head_too_big;  /* the answer's header section passed HEAD_MAX_BYTES */
+    int head_lines;    /* header lines of the answer so far (HEAD_MAX_LINES) */
+    int head_too_many; /* ... passed HEAD_MAX_LINES */
     int head_nul;      /* a header value held a NUL byte */
     int bad_status;    /* the status code was not 100-599 */
     int keep_alive;    /* the complete answer lets the connection carry another request */
@@ -464,6 +467,13 @@ static int emit_line(h1_xfer *x, const llhttp_t *p) {
         return 0;
     if (x->lstate == LS_STATUS_START && status_prefix(x, p) != 0)
         return -1;
+    if (x->lstate != LS_STATUS && x->lstate != LS_STATUS_START &&
+        ++x->head_lines > HEAD_MAX_LINES) {
+        /* Every line counts (a retry hint may be the last): too many is a bad answer, not
+         * one with lines silently dropped. */
+        x->head_too_many = 1;
+        return -1;
+    }
     const char *line = x->line ? x->line : "";
     size_t n = x->line_len;
     if (x->raw) {
@@ -499,6 +509,7 @@ static int head_count(h1_xfer *x, size_t len) {
 static int on_message_begin(llhttp_t *p) {
     h1_xfer *x = parser_xfer(p);
     x->head_bytes = 0;
+    x->head_lines = 0;
     x->line_len = 0;
     x->raw = NULL;
     x->lstate = LS_STATUS_START;
@@ -767,6 +778,9 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
             snprintf(text, sizeof text,
                      "not a valid HTTP/1.1 answer from %s: NUL byte in a header value",
                      x->o->prefix);
+        else if (x->head_too_many)
+            snprintf(text, sizeof text, "not a valid HTTP/1.1 answer from %s: over %d header lines",
+                     x->o->prefix, HEAD_MAX_LINES);
         else if (x->head_too_big)
             snprintf(text, sizeof text,
                      "not a valid HTTP/1.1 answer from %s: header section over %d KiB",

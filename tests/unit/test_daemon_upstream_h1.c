@@ -1478,6 +1478,37 @@ static void test_header_section_limit(void **state) {
     assert_non_null(strstr(f->r[1].errtext, "header section over 80 KiB"));
 }
 
+/* An answer of n short header fields ("X-Nnnnn: v"), then Retry-After (static storage). */
+static const char *many_lines_head(size_t n) {
+    static char buf[64 * 1024];
+    size_t len = 0;
+    memcpy(buf, "HTTP/1.1 429 Too Many Requests\r\n", 32);
+    len = 32;
+    for (size_t i = 0; i < n && len + 32 < sizeof buf; i++) {
+        int w = snprintf(buf + len, sizeof buf - len, "X-%05zu: v\r\n", i);
+        assert_true(w > 0);
+        len += (size_t)w;
+    }
+    static const char tail[] = "Retry-After: 3600\r\nContent-Length: 2\r\n\r\nno";
+    memcpy(buf + len, tail, sizeof tail);
+    return buf;
+}
+
+/* 256 header lines at most (HEAD_MAX_LINES): more is a bad answer, not one whose last
+ * lines (a retry hint) are silently dropped (QA: 250 lines then Retry-After lost it). */
+static void test_header_line_limit(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY, many_lines_head(250)); /* + Retry-After + Content-Length */
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 429, "no");
+    script(f, 0, 1, ACT_REPLY, many_lines_head(260));
+    get(f, &f->r[1], plain_url(f, 1, "/"));
+    assert_fail(&f->r[1], CURLE_WEIRD_SERVER_REPLY);
+    assert_int_equal(f->r[1].data_calls, 0);
+    assert_non_null(strstr(f->r[1].errtext, "over 256 header lines"));
+}
+
 /* What upstreams send is taken as http_parser took it (llhttp's lenient header mode):
  * bare LF line ends, a tab, obs-text and a control character in a value; a NUL in a value
  * is refused. */
@@ -2018,6 +2049,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_content_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_header_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_section_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_line_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tolerant_answer_heads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_out_of_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_whitespace_before_colon, setup, teardown),
