@@ -107,15 +107,16 @@ struct h1_xfer {
     int complete;  /* the answer is complete */
     int cut;       /* on_data refused bytes: stop */
     int retried;
-    int switched;      /* the upstream answered 101 Switching Protocols */
-    int head_too_big;  /* the answer's header section passed HEAD_MAX_BYTES */
-    int head_lines;    /* header lines of the answer so far (HEAD_MAX_LINES) */
-    int head_too_many; /* ... passed HEAD_MAX_LINES */
-    int head_nul;      /* a header value held a NUL byte */
-    int bad_status;    /* the status code was not 100-599 */
-    int keep_alive;    /* the complete answer lets the connection carry another request */
-    size_t head_bytes; /* bytes of status line and fields seen (HEAD_MAX_BYTES) */
-    int leftover;      /* bytes followed the answer: the connection is not reusable */
+    int switched;       /* the upstream answered 101 Switching Protocols */
+    int head_too_big;   /* the answer's header section passed HEAD_MAX_BYTES */
+    int head_lines;     /* header lines of the answer so far (HEAD_MAX_LINES) */
+    int head_too_many;  /* ... passed HEAD_MAX_LINES */
+    int te_unsupported; /* a transfer coding other than chunked */
+    int head_nul;       /* a header value held a NUL byte */
+    int bad_status;     /* the status code was not 100-599 */
+    int keep_alive;     /* the complete answer lets the connection carry another request */
+    size_t head_bytes;  /* bytes of status line and fields seen (HEAD_MAX_BYTES) */
+    int leftover;       /* bytes followed the answer: the connection is not reusable */
     long status;
     int lstate; /* header line being built: LS_* */
     char *line;
@@ -461,6 +462,20 @@ static int plain_separator(const char *from, const char *to) {
     return to - from == 2 && from[0] == ':' && from[1] == ' ';
 }
 
+/* 1 when line (n bytes) is a Transfer-Encoding field with a coding other than chunked
+ * (RFC 9112 §6.1: aor asks for none, and decodes none). */
+static int unsupported_coding(const char *line, size_t n) {
+    static const char name[] = "transfer-encoding:";
+    if (n < sizeof name - 1 || strncasecmp(line, name, sizeof name - 1) != 0)
+        return 0;
+    const char *v = line + sizeof name - 1, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    return !((size_t)(end - v) == 7 && strncasecmp(v, "chunked", 7) == 0);
+}
+
 /* Hands the line built so far to on_header. Returns nonzero to stop the parser. */
 static int emit_line(h1_xfer *x, const llhttp_t *p) {
     if (x->lstate == LS_NONE)
@@ -482,6 +497,12 @@ static int emit_line(h1_xfer *x, const llhttp_t *p) {
         x->raw = NULL;
     } else if (x->lstate == LS_STATUS && n && x->line[n - 1] == ' ') {
         n--; /* no reason phrase */
+    }
+    if (x->lstate != LS_STATUS && unsupported_coding(line, n)) {
+        /* llhttp takes the chunked framing off and would hand on the body still in the
+         * other coding (gzip), which the client, told nothing, takes as it is. */
+        x->te_unsupported = 1;
+        return -1;
     }
     x->in_cb++;
     x->cb.on_header(x->arg, line, n);
@@ -777,6 +798,11 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
         else if (x->head_nul)
             snprintf(text, sizeof text,
                      "not a valid HTTP/1.1 answer from %s: NUL byte in a header value",
+                     x->o->prefix);
+        else if (x->te_unsupported)
+            snprintf(text, sizeof text,
+                     "not a usable HTTP/1.1 answer from %s: a transfer coding other than "
+                     "chunked (aor asks for none)",
                      x->o->prefix);
         else if (x->head_too_many)
             snprintf(text, sizeof text, "not a valid HTTP/1.1 answer from %s: over %d header lines",

@@ -1509,6 +1509,24 @@ static void test_header_line_limit(void **state) {
     assert_non_null(strstr(f->r[1].errtext, "over 256 header lines"));
 }
 
+/* A transfer coding other than chunked (aor asks for none and decodes none) is a bad
+ * answer; before, the chunks were undone and the gzip bytes handed on as the body (QA).
+ * "Chunked" in any case, with spaces around it, is fine. */
+static void test_transfer_coding_other_than_chunked(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY,
+           "HTTP/1.1 200 OK\r\nTransfer-Encoding:  Chunked \r\n\r\n2\r\nok\r\n0\r\n\r\n");
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 200, "ok");
+    script(f, 0, 1, ACT_REPLY,
+           "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nxx\r\n0\r\n\r\n");
+    get(f, &f->r[1], plain_url(f, 1, "/"));
+    assert_fail(&f->r[1], CURLE_WEIRD_SERVER_REPLY);
+    assert_int_equal(f->r[1].data_calls, 0);
+    assert_non_null(strstr(f->r[1].errtext, "a transfer coding other than chunked"));
+}
+
 /* What upstreams send is taken as http_parser took it (llhttp's lenient header mode):
  * bare LF line ends, a tab, obs-text and a control character in a value; a NUL in a value
  * is refused. */
@@ -2050,6 +2068,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_empty_header_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_section_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_line_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transfer_coding_other_than_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tolerant_answer_heads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_out_of_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_whitespace_before_colon, setup, teardown),
