@@ -108,6 +108,7 @@ struct aor_proxy {
     int answer_done; /* the upstream answer ended cleanly */
     int ok_at_end;   /* record the success when it does */
     int sse_error;   /* first event was an error: attempt failed */
+    int sse_sniffed; /* the first byte of an SSE answer was looked at (sse_is_html) */
     aor_verdict sse_verdict;
     /* A forwarded 2xx SSE answer: its last SSE_TAIL_MAX bytes (a ring; tail_total bytes
      * went in), so its clean end can tell a last error event (an overloaded_error in the
@@ -664,6 +665,7 @@ static void reset_attempt(aor_proxy *p) {
     p->status = 0;
     p->mode = MODE_HEADERS;
     p->sse_error = 0;
+    p->sse_sniffed = 0;
     p->cut = 0;
     p->held_cut = 0;
     p->no_body = 0;
@@ -890,6 +892,31 @@ static int event_is_error(const aor_proxy *p, const char *ev, size_t evlen, aor_
     return is_err;
 }
 
+/* 1 when an answer labelled text/event-stream is an HTML page (its first byte past
+ * whitespace is '<', which starts no SSE line): a configuration error like an HTML 2xx
+ * (§4.1), with the verdict in sse_verdict. Decides once, on the first such byte. */
+static int sse_is_html(aor_proxy *p) {
+    if (p->sse_sniffed)
+        return 0;
+    size_t n = evbuffer_get_length(p->held), look = n < 64 ? n : 64;
+    const unsigned char *h = evbuffer_pullup(p->held, (ssize_t)look);
+    size_t i = look >= 3 && h && memcmp(h, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    while (i < look && (h[i] == ' ' || h[i] == '\t' || h[i] == '\r' || h[i] == '\n'))
+        i++;
+    if (i == look)
+        return 0; /* only whitespace so far */
+    p->sse_sniffed = 1;
+    if (h[i] != '<')
+        return 0;
+    p->sse_verdict.kind = AOR_KIND_CONFIG;
+    p->sse_verdict.hint_s = -1;
+    snprintf(p->sse_verdict.reason, sizeof p->sse_verdict.reason,
+             "%ld text/event-stream answer that is an HTML page, not the %s API: wrong "
+             "base_url?",
+             p->status, aor_dialect_name(p->cfg->providers[p->cand->provider].dialect));
+    return 1;
+}
+
 /* Checks the first SSE event (at off in held) for an error event (§5.3). */
 static int first_event_is_error(aor_proxy *p, size_t off, size_t evlen) {
     const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)(off + evlen));
@@ -1010,6 +1037,11 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         return len;
     case MODE_SSE_PEEK: {
         evbuffer_add(p->held, data, len);
+        if (sse_is_html(p)) {
+            p->sse_error = 1;
+            p->cut = 1;
+            return 0; /* end this attempt: a configuration error (on_done) */
+        }
         /* The first event that is not only comments decides (§5.3); comments and blank
          * lines before it are held and forwarded with it. */
         size_t evoff = 0, evlen = 0;

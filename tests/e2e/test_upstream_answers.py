@@ -514,3 +514,29 @@ def test_error_body_over_the_buffer_limit_ends_unfinished(env):
     check(len(body) > 1000 * 1000, "the first MiB came: %d bytes" % len(body))
     st, _, _ = aortest.http("GET", d.url + "/healthz")
     eq(st, 200, "aord goes on")
+
+
+def test_event_stream_that_is_an_html_page_is_a_configuration_error(env):
+    """A 200 labelled text/event-stream whose body is an HTML page (a proxy's error page
+    behind a wrong base_url) is a configuration error like an HTML 2xx (§4.1: 502 naming
+    the provider, no backoff), not a stream passed on as a success (QA)."""
+    page = b"<html><body>502 Bad Gateway</body></html>"
+
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(page) + page)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    body = b'{"model":"gpt-4o-mini","stream":true,"messages":[]}'
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request(body=body))
+    status, head, got = read_answer(s)
+    s.close()
+    eq(status, 502, "configuration error")
+    check(b"aor_bad_upstream" in got and b"openai" in got, "names the provider: %r" % got)
+    eq(d.state()["backoff"], [], "no backoff for a wrong base_url")
