@@ -497,8 +497,24 @@ const char *aor_http_reason(int status) {
         return "OK";
     case 201:
         return "Created";
+    case 202:
+        return "Accepted";
     case 204:
         return "No Content";
+    case 206:
+        return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 303:
+        return "See Other";
+    case 304:
+        return "Not Modified";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
     case 400:
         return "Bad Request";
     case 401:
@@ -511,20 +527,48 @@ const char *aor_http_reason(int status) {
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 406:
+        return "Not Acceptable";
+    case 407:
+        return "Proxy Authentication Required";
     case 408:
         return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
     case 413:
         return "Content Too Large";
     case 414:
         return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
     case 417:
         return "Expectation Failed";
+    case 421:
+        return "Misdirected Request";
+    case 422:
+        return "Unprocessable Content";
+    case 424:
+        return "Failed Dependency";
+    case 425:
+        return "Too Early";
     case 426:
         return "Upgrade Required";
     case 429:
         return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
+    case 451:
+        return "Unavailable For Legal Reasons";
+    case 499:
+        return "Client Closed Request";
     case 500:
         return "Internal Server Error";
     case 502:
@@ -539,8 +583,12 @@ const char *aor_http_reason(int status) {
         return "HTTP Version Not Supported";
     case 529:
         return "Site Overloaded";
-    default:
-        return "Status";
+    default: /* the class's name (RFC 9110 §15): clients go by the code */
+        return status >= 500   ? "Server Error"
+               : status >= 400 ? "Client Error"
+               : status >= 300 ? "Redirection"
+               : status >= 200 ? "Success"
+                               : "Informational";
     }
 }
 

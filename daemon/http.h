@@ -126,7 +126,8 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
  * for status codes and lengths in heads built without printf (docs/performance.md). */
 char *aor_http_put_dec(char *d, unsigned long long v);
 
-/* Reason phrase for a status code ("OK", "Too Many Requests", ...); never NULL. */
+/* Reason phrase for a status code ("OK", "Too Many Requests", ...; RFC 9110 §15), the
+ * class's name ("Client Error") for a code it does not list; never NULL, static. */
 const char *aor_http_reason(int status);
 
 /* 1 when a header is hop-by-hop (RFC 9110 §7.6.1) or otherwise re-made by aor

@@ -1212,6 +1212,11 @@ static void test_reason(void **state) {
     assert_string_equal(aor_http_reason(502), "Bad Gateway");
     assert_string_equal(aor_http_reason(413), "Content Too Large");
     assert_string_equal(aor_http_reason(431), "Request Header Fields Too Large");
+    assert_string_equal(aor_http_reason(304), "Not Modified");
+    assert_string_equal(aor_http_reason(409), "Conflict");
+    assert_string_equal(aor_http_reason(422), "Unprocessable Content");
+    assert_string_equal(aor_http_reason(418), "Client Error"); /* by class when unlisted */
+    assert_string_equal(aor_http_reason(599), "Server Error");
     int unknown[] = {299, 0, -1, 999, 1000000};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *r = aor_http_reason(unknown[i]);
