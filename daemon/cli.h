@@ -17,8 +17,11 @@
 #define AOR_CLI_FAIL 1
 #define AOR_CLI_USAGE 2
 
-#define AOR_CLI_FILE_MAX (16 * 1024 * 1024)     /* bytes read from a CA/bundle file at most */
-#define AOR_CLI_START_WAIT_S 5                  /* seconds `aor run` waits for a new aord */
+#define AOR_CLI_FILE_MAX (16 * 1024 * 1024) /* bytes read from a CA/bundle file at most */
+#define AOR_CLI_START_WAIT_S 5              /* seconds `aor run` waits for a new aord */
+/* aord's exit status when another aord holds its state file's lock (main.c): `aor run`
+ * then waits for that one's socket instead of reporting a failure (two starters at once). */
+#define AORD_EXIT_RUNNING 3
 #define AOR_CLI_HTTP_TIMEOUT_S 10               /* admin request timeout, seconds */
 #define AOR_CLI_HTTP_BODY_MAX (8 * 1024 * 1024) /* admin answer cap, bytes */
 

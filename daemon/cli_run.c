@@ -99,9 +99,16 @@ static void start_helper(const char *aord, const char *config_abs, const char *s
             _exit(START_UP);
         int status;
         if (waitpid(gc, &status, WNOHANG) == gc) {
-            /* Lost a race with another starter? Then its aord answers now. */
+            /* Lost a race with another starter? Then its aord answers now, or (its own
+             * start still running: ours saw the state lock taken) within the wait. */
             if (aor_cli_socket_answers(sock, NULL))
                 _exit(START_UP);
+            while (WIFEXITED(status) && WEXITSTATUS(status) == AORD_EXIT_RUNNING &&
+                   mono_s() <= end) {
+                sleep_poll();
+                if (aor_cli_socket_answers(sock, NULL))
+                    _exit(START_UP);
+            }
             if (WIFEXITED(status))
                 fprintf(stderr, "aor: aord exited with status %d while starting; see %s\n",
                         WEXITSTATUS(status), log_hint);

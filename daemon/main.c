@@ -1,5 +1,6 @@
 /* aord: the per-user routing daemon (spec §1, §9). */
 #include "admin.h"
+#include "cli.h"
 #include "clock.h"
 #include "conn.h"
 #include "daemon.h"
@@ -12,6 +13,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -133,6 +136,39 @@ static void tune_malloc(void) {
 #endif
 }
 
+/* Takes the single-instance lock: flock(2) on "<state file>.lock" (0600, kept open for
+ * the process's life). Returns the fd, or -1 with err set: "another aord is running with
+ * the state file ..." when it is held, else why the file could not be locked. */
+static int instance_lock(const char *state_path, char *err, size_t errlen) {
+    char *path = NULL;
+    if (asprintf(&path, "%s.lock", state_path) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the lock file %s: %s", path, strerror(errno));
+        free(path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen,
+                     "another aord is running with the state file %s (%s is locked); stop "
+                     "it first, or give this one its own state (XDG_STATE_HOME or [daemon] "
+                     "state)",
+                     state_path, path);
+        else
+            snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+        close(fd);
+        free(path);
+        return -1;
+    }
+    free(path);
+    return fd;
+}
+
 int main(int argc, char **argv) {
     const char *config_arg = NULL;
     struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
@@ -192,6 +228,7 @@ int main(int argc, char **argv) {
 
     aor_daemon d;
     memset(&d, 0, sizeof d);
+    int lock_fd = -1;
     d.cfg = cfg;
     d.boot_cfg = cfg;
     d.config_arg = config_arg;
@@ -219,6 +256,16 @@ int main(int argc, char **argv) {
     snprintf(logpath, sizeof logpath, "%s/aord.log", d.state_dir);
     if (aor_log_open(logpath) < 0)
         aor_warn("cannot open log file %s: %s", logpath, strerror(errno));
+    /* One aord per state file, before anything touches it: a second one (started twice,
+     * a service and a hand start, two `aor run` at once) would replay and compact the
+     * log under the running one and drop what it appends meanwhile (§4.5). */
+    lock_fd = instance_lock(cfg->state_path, err, sizeof err);
+    if (lock_fd < 0) {
+        aor_error("%s", err);
+        if (err[0] == 'a') /* "another aord ..." */
+            rc = AORD_EXIT_RUNNING;
+        goto out;
+    }
     d.base = event_base_new();
     if (!d.base) {
         aor_error("cannot create the event loop");
@@ -307,6 +354,8 @@ out:
     free(d.runtime_dir);
     free(d.state_dir);
     free(d.data_dir);
+    if (lock_fd >= 0)
+        close(lock_fd); /* the lock goes with it, after the store was closed */
     aor_log_close();
     return rc;
 }

@@ -443,6 +443,29 @@ def test_run_starts_aord(env):
             aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop")
 
 
+def test_two_runs_at_once_start_one_aord(env):
+    """Two `aor run` at once with no aord: one aord wins the state lock, the other's exits
+    (status 3) and its `aor run` waits for the winner's socket: both programs run with aor,
+    neither fails open."""
+    setup(env, start=False)
+    cmd = [aor_path(env), "run", "sh", "-c", "echo ran"]
+    procs = [env.spawn(cmd, preload=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(4)]
+    pid = None
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            eq((p.returncode, out), (0, b"ran\n"), "each program ran")
+            check(b"fail-open" not in err and b"exited with status" not in err,
+                  "no start failure reported: %r" % err)
+        pid = peer_pid(env.socket_path)
+        check(alive(pid), "one aord runs")
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop")
+
+
 def test_run_without_aord_fails_open_or_strict(env):
     env.set_keys(KEY_A=SECRET_A)
     env.write_config("""

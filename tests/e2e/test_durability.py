@@ -84,3 +84,34 @@ def test_clean_restart_compacts_log(env):
     eq(n, 0, "event log compacted at start")
     secret_rows = db.execute("select count(*) from backoff where key like 'secret%'").fetchone()[0]
     eq(secret_rows, 0, "no secret in the store")
+
+
+def test_second_aord_leaves_the_running_ones_state_alone(env):
+    """A second aord on the same state file exits with status 3 before it reads the log:
+    it used to replay and compact the database under the running one, deleting what
+    that one appended meanwhile (review: 40 of 40 acknowledged backoff rows lost after a
+    kill -9)."""
+    import sqlite3
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [{"status": 503, "times": -1}])
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c",
+                  "-H", "Content-Type: application/json",
+                  "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
+    eq(r.status, 503, "a failure recorded")
+    db = sqlite3.connect(env.db_path)
+    before = db.execute("SELECT count(*) FROM state_events").fetchone()[0]
+    db.close()
+    check(before >= 1, "the running aord logged it: %d events" % before)
+    d2 = env.start_daemon(fake_clock=T0, wait=False)
+    eq(d2.proc.wait(timeout=30), 3, "the second aord's exit status")
+    check("another aord is running with the state file" in d2.stderr_text(),
+          "it says why: %r" % d2.stderr_text()[-400:])
+    db = sqlite3.connect(env.db_path)
+    after = db.execute("SELECT count(*) FROM state_events").fetchone()[0]
+    db.close()
+    eq(after, before, "the log was not compacted under the running aord")
+    check(d.alive() and d.healthz() == 200, "the first one goes on")
+    d.kill9()
+    d3 = env.start_daemon(fake_clock=T0)
+    eq([(b["key"], b["last_error_kind"]) for b in d3.state()["backoff"]], [("A", "transient")],
+       "the row came back after kill -9")
