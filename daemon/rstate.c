@@ -324,6 +324,11 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
         aor_breaker_row before;
         int reopen = aor_breaker_get(rs->breaker, provider, model, now, &before) &&
                      before.state != AOR_BREAKER_CLOSED;
+        /* Half-open: only the probe, sent after the circuit's time ran out, reopens it. A
+         * late failure of a request sent before (a long answer) does not extend it
+         * (docs/routing.md §4). */
+        if (reopen && before.state == AOR_BREAKER_HALF_OPEN && started < before.until)
+            return 0;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
             if (aor_store_log_breaker_open(rs->store, provider, model, until, now) < 0)
                 return store_failed(rs, "circuit open");

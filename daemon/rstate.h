@@ -54,7 +54,9 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * does not escalate the curve (it may only lengthen the window with a longer hint; the
  * row then shows that window and this failure) — otherwise N parallel requests failing
  * in one outage would double the window N times. It still counts for the circuit
- * breaker: §4.4 counts retryable failures, not episodes.
+ * breaker: §4.4 counts retryable failures, not episodes; but a half-open circuit is
+ * reopened only by the probe's failure (started at or after its open-until), not by a
+ * late failure of a request sent before.
  * Returns 0, or -1 when the store could not write (memory is then left unchanged and
  * the error is logged). */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,

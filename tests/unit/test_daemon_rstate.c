@@ -127,6 +127,28 @@ static void test_in_flight_failures_count_for_the_breaker(void **state) {
     assert_true(is_open(f));
 }
 
+/* Half-open, only the probe (sent after the open time ran out) reopens the circuit; a
+ * late failure of a request sent before it opened does not extend it (review). */
+static void test_late_failure_does_not_reopen_a_half_open_circuit(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_TRANSIENT, 0); /* open until NOW + 30 */
+    aor_breaker_row row;
+    assert_true(aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m", NOW + 31, &row));
+    assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k4", "m", "client", AOR_KIND_TRANSIENT, -1,
+                                       NOW - 5, NOW + 31, 0),
+                     0);
+    assert_true(aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m", NOW + 31, &row));
+    assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    /* The probe's failure does. */
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k4", "m", "client", AOR_KIND_TRANSIENT, -1,
+                                       NOW + 31, NOW + 32, 0),
+                     0);
+    assert_true(aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m", NOW + 32, &row));
+    assert_int_equal(row.state, AOR_BREAKER_OPEN);
+    assert_true(row.until == NOW + 62);
+}
+
 /* A longer hint of a request that was in flight lengthens the window; the row shows the
  * window in force (QA: window_s stayed 2 while until was 60 s on). */
 static void test_in_flight_longer_hint_shows_its_window(void **state) {
@@ -365,6 +387,8 @@ static void test_failure_texts(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_late_failure_does_not_reopen_a_half_open_circuit,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_failures_count_for_the_breaker, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_longer_hint_shows_its_window, setup,
