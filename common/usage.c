@@ -289,17 +289,20 @@ int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *ke
     const usage_entry *e = aor_map_get(u->rows, provider, key);
     if (!e)
         return 0;
-    double latest = 0;
+    /* §6: the snapshot is trusted only until the earliest reset time of its limiting
+     * windows (remaining 0), unfiltered: a past one among them makes it stale now. A
+     * window without a (valid) reset time (reset_at 0) limits nothing. */
+    double earliest = 0;
     for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
         const aor_usage_window *w = &e->w[i];
-        /* Trusted only until its reset (unfiltered: a past reset makes it stale). */
-        if (w->known && w->remaining == 0 && w->reset_at > now && w->reset_at > latest)
-            latest = w->reset_at;
+        if (w->known && w->remaining == 0 && w->reset_at > 0 &&
+            (earliest == 0 || w->reset_at < earliest))
+            earliest = w->reset_at;
     }
-    if (latest == 0)
+    if (!(earliest > now))
         return 0;
     if (until)
-        *until = latest;
+        *until = earliest;
     return 1;
 }
 

@@ -30,11 +30,13 @@
  *    its remaining or its reset header) is replaced by the answer's values; windows it
  *    does not name keep their earlier values. Of a header sent twice the last valid
  *    value counts.
- *  - A snapshot is trusted only until the earliest reset time of its limiting window,
- *    unfiltered: a window whose reset time has passed (even a past time the provider
- *    sent) is stale and never makes the key exhausted. A window with remaining 0 but
- *    no (valid) reset time is not trusted either: without a reset time there is no way
- *    to know when to look again.
+ *  - A snapshot is trusted only until the earliest reset time of its limiting windows
+ *    (those with remaining 0), unfiltered: the earliest of them all, a past one included
+ *    (even a past time the provider sent), so one limiting window whose reset has passed
+ *    makes the whole snapshot stale, and two exhausted windows hold the key until the
+ *    first of them resets (then the provider's next answer says where it stands). A
+ *    window with remaining 0 but no (valid) reset time limits nothing: without a reset
+ *    time there is no way to know when to look again.
  *  - Scheduling the next check uses only future reset times (aor_usage_next_reset).
  *
  * In memory only: the table is not persisted (§4.5 covers backoff, breakers and sticky
@@ -99,11 +101,11 @@ int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long 
 /* Rows kept before aor_usage_observe prunes stale ones. */
 #define AOR_USAGE_PRUNE_AT 4096
 
-/* 1 when (provider, key) has an exhausted window at now: remaining == 0 and reset_at >
- * now. *until (when until is not NULL) receives the time (Unix s) the key is usable
- * again: the latest reset_at among its exhausted windows (all of them must reset).
- * 0 (until untouched) when no window is exhausted — no row, unknown remaining, or every
- * window with 0 remaining is stale. NULL u: 0. */
+/* 1 when (provider, key)'s snapshot is exhausted and trusted at now: it has windows with
+ * remaining 0 (and a reset time), and the earliest of their reset times, past ones
+ * included, is after now. *until (when until is not NULL) receives that time (Unix s):
+ * the key is skipped until then. 0 (until untouched) otherwise — no row, no window with
+ * 0 remaining, or the snapshot is stale. NULL u: 0. */
 int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *key, double now,
                         double *until);
 

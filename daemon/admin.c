@@ -262,9 +262,16 @@ static void add_usage(const char *provider, const char *key, const aor_usage_win
     state_ctx *s = arg;
     if (!key_configured(s->cfg, provider, key))
         return;
+    double earliest = 0; /* the rule of aor_usage_exhausted: is the snapshot trusted? */
+    for (int i = 0; i < AOR_USAGE_NWINDOWS; i++)
+        if (w[i].known && w[i].remaining == 0 && w[i].reset_at > 0 &&
+            (earliest == 0 || w[i].reset_at < earliest))
+            earliest = w[i].reset_at;
+    if (!(earliest > s->now))
+        return;
     for (int i = 0; i < AOR_USAGE_NWINDOWS; i++) {
         if (!w[i].known || w[i].remaining != 0 || !(w[i].reset_at > s->now))
-            continue; /* the rule of aor_usage_exhausted */
+            continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "provider", provider);
         cJSON_AddStringToObject(o, "key", key);

@@ -95,3 +95,28 @@ def test_429_with_zero_remaining_is_not_exhaustion(env):
 
 def test_openrouter_429_is_not_exhaustion(env):
     not_exhausted_by_a_429(env, OPENROUTER_EXHAUSTED_45S)
+
+
+def test_two_exhausted_windows_hold_the_key_until_the_first_reset(env):
+    """§6: "trusted only until the earliest reset time of its limiting window": requests
+    and tokens both at 0, resetting in 10 s and 60 s, hold A back for 10 s; then the
+    snapshot is stale and A is tried again (the provider's answer tells where it is)."""
+    skipped_until_reset(env, {"x-ratelimit-remaining-requests": "0",
+                              "x-ratelimit-reset-requests": "10s",
+                              "x-ratelimit-remaining-tokens": "0",
+                              "x-ratelimit-reset-tokens": "60s"}, 10)
+
+
+def test_a_past_reset_among_the_limiting_windows_makes_the_snapshot_stale(env):
+    """§6 "(unfiltered)": of two windows at 0, one whose reset time the provider sent is
+    already past: the earliest reset is past, the snapshot is not trusted, A is not
+    skipped (the other window's future reset does not hold it alone)."""
+    past = "2020-01-01T00:00:00Z"
+    future = "2030-01-01T00:00:00Z"
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 200, "headers": {
+        "anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": past,
+        "anthropic-ratelimit-tokens-remaining": "0", "anthropic-ratelimit-tokens-reset": future}}])
+    eq(chat(env).headers.get("x-aor-key"), "A", "A answered with both windows at 0")
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A is used again at once")

@@ -82,14 +82,15 @@ static void test_openai_durations(void **state) {
     };
     assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 1);
     double until = 0;
-    /* Both windows are exhausted: usable when the later one resets. */
+    /* Both windows are exhausted: the snapshot is trusted until the earlier reset (§6). */
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW, &until), 1);
-    assert_true(until == NOW + 3723.5);
+    assert_true(until == NOW + 1.5);
     /* The next check is the earliest future reset. */
     assert_true(aor_usage_next_reset(u, "p", "k", NOW) == NOW + 1.5);
-    /* After the requests window reset, only the tokens window blocks. */
-    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, &until), 1);
-    assert_true(until == NOW + 3723.5);
+    assert_true(aor_usage_next_reset(u, "p", "k", NOW + 2) == NOW + 3723.5);
+    /* After the requests window reset the snapshot is stale, tokens window and all: the
+     * key is tried, and the provider's answer tells again. */
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, &until), 0);
 }
 
 /* Anthropic headers: RFC 3339 resets, all four windows. */
@@ -122,16 +123,28 @@ static void test_anthropic_headers(void **state) {
     assert_true(w[AOR_USAGE_A_OUTPUT_TOKENS].reset_at == NOW + 12.5 - 3600);
     assert_false(w[AOR_USAGE_REQUESTS].known);
 
-    double until = 0;
+    double until = 7;
     /* tokens: 0 remaining until NOW+60. input-tokens: 0 remaining but its reset passed:
-     * stale, ignored. */
-    assert_int_equal(aor_usage_exhausted(u, "anthropic", "K", NOW, &until), 1);
-    assert_true(until == NOW + 60);
+     * the earliest reset of the limiting windows, unfiltered, is past: the snapshot is
+     * stale and does not hold the key (§6). */
+    assert_int_equal(aor_usage_exhausted(u, "anthropic", "K", NOW, &until), 0);
+    assert_true(until == 7);
     /* Next check: only future resets (NOW-30 and NOW-3587.5 are past). */
     assert_true(aor_usage_next_reset(u, "anthropic", "K", NOW) == NOW + 12);
     assert_true(aor_usage_next_reset(u, "anthropic", "K", NOW + 12) == NOW + 60);
     assert_true(aor_usage_next_reset(u, "anthropic", "K", NOW + 60) == 0);
     assert_int_equal(aor_usage_exhausted(u, "anthropic", "K", NOW + 60, NULL), 0);
+    /* Only the limiting windows count: requests (49 left, reset at +12) does not end the
+     * trust in tokens (0 left until +60). */
+    const aor_header h2[] = {
+        {"anthropic-ratelimit-requests-remaining", "49"},
+        {"anthropic-ratelimit-requests-reset", r1},
+        {"anthropic-ratelimit-tokens-remaining", "0"},
+        {"anthropic-ratelimit-tokens-reset", r2},
+    };
+    assert_int_equal(aor_usage_observe(u, "anthropic", "K2", 200, h2, NH(h2), NOW), 1);
+    assert_int_equal(aor_usage_exhausted(u, "anthropic", "K2", NOW + 13, &until), 1);
+    assert_true(until == NOW + 60);
 }
 
 /* §6: a 429 means throttled, never exhausted: its remaining values are not written. */
