@@ -383,20 +383,17 @@ static int rotate_to(cand *cs, size_t n, size_t j) {
 }
 
 /* 1 when a candidate ahead of the sticky one (index j) beats it by more than the cache
- * thresholds (§5.4): another provider with a provider priority better by more than
- * provider_priority_cache_threshold, or a key of the same provider with a key priority
- * better by more than key_priority_cache_threshold. */
+ * thresholds (§5.4): a provider priority better by more than
+ * provider_priority_cache_threshold, or, at equal provider priority (the same provider
+ * or another), a key priority better by more than key_priority_cache_threshold. */
 static int preferred_beats_sticky(const aor_config *cfg, const cand *cs, size_t j) {
     for (size_t i = 0; i < j; i++) {
-        if (cs[i].c.provider != cs[j].c.provider) {
-            long long gap = (long long)cs[j].pprio - cs[i].pprio;
-            if (gap > cfg->provider_priority_cache_threshold)
-                return 1;
-        } else {
-            long long gap = (long long)cs[j].kprio - cs[i].kprio;
-            if (gap > cfg->key_priority_cache_threshold)
-                return 1;
-        }
+        long long pgap = (long long)cs[j].pprio - cs[i].pprio;
+        if (pgap > cfg->provider_priority_cache_threshold)
+            return 1;
+        long long kgap = (long long)cs[j].kprio - cs[i].kprio;
+        if (pgap == 0 && kgap > cfg->key_priority_cache_threshold)
+            return 1;
     }
     return 0;
 }

@@ -489,20 +489,17 @@ static int ref_rotate_to(ref_cand *cs, size_t n, size_t j) {
 }
 
 /* 1 when a candidate ahead of the sticky one (index j) beats it by more than the cache
- * thresholds (§5.4): another provider with a provider priority better by more than
- * provider_priority_cache_threshold, or a key of the same provider with a key priority
- * better by more than key_priority_cache_threshold. */
+ * thresholds (§5.4): a provider priority better by more than
+ * provider_priority_cache_threshold, or, at equal provider priority (the same provider
+ * or another), a key priority better by more than key_priority_cache_threshold. */
 static int ref_preferred_beats_sticky(const aor_config *cfg, const ref_cand *cs, size_t j) {
     for (size_t i = 0; i < j; i++) {
-        if (cs[i].c.provider != cs[j].c.provider) {
-            long long gap = (long long)cs[j].pprio - cs[i].pprio;
-            if (gap > cfg->provider_priority_cache_threshold)
-                return 1;
-        } else {
-            long long gap = (long long)cs[j].kprio - cs[i].kprio;
-            if (gap > cfg->key_priority_cache_threshold)
-                return 1;
-        }
+        long long pgap = (long long)cs[j].pprio - cs[i].pprio;
+        if (pgap > cfg->provider_priority_cache_threshold)
+            return 1;
+        long long kgap = (long long)cs[j].kprio - cs[i].kprio;
+        if (pgap == 0 && kgap > cfg->key_priority_cache_threshold)
+            return 1;
     }
     return 0;
 }
@@ -853,6 +850,24 @@ static void test_key_threshold_boundary(void **state) {
     /* The preferred key backed off: the sticky is the best remaining one anyway. */
     fail_key(w, "P", "k1", AOR_KIND_AUTH, -1, NOW);
     assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), "P/k2");
+}
+
+/* Key threshold across providers of equal priority: the key gap counts there too; with
+ * both thresholds 0 (the default) a sticky holds only against equal priorities
+ * (review: a sticky on B's worse key beat A's better key). */
+static void test_key_threshold_across_equal_providers(void **state) {
+    world *w = *state;
+    add_key(w->cfg, "a", 0);
+    add_key(w->cfg, "b", 5);
+    add_provider(w->cfg, "A", AOR_DIALECT_OPENAI, "a.example", 0, "m", "a", NULL);
+    add_provider(w->cfg, "B", AOR_DIALECT_OPENAI, "b.example", 0, "m", "b", NULL);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), "A/a B/b");
+    set_sticky(w, "cl", "m", "B", "b", 1);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), "A/a B/b");
+    w->cfg->key_priority_cache_threshold = 5; /* gap 5 == threshold: the sticky holds */
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), "B/b A/a");
+    w->cfg->key_priority_cache_threshold = 4;
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), "A/a B/b");
 }
 
 /* A sticky whose key (or provider) is no longer configured is ignored. */
@@ -1389,6 +1404,7 @@ int main(void) {
         T(test_sticky_first),
         T(test_provider_threshold_boundary),
         T(test_key_threshold_boundary),
+        T(test_key_threshold_across_equal_providers),
         T(test_sticky_unconfigured_ignored),
         T(test_passthrough_candidate),
         T(test_unlisted_model),
