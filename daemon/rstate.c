@@ -269,15 +269,22 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
 }
 
 /* A failure of an attempt that was in flight when the row's window was set: no new
- * curve level. Only a longer rate/transient hint lengthens the window; the row then
+ * curve level. Only a longer window lengthens the row: a rate/transient hint, or the
+ * flat cooldown of quota/auth (an account state, whatever the episode); the row then
  * shows that window (window_s, from now) and this failure as its latest. 0, or -1 when
  * the store could not write (row unchanged). */
 static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind kind, double hint_s,
                            double now) {
-    if (!(hint_s > 0) || kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH)
+    double window;
+    if (kind == AOR_KIND_QUOTA)
+        window = rs->cfg->quota_cooldown_s;
+    else if (kind == AOR_KIND_AUTH)
+        window = rs->cfg->auth_cooldown_s;
+    else if (hint_s > 0)
+        window = hint_s < rs->cfg->backoff_max_s ? hint_s : rs->cfg->backoff_max_s;
+    else
         return 0;
-    double window = hint_s < rs->cfg->backoff_max_s ? hint_s : rs->cfg->backoff_max_s;
-    if (now + window <= cur->until)
+    if (!(window > 0) || now + window <= cur->until)
         return 0;
     aor_backoff_row row = *cur;
     row.until = now + window;

@@ -127,6 +127,22 @@ static void test_in_flight_failures_count_for_the_breaker(void **state) {
     assert_true(is_open(f));
 }
 
+/* A quota failure of a request in flight when a 429 set a 5 s window still gets the
+ * flat quota cooldown (an account state), without a new curve level (review). */
+static void test_in_flight_quota_gets_its_cooldown(void **state) {
+    fx *f = *state;
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, -1, NOW - 1, NOW, 0), 0);
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_QUOTA, -1, NOW - 1, NOW + 1, 0),
+        0);
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_int_equal(row.failure_count, 1);
+    assert_true(row.until == NOW + 1 + 120);
+    assert_int_equal(row.last_error_kind, AOR_KIND_QUOTA);
+}
+
 /* Half-open, only the probe (sent after the open time ran out) reopens the circuit; a
  * late failure of a request sent before it opened does not extend it (review). */
 static void test_late_failure_does_not_reopen_a_half_open_circuit(void **state) {
@@ -387,6 +403,7 @@ static void test_failure_texts(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_in_flight_quota_gets_its_cooldown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_failure_does_not_reopen_a_half_open_circuit,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_failures_count_for_the_breaker, setup,
