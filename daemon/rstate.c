@@ -255,6 +255,17 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
         return -1;
     if (!*model)
         return 0; /* no model (GET /v1/models ...): no prompt cache to keep warm, no sticky */
+    /* Round-robin (§5.5) advances on the streak: a streak that still matters (below 2)
+     * is a routing state change, written ahead like a move, so a restart does not give
+     * the key a third success in a row. */
+    aor_sticky_row cur;
+    if (rs->cfg->strategy == AOR_STRATEGY_ROUND_ROBIN &&
+        aor_sticky_get(rs->sticky, client, model, &cur) && cur.streak < 2 &&
+        strcmp(cur.provider, provider) == 0 && strcmp(cur.key, key) == 0) {
+        aor_sticky_row next = {client, model, provider, key, now, cur.streak + 1};
+        if (aor_store_log_sticky(rs->store, &next) < 0)
+            return store_failed(rs, "sticky");
+    }
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
     if (aor_sticky_touch(rs->sticky, client, model, provider, key, now))
         return 0;

@@ -247,6 +247,19 @@ def test_round_robin_two_successes_per_key(env):
     check(seq[1] != seq[2] and seq[3] != seq[4], "advances after 2: %s" % seq)
 
 
+def test_round_robin_streak_survives_a_restart(env):
+    """§5.5 across kill -9: after a key's two successes, a restart must not start its count
+    again (review: the streak was memory only, so the key got a third in a row)."""
+    mock, d = setup(env, keys=(("A", 0), ("B", 0)), routing="strategy = round-robin")
+    pair = [chat(env).headers.get("x-aor-key") for _ in range(2)]
+    eq(pair[0], pair[1], "two successes on one key")
+    d.kill9()
+    env.start_daemon(fake_clock=T0)
+    seq = [chat(env).headers.get("x-aor-key") for _ in range(3)]
+    check(seq[0] != pair[0] and seq[1] == seq[0] and seq[2] == pair[0],
+          "the other key's pair, then back: %s then %s" % (pair, seq))
+
+
 # --- §5.3 the walk --------------------------------------------------------------
 
 def test_budget_zero_first_attempt_only(env):
