@@ -160,13 +160,13 @@ static int setup_schema(aor_store *st) {
      * synchronous=NORMAL: a commit has been write()n to the WAL before sqlite3_step
      * returns, so kill -9 of aord loses nothing committed; only an OS crash / power loss
      * can drop the newest commits (never corrupts). See docs/store.md. */
-    if (exec_sql(st, "PRAGMA journal_mode=WAL", "enabling WAL") != 0 ||
-        exec_sql(st, "PRAGMA synchronous=NORMAL", "setting synchronous") != 0)
-        return -1;
-    if (sqlite3_busy_timeout(st->db, 5000) != SQLITE_OK) {
+    if (sqlite3_busy_timeout(st->db, 5000) != SQLITE_OK) { /* first: the PRAGMAs may wait */
         set_sql_err(st, "setting busy timeout");
         return -1;
     }
+    if (exec_sql(st, "PRAGMA journal_mode=WAL", "enabling WAL") != 0 ||
+        exec_sql(st, "PRAGMA synchronous=NORMAL", "setting synchronous") != 0)
+        return -1;
     if (read_user_version(st, &version) != 0)
         return -1;
     if (version > STORE_SCHEMA_VERSION) {
