@@ -110,8 +110,10 @@ int aor_cli_exists_not_runnable(const char *cmd);
  * pid: when not NULL, receives the peer's pid (SO_PEERCRED) or 0 when unknown. */
 int aor_cli_socket_answers(const char *path, pid_t *pid);
 
-/* Reads a whole file of at most max bytes into a malloc'd NUL-terminated buffer.
- * Returns 0, or -1 with errno (EFBIG when larger than max). */
+/* Reads a whole regular file of at most max bytes into a malloc'd NUL-terminated buffer.
+ * Opens without blocking (a FIFO never hangs the caller). Returns 0, or -1 with errno
+ * (EFBIG when larger than max, EISDIR for a directory, EINVAL for another file that is not
+ * regular, or open's). */
 int aor_cli_read_file(const char *path, size_t max, char **out, size_t *len);
 
 /* Writes data to path atomically ("<path>.tmp.<pid>" + rename) with `mode`; skipped when

@@ -107,6 +107,13 @@ static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
     size_t ulen = 0, clen = 0;
     int rc = 0;
     if (aor_cli_read_file(user, AOR_CLI_FILE_MAX, &ubuf, &ulen) < 0) {
+        if (errno == EINVAL) { /* a pipe (`<(cat corp.pem)`): Node reads it; we cannot */
+            fprintf(stderr,
+                    "aor: NODE_EXTRA_CA_CERTS=%s is not a regular file; left as it is (Node "
+                    "will not trust aor's CA: put your CAs in a file)\n",
+                    user);
+            goto out;
+        }
         fprintf(stderr, "aor: cannot read NODE_EXTRA_CA_CERTS=%s (%s); Node will use %s alone\n",
                 user, strerror(errno), ca);
         rc = aor_cli_plan_add(p, "NODE_EXTRA_CA_CERTS", ca);

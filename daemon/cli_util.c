@@ -260,7 +260,8 @@ int aor_cli_read_file(const char *path, size_t max, char **out, size_t *len) {
     *out = NULL;
     if (len)
         *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO named in a variable must not hang aor (it is refused below). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -1;
     struct stat st;

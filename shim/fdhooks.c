@@ -14,7 +14,7 @@
 
 /* After newfd became a copy of fd: copy fd's entry, or clear a stale one of newfd. */
 static void note_dup(int fd, int newfd) {
-    if (newfd < 0 || !aor_fdtab_any())
+    if (newfd < 0 || !aor_fdtab_any() || !aor_fdtab_mine())
         return;
     int saved = errno;
     if (aor_fdtab_marked(fd) && aor_fdtab_get_checked(fd, NULL))
@@ -27,7 +27,7 @@ static void note_dup(int fd, int newfd) {
 AOR_EXPORT int close(int fd) {
     aor_shim_ensure();
     /* Clear first: once the number is free another thread may reuse it. */
-    if (aor_fdtab_any())
+    if (aor_fdtab_any() && aor_fdtab_mine())
         aor_fdtab_clear(fd);
     return aor_real.close(fd);
 }
@@ -39,14 +39,16 @@ AOR_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
 #else
     int only_cloexec = (flags & 4) != 0;
 #endif
-    if (aor_fdtab_any() && !only_cloexec)
+    /* Not when the call will fail with EINVAL (unknown flags, first > last): the fds
+     * stay open. */
+    if (aor_fdtab_any() && !only_cloexec && first <= last && (flags & ~6) == 0 && aor_fdtab_mine())
         aor_fdtab_clear_range(first, last);
     return aor_real.close_range(first, last, flags);
 }
 
 AOR_EXPORT void closefrom(int lowfd) {
     aor_shim_ensure();
-    if (aor_fdtab_any() && lowfd >= 0)
+    if (aor_fdtab_any() && lowfd >= 0 && aor_fdtab_mine())
         aor_fdtab_clear_range((unsigned int)lowfd, UINT_MAX);
     aor_real.closefrom(lowfd);
 }

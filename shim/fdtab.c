@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define FDTAB_MIN 64
 #define FDTAB_HARD_MAX (1u << 24) /* no fd above this is tracked */
@@ -36,6 +37,15 @@ static size_t cap_of(const struct fdtable *t) {
 
 static atomic_int g_any;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic pid_t g_owner; /* the process whose table this is (aor_fdtab_mine) */
+
+int aor_fdtab_mine(void) {
+    return getpid() == atomic_load_explicit(&g_owner, memory_order_relaxed);
+}
+
+void aor_fdtab_forked(void) {
+    atomic_store_explicit(&g_owner, getpid(), memory_order_relaxed);
+}
 
 int aor_fdtab_any(void) {
     return atomic_load_explicit(&g_any, memory_order_relaxed);
@@ -108,6 +118,8 @@ int aor_fdtab_set(int fd, const aor_fdinfo *info) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
     t->slots[fd].info = *info;
     atomic_store_explicit(&t->slots[fd].ino, info->ino, memory_order_release);
+    if (!atomic_load_explicit(&g_any, memory_order_relaxed))
+        atomic_store_explicit(&g_owner, getpid(), memory_order_relaxed);
     atomic_store_explicit(&g_any, 1, memory_order_relaxed);
     pthread_mutex_unlock(&g_mu);
     return 0;

@@ -35,6 +35,16 @@ typedef struct {
  * call it first and pass through when it is 0. */
 int aor_fdtab_any(void);
 
+/* 1 when the calling process owns the table: it is the one that marked fds, or a
+ * fork() child of it (aor_fdtab_forked). 0 in a vfork() child, which shares the parent's
+ * memory (no fork handler runs there): its close/dup calls must not change the parent's
+ * table (CPython's subprocess closes the parent's fds in a vfork child). One getpid()
+ * system call: hooks ask only when aor_fdtab_any() said 1. */
+int aor_fdtab_mine(void);
+
+/* The fork() child handler: the child's copy of the table is its own. */
+void aor_fdtab_forked(void);
+
 /* 1 when fd carries a mark (lock-free; the mark may be stale, see aor_fdtab_get_checked). */
 int aor_fdtab_marked(int fd);
 

@@ -165,6 +165,11 @@ static void fork_release(void) {
     aor_hosts_unlock_all();
 }
 
+static void fork_child(void) {
+    aor_fdtab_forked();
+    fork_release();
+}
+
 static void init_once(void) {
     g_in_init = 1;
     RESOLVE(connect, "connect");
@@ -187,7 +192,7 @@ static void init_once(void) {
     RESOLVE(gethostbyname_r, "gethostbyname_r");
     aor_env_load();
     aor_hosts_init();
-    pthread_atfork(fork_prepare, fork_release, fork_release);
+    pthread_atfork(fork_prepare, fork_release, fork_child);
     const aor_shim_env *env = aor_env();
     if (env->disabled)
         aor_debug("libaor loaded, disabled (AOR_DISABLE, AOR_DAEMON or aord): pass-through");

@@ -194,13 +194,17 @@ static void close_quietly(int fd) {
 }
 
 /* Reads the whole file (at most AOR_PUBFILE_MAX_BYTES). Returns a malloc'd buffer and
- * its length, or NULL. *st gets the identity of what was read. */
+ * its length, or NULL. *st gets the identity of what was read. Only a regular file of
+ * this user that nobody else may write: opened without blocking (a FIFO put there would
+ * hang the hook) and without following a symbolic link; another user's file (the /tmp
+ * fallback directory) is not trusted. */
 static char *read_file(const char *path, size_t *len, struct stat *st) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0)
         return NULL;
     char *buf = NULL;
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_size > AOR_PUBFILE_MAX_BYTES)
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_size > AOR_PUBFILE_MAX_BYTES ||
+        st->st_uid != getuid() || (st->st_mode & 022) != 0)
         goto out_close;
     size_t cap = (size_t)st->st_size + 1, n = 0;
     buf = malloc(cap);

@@ -63,7 +63,25 @@ static int daemon_connect(const char *preamble, size_t plen) {
     do {
         rc = aor_real.connect(u, (struct sockaddr *)&sun, sizeof(sun));
     } while (rc != 0 && errno == EINTR && ++tries < 5);
-    if (rc != 0 || send_all(u, preamble, plen) != 0) {
+    if (rc != 0) {
+        int e = errno;
+        aor_real.close(u);
+        errno = e;
+        return -1;
+    }
+    /* Only our own user's daemon gets the connection: with XDG_RUNTIME_DIR unset the
+     * socket is under /tmp, where another user could have put a listener first (§7: the
+     * daemon checks its peers; this is the other direction). */
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (aor_real.getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != getuid()) {
+        aor_debug("daemon socket %s is served by uid %d, not this user's (%d): not used",
+                  env->sock_path, cl == sizeof(cred) ? (int)cred.uid : -1, (int)getuid());
+        aor_real.close(u);
+        errno = EPERM;
+        return -1;
+    }
+    if (send_all(u, preamble, plen) != 0) {
         int e = errno;
         aor_real.close(u);
         errno = e;
@@ -73,8 +91,12 @@ static int daemon_connect(const char *preamble, size_t plen) {
 }
 
 /* Moves the daemon connection u onto fd, keeping fd's flags and timeouts, and records
- * the original peer. Returns 0, or -1 with errno (fd untouched, u closed). */
-static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len) {
+ * the original peer. before: fd's fstat when the hand-off began (NULL: unknown). Returns
+ * 0, -1 with errno (fd untouched, u closed), or -3 (u closed) when fd is no longer the
+ * socket it was: another thread closed the number during the hand-off and it may now be
+ * someone else's file, which dup3 must not replace. */
+static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len,
+                     const struct stat *before) {
     int fl = aor_real.fcntl(fd, F_GETFL);
     int fdfl = aor_real.fcntl(fd, F_GETFD);
     struct timeval rcvto = {0, 0}, sndto = {0, 0};
@@ -108,6 +130,12 @@ static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len) 
     if (fl & O_NONBLOCK) {
         if (aor_real.fcntl(u, F_SETFL, O_NONBLOCK) != 0)
             goto fail_close;
+    }
+    struct stat cur;
+    if (before != NULL &&
+        (fstat(fd, &cur) != 0 || cur.st_ino != before->st_ino || cur.st_dev != before->st_dev)) {
+        aor_real.close(u);
+        return -3; /* the narrow window left is dup3's own */
     }
     if (aor_real.dup3(u, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
         goto fail_close;
@@ -175,13 +203,21 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         errno = saved;
         return AOR_REDIRECT_PASS;
     }
+    struct stat before;
+    int have_before = fstat(fd, &before) == 0;
     int u = daemon_connect(pre, (size_t)plen);
     if (u >= 0) {
-        if (take_over(fd, u, addr, len) == 0) {
+        int t = take_over(fd, u, addr, len, have_before ? &before : NULL);
+        if (t == 0) {
             aor_debug("%s fd %d to %s port %d (%s): redirected to %s", what, fd, ipbuf, port, shown,
                       aor_env()->sock_path);
             errno = saved;
             return AOR_REDIRECT_DONE;
+        }
+        if (t == -3) {
+            aor_debug("%s fd %d: closed by another thread during the hand-off, EBADF", what, fd);
+            errno = EBADF;
+            return AOR_REDIRECT_FAIL;
         }
         u = -2;
     }

@@ -128,17 +128,20 @@ static int close_fd(int fd) {
 }
 
 /* Reads the regular file path (at most max bytes) into a malloc'd buffer. Returns 0, or
- * -1 with errno (EFBIG when bigger than max, EINVAL when not a regular file). */
+ * -1 with errno (EFBIG when bigger than max, EISDIR for a directory, EINVAL for another
+ * file that is not regular: a pipe, a device). */
 static int read_file(const char *path, size_t max, char **out, size_t *outlen) {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO named here must not hang the program's start (it is refused
+     * below, unread: reading would take its data from the program). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -1;
     char *buf = NULL;
     if (fstat(fd, &st) != 0)
         goto fail_close;
     if (!S_ISREG(st.st_mode)) {
-        errno = EINVAL;
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
         goto fail_close;
     }
     if (st.st_size < 0 || (uintmax_t)st.st_size > max) {
@@ -244,10 +247,15 @@ int aor_trust_node_value(const char *data_dir, const char *user, const char *ca,
         goto out;
     if (read_file(user, AOR_TRUST_FILE_MAX, &ubuf, &ulen) != 0) {
         int e = errno;
-        if (e == EFBIG || e == ENOMEM) {
+        if (e == EFBIG || e == ENOMEM || e == EINVAL) {
+            /* EINVAL: not a regular file (a pipe, `<(cat corp.pem)`): Node reads it, the
+             * shim cannot without taking its data. */
             aor_debug("trust: NODE_EXTRA_CA_CERTS=%s: %s, left alone (Node will not trust "
                       "aor; see aor doctor)",
-                      user, e == EFBIG ? "file over 1 MiB" : "out of memory");
+                      user,
+                      e == EFBIG    ? "file over 1 MiB"
+                      : e == EINVAL ? "not a regular file"
+                                    : "out of memory");
             goto out;
         }
         n = snprintf(out, outlen, "%s", ca);

@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 
+import aortest
 from aortest import check, eq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -182,3 +183,79 @@ def test_shim_qa_aor_hosts_is_the_whole_list(env):
        "AOR_HOSTS=api.anthropic.com, anthropic")
     eq(redirected("127.0.0.5", ""), None, "AOR_HOSTS='', openai")
     eq(redirected("127.0.0.6", ""), None, "AOR_HOSTS='', anthropic")
+
+
+# A client that keeps a redirected connection open while it runs a subprocess, as a
+# Python SDK with a kept-alive connection does: CPython's subprocess closes the parent's
+# fds in a vfork() child, which shares the parent's memory.
+SUBPROCESS_CLIENT = r"""
+import socket, subprocess, sys
+s = socket.create_connection(("localhost", int(sys.argv[1])))
+before = s.getpeername()
+subprocess.run(["/bin/true"], check=True)
+after = s.getpeername()
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(b"ping\n")
+data = b""
+while b"ping\n" not in data:
+    c = s.recv(100)
+    if not c:
+        break
+    data += c
+print(before[1], after[1], s.family == socket.AF_INET, b"ping" in data)
+"""
+
+
+def test_shim_qa_subprocess_keeps_the_tcp_view(env):
+    """A subprocess (vfork child closing fds) must not clear the parent's record of its
+    redirected connection (review: afterwards getpeername gave an AF_UNIX path and
+    setsockopt(TCP_NODELAY) failed with EOPNOTSUPP)."""
+    log = start_fake_daemon(env)
+    rc, out, err = env.run_client([sys.executable, "-c", SUBPROCESS_CLIENT, "9443"],
+                                  extra_env={"AOR_HOSTS": "localhost:9443"})
+    eq(rc, 0, "client exit (%s)" % err[-500:])
+    eq(out.split(), ["9443", "9443", "True", "True"], "the TCP view after the subprocess")
+    check(read_log(log)[-1:] == ["AOR/1 localhost 127.0.0.1 9443"], "redirected: %r" % read_log(log))
+
+
+def test_shim_qa_daemon_of_another_user_is_not_used(env):
+    """A listener on the daemon socket run by another user (who could create
+    /tmp/aor-$UID first when XDG_RUNTIME_DIR is unset) gets nothing: the shim checks the
+    peer's uid (SO_PEERCRED) and connects directly (review: the preamble and the
+    request, bearer token included, went to the other user's listener)."""
+    import shutil
+    import tempfile
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        raise aortest.Skip("needs root and setpriv to run a listener as another user")
+    base = tempfile.mkdtemp(prefix="aor-qa-other-")
+    os.chmod(base, 0o755)
+    sock = os.path.join(base, "d", "aor.sock")
+    log = os.path.join(base, "log")
+    open(log, "w").close()
+    os.chmod(log, 0o666)
+    os.makedirs(os.path.dirname(sock))
+    os.chown(os.path.dirname(sock), 65534, 65534)
+    p = env.spawn(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   sys.executable, os.path.join(HERE, "fake_daemon.py"), sock, "--log", log],
+                  preload=False)
+    line = p.stdout.readline()
+    check(line.strip() == b"ready", "fake daemon did not start: %r" % line)
+    os.chmod(os.path.dirname(sock), 0o755)
+    os.chmod(sock, 0o666)
+    srv = RecordingHTTP()
+    try:
+        code = ("import socket,sys; s = socket.create_connection(('localhost', %d));"
+                "s.sendall(b'GET /x HTTP/1.0\\r\\nAuthorization: Bearer sk-victim\\r\\n\\r\\n');"
+                "print(s.recv(100)[:15])" % srv.port)
+        rc, out, err = env.run_client([sys.executable, "-c", code],
+                                      extra_env={"AOR_SOCKET": sock,
+                                                 "AOR_HOSTS": "localhost:%d" % srv.port})
+        eq(rc, 0, "client exit (%s)" % err)
+        check("200 OK" in out, "it connected directly: %r" % out)
+        eq([x for x in read_log(log) if x != "BAD "], [],
+           "the other user's listener got no preamble (only a connection closed at once)")
+        check(len(srv.requests) == 1 and b"sk-victim" in srv.requests[0], "the request went direct")
+    finally:
+        srv.close()
+        p.terminate()
+        shutil.rmtree(base, ignore_errors=True)

@@ -205,6 +205,14 @@ static void test_node_cannot_merge(void **state) {
     assert_int_equal(aor_trust_node_value(fx->dir, fx->dir, fx->ca, out, sizeof out), 1);
     assert_string_equal(out, fx->ca); /* a directory */
 
+    /* a FIFO (process substitution): not opened for good, not read, left alone, and the
+     * call does not hang waiting for a writer (QA) */
+    snprintf(path, sizeof path, "%s/ca.fifo", fx->dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    out[0] = '\0';
+    assert_int_equal(aor_trust_node_value(fx->dir, path, fx->ca, out, sizeof out), 0);
+    assert_int_equal(out[0], '\0');
+
     /* over the cap: not read, not merged, left alone */
     size_t big = AOR_TRUST_FILE_MAX + 1;
     char *buf = malloc(big);
