@@ -52,8 +52,8 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * A failure of an attempt sent no later than the row's latest failure was in flight
  * when that failure set the window: it is the same episode, not new evidence, so it
  * does not escalate the curve (it may only lengthen the window: a longer hint, or the
- * quota/auth cooldown; the row then shows that window and this failure) — otherwise N parallel requests failing
- * in one outage would double the window N times. It still counts for the circuit
+ * quota/auth cooldown; the row then shows that window and this failure) — otherwise N parallel
+ * requests failing in one outage would double the window N times. It still counts for the circuit
  * breaker: §4.4 counts retryable failures, not episodes; but a half-open circuit is
  * reopened only by the probe's failure (started at or after its open-until), not by a
  * late failure of a request sent before.
