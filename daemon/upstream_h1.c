@@ -466,7 +466,9 @@ static int plain_separator(const char *from, const char *to) {
  * (RFC 9112 §6.1: aor asks for none, and decodes none). */
 static int unsupported_coding(const char *line, size_t n) {
     static const char name[] = "transfer-encoding:";
-    if (n < sizeof name - 1 || strncasecmp(line, name, sizeof name - 1) != 0)
+    /* Cheap tests first: this runs for every header line of every answer. */
+    if (n < sizeof name - 1 || line[sizeof name - 2] != ':' || (line[0] | 0x20) != 't' ||
+        strncasecmp(line, name, sizeof name - 1) != 0)
         return 0;
     const char *v = line + sizeof name - 1, *end = line + n;
     while (v < end && (*v == ' ' || *v == '\t'))
