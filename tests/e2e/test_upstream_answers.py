@@ -14,6 +14,7 @@ import aortest
 from aortest import check, eq
 
 BODY = b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
+STREAM_BODY = b'{"model":"gpt-4o-mini","stream":true,"messages":[]}'
 
 
 class RawUpstream:
@@ -141,6 +142,39 @@ def read_answer(s, timeout=20):
         if not d:
             return status, head, rest
         rest += d
+
+
+def always(answer):
+    """A RawUpstream that answers every request with the same bytes."""
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            s.sendall(answer)
+
+    up = RawUpstream(handler)
+    return up
+
+
+def ask(d, body=BODY):
+    """One request through the sidecar on a new connection: (status, head, body)."""
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request(body=body))
+    answer = read_answer(s)
+    s.close()
+    return answer
+
+
+def read_to_eof(s, timeout=20):
+    """Every byte until the peer closes."""
+    s.settimeout(timeout)
+    raw = b""
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            return raw
+        raw += chunk
 
 
 def numbered(n):
@@ -419,22 +453,9 @@ def test_stream_of_one_error_event_without_blank_line_is_a_failure(env):
     was passed on as a success, the key's backoff cleared)."""
     event = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
              b'"message":"Overloaded"}}\n')
-
-    def handler(s, n):
-        while True:
-            head, _ = up.read_request(s)
-            if head is None:
-                return
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(event) + event)
-
-    up = RawUpstream(handler)
-    d = start(env, up)
-    body = b'{"model":"gpt-4o-mini","stream":true,"messages":[]}'
-    s = socket.create_connection(("127.0.0.1", d.port))
-    s.sendall(request(body=body))
-    status, head, got = read_answer(s)
-    s.close()
+    d = start(env, always(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(event) + event))
+    status, head, got = ask(d, STREAM_BODY)
     eq(status, 200, "the walk ran out: the last answer as it came (§5.6)")
     check(b"overloaded_error" in got, "with its event: %r" % got)
     rows = d.state()["backoff"]
@@ -463,13 +484,7 @@ def test_304_to_a_conditional_request_is_returned_without_a_body(env):
     s.sendall(b'GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer c\r\n'
               b'If-None-Match: "v1"\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n'
               b'Authorization: Bearer c\r\nConnection: close\r\n\r\n')
-    s.settimeout(20)
-    raw = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        raw += chunk
+    raw = read_to_eof(s)
     s.close()
     first, sep, rest = raw.partition(b"\r\n\r\n")
     check(first.startswith(b"HTTP/1.1 304 "), "304 as it came: %r" % raw[:300])
@@ -485,26 +500,11 @@ def test_error_body_over_the_buffer_limit_ends_unfinished(env):
     response, never a cut body framed as whole (review: Content-Length of the cut part on
     a kept-alive connection)."""
     big = b'{"error":{"message":"' + b"x" * (2 * 1024 * 1024) + b'","type":"invalid_request_error"}}'
-
-    def handler(s, n):
-        while True:
-            head, _ = up.read_request(s)
-            if head is None:
-                return
-            s.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(big) + big)
-
-    up = RawUpstream(handler)
-    d = start(env, up)
+    d = start(env, always(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(big) + big))
     s = socket.create_connection(("127.0.0.1", d.port))
     s.sendall(request())
-    s.settimeout(20)
-    raw = b""
-    while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        raw += chunk
+    raw = read_to_eof(s)
     s.close()
     head, _, body = raw.partition(b"\r\n\r\n")
     check(head.startswith(b"HTTP/1.1 400 "), "the 400 as it came: %r" % head[:200])
@@ -521,22 +521,9 @@ def test_event_stream_that_is_an_html_page_is_a_configuration_error(env):
     behind a wrong base_url) is a configuration error like an HTML 2xx (§4.1: 502 naming
     the provider, no backoff), not a stream passed on as a success (QA)."""
     page = b"<html><body>502 Bad Gateway</body></html>"
-
-    def handler(s, n):
-        while True:
-            head, _ = up.read_request(s)
-            if head is None:
-                return
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(page) + page)
-
-    up = RawUpstream(handler)
-    d = start(env, up)
-    body = b'{"model":"gpt-4o-mini","stream":true,"messages":[]}'
-    s = socket.create_connection(("127.0.0.1", d.port))
-    s.sendall(request(body=body))
-    status, head, got = read_answer(s)
-    s.close()
+    d = start(env, always(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(page) + page))
+    status, head, got = ask(d, STREAM_BODY)
     eq(status, 502, "configuration error")
     check(b"aor_bad_upstream" in got and b"openai" in got, "names the provider: %r" % got)
     eq(d.state()["backoff"], [], "no backoff for a wrong base_url")
