@@ -137,8 +137,9 @@ static void tune_malloc(void) {
 }
 
 /* Takes the single-instance lock: flock(2) on "<state file>.lock" (0600, kept open for
- * the process's life). Returns the fd, or -1 with err set: "another aord is running with
- * the state file ..." when it is held, else why the file could not be locked. */
+ * the process's life). Returns the fd; -2 with err set ("another aord is running with
+ * the state file ...") when another process holds it; -1 with err set when the file
+ * could not be opened or locked. */
 static int instance_lock(const char *state_path, char *err, size_t errlen) {
     char *path = NULL;
     if (asprintf(&path, "%s.lock", state_path) < 0) {
@@ -163,7 +164,7 @@ static int instance_lock(const char *state_path, char *err, size_t errlen) {
             snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
         close(fd);
         free(path);
-        return -1;
+        return e == EWOULDBLOCK ? -2 : -1;
     }
     free(path);
     return fd;
@@ -262,8 +263,9 @@ int main(int argc, char **argv) {
     lock_fd = instance_lock(cfg->state_path, err, sizeof err);
     if (lock_fd < 0) {
         aor_error("%s", err);
-        if (err[0] == 'a') /* "another aord ..." */
+        if (lock_fd == -2)
             rc = AORD_EXIT_RUNNING;
+        lock_fd = -1;
         goto out;
     }
     d.base = event_base_new();
