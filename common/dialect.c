@@ -86,7 +86,13 @@ const char *aor_dialect_body_model_buf(const char *body, size_t len, char *buf, 
     cJSON *root = parse_object(body, len);
     if (!root)
         return NULL;
-    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model"));
+    /* The last member named "model" when there are several, as Python's json, JavaScript's
+     * JSON.parse and Go read such a body: the upstream sees the model aord routed on. */
+    const cJSON *last = NULL;
+    for (const cJSON *it = root->child; it != NULL; it = it->next)
+        if (it->string != NULL && strcmp(it->string, "model") == 0)
+            last = it;
+    const char *m = cJSON_GetStringValue(last);
     if (m)
         *own = dup_or_enomem(m);
     else

@@ -253,7 +253,7 @@ int aor_json_top_string(const char *text, size_t len, const char *key, const cha
         return -1;
     sc.i++;
     skip_ws(&sc);
-    int found = 0; /* the first member named key was seen */
+    int found = 0; /* a member named key was seen */
     if (sc.i < sc.n && sc.s[sc.i] == '}') {
         sc.i++;
     } else {
@@ -263,13 +263,16 @@ int aor_json_top_string(const char *text, size_t len, const char *key, const cha
             if (sc.i >= sc.n || sc.s[sc.i] != '"' || scan_string(&sc, &esc) < 0 || esc)
                 return -1;
             int is_key = sc.i - 1 - kstart == klen && memcmp(text + kstart, key, klen) == 0;
+            if (is_key && found)
+                return -1; /* named twice: parsers disagree on which counts (the caller's
+                            * parser decides) */
             skip_ws(&sc);
             if (sc.i >= sc.n || sc.s[sc.i] != ':')
                 return -1;
             sc.i++;
             skip_ws(&sc);
             size_t vstart = sc.i;
-            if (is_key && !found && sc.i < sc.n && sc.s[sc.i] == '"') {
+            if (is_key && sc.i < sc.n && sc.s[sc.i] == '"') {
                 if (scan_string(&sc, &esc) < 0 || esc)
                     return -1;
                 *val = text + vstart + 1;

@@ -46,6 +46,11 @@ static void test_body_model(void **state) {
     assert_null(body_model("[\"model\"]"));
     assert_null(body_model("{\"model\":\"gpt-4o\""));
     assert_null(aor_dialect_body_model(NULL, 0));
+    /* Named twice: the last one, as Python's json and JSON.parse read it (what the
+     * upstream serves); QA: aord routed on the first. */
+    m = body_model("{\"model\":\"a\",\"messages\":[],\"model\":\"gpt-4o\"}");
+    assert_string_equal(m, "gpt-4o");
+    free(m);
 }
 
 static void check_set(const char *body, const char *model, const char *want) {
