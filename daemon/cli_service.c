@@ -39,8 +39,9 @@ static const char systemd_template[] =
     "ExecReload=/bin/kill -HUP $MAINPID\n"
     "Restart=on-failure\n"
     "RestartSec=2\n"
-    "# Exit status 2 is a configuration error: restarting will not fix it.\n"
-    "RestartPreventExitStatus=2\n"
+    "# Exit status 2 is a configuration error, 3 another aord holding the state file:\n"
+    "# restarting will not fix either.\n"
+    "RestartPreventExitStatus=2 3\n"
     "\n"
     "[Install]\n"
     "WantedBy=default.target\n";

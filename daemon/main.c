@@ -136,37 +136,31 @@ static void tune_malloc(void) {
 #endif
 }
 
-/* Takes the single-instance lock: flock(2) on "<state file>.lock" (0600, kept open for
- * the process's life). Returns the fd; -2 with err set ("another aord is running with
- * the state file ...") when another process holds it; -1 with err set when the file
- * could not be opened or locked. */
+/* Takes the single-instance lock: flock(2) on the state file itself, kept open for the
+ * process's life (created 0600 when missing: SQLite takes an empty file as a new
+ * database). The database's own inode, so a symbolic or hard link to it is the same
+ * lock; SQLite's locks are fcntl(2) ones, which flock does not touch. Returns the fd; -2
+ * with err set ("another aord is running with the state file ...") when another process
+ * holds it; -1 with err set when the file could not be opened or locked. */
 static int instance_lock(const char *state_path, char *err, size_t errlen) {
-    char *path = NULL;
-    if (asprintf(&path, "%s.lock", state_path) < 0) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = open(state_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open the lock file %s: %s", path, strerror(errno));
-        free(path);
+        snprintf(err, errlen, "cannot open the state file %s: %s", state_path, strerror(errno));
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         if (e == EWOULDBLOCK)
             snprintf(err, errlen,
-                     "another aord is running with the state file %s (%s is locked); stop "
-                     "it first, or give this one its own state (XDG_STATE_HOME or [daemon] "
-                     "state)",
-                     state_path, path);
+                     "another aord is running with the state file %s (it holds its lock); "
+                     "stop it first, or give this one its own state (XDG_STATE_HOME or "
+                     "[daemon] state)",
+                     state_path);
         else
-            snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+            snprintf(err, errlen, "cannot lock the state file %s: %s", state_path, strerror(e));
         close(fd);
-        free(path);
         return e == EWOULDBLOCK ? -2 : -1;
     }
-    free(path);
     return fd;
 }
 

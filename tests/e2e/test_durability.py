@@ -110,6 +110,21 @@ def test_second_aord_leaves_the_running_ones_state_alone(env):
     after = db.execute("SELECT count(*) FROM state_events").fetchone()[0]
     db.close()
     eq(after, before, "the log was not compacted under the running aord")
+    # The same database through a symbolic link, with its own socket and port: the lock
+    # is the database's own (QA: a lock file beside each path let both run).
+    import os
+    link = env.path("link.db")
+    os.symlink(env.db_path, link)
+    other = env.path("other.ini")
+    with open(env.config_path) as f:
+        text = f.read()
+    with open(other, "w") as f:
+        f.write(text.replace("[daemon]\n", "[daemon]\nstate = %s\nsocket = %s\n"
+                             % (link, env.path("other.sock")), 1)
+                .replace("listen = 127.0.0.1:%d" % d.port,
+                         "listen = 127.0.0.1:%d" % aortest.free_port()))
+    d4 = env.start_daemon(fake_clock=T0, wait=False, args=("--config", other))
+    eq(d4.proc.wait(timeout=30), 3, "a second aord on a link to the database")
     check(d.alive() and d.healthz() == 200, "the first one goes on")
     d.kill9()
     d3 = env.start_daemon(fake_clock=T0)
