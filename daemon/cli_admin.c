@@ -330,17 +330,28 @@ static int print_usage(const cJSON *st, int quiet) {
             printf("usage: no key exhausted\n");
         return 0;
     }
-    printf("usage exhausted (%d window%s; the key is skipped until the reset):\n", n,
-           n == 1 ? "" : "s");
+    /* §6: a key is skipped until the first of its exhausted windows resets (then the
+     * provider's next answer tells again), so KEY FREE is the earliest of its RESETS. */
+    printf("usage exhausted (%d window%s; a key is skipped until the first of its windows "
+           "resets):\n",
+           n, n == 1 ? "" : "s");
     double now = state_now(st);
-    table t = {3, 0, NULL};
-    const char *hdr[] = {"PROVIDER/KEY", "WINDOW", "FREE"};
+    table t = {4, 0, NULL};
+    const char *hdr[] = {"PROVIDER/KEY", "WINDOW", "RESETS", "KEY FREE"};
     int rc = table_add(&t, hdr);
-    const cJSON *r;
+    const cJSON *r, *o;
     cJSON_ArrayForEach(r, rows) {
-        char pk[300], fr[80];
+        char pk[300], fr[80], kf[80];
+        double first = jnum(r, "reset_at");
+        cJSON_ArrayForEach(o, rows) {
+            double t2 = jnum(o, "reset_at");
+            if (strcmp(jstr(o, "provider"), jstr(r, "provider")) == 0 &&
+                strcmp(jstr(o, "key"), jstr(r, "key")) == 0 && t2 < first)
+                first = t2;
+        }
         snprintf(pk, sizeof pk, "%s/%s", jstr(r, "provider"), jstr(r, "key"));
-        const char *v[] = {pk, jstr(r, "window"), free_in(jnum(r, "reset_at"), now, fr, sizeof fr)};
+        const char *v[] = {pk, jstr(r, "window"), free_in(jnum(r, "reset_at"), now, fr, sizeof fr),
+                           free_in(first, now, kf, sizeof kf)};
         if (rc == 0)
             rc = table_add(&t, v);
     }

@@ -164,8 +164,9 @@ def test_exhausted_usage_is_shown_and_cleared(env):
     rc, out, err = aor(env, "status")
     eq(rc, 0, "status (stderr %r)" % err)
     check("usage exhausted (1 window" in out, "status shows the exhausted key: %s" % out)
-    check(any(l.split() == ["p/A", "requests", "free", "in", "30", "s"] for l in out.splitlines()),
-          "the window's row: %s" % out)
+    check(any(l.split() == ["p/A", "requests", "free", "in", "30", "s", "free", "in", "30", "s"]
+              for l in out.splitlines()),
+          "the window's row (its reset, the key's): %s" % out)
     rc, out, err = aor(env, "backoff")
     check("p/A" in out and "requests" in out, "backoff list shows it too: %s" % out)
     rc, out, err = aor(env, "backoff", "clear")
