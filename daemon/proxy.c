@@ -1029,9 +1029,11 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         return len; /* body of a 1xx: none */
     case MODE_BUFFER:
         if (evbuffer_get_length(p->held) + len > ERROR_BODY_MAX) {
+            /* Keep exactly the first ERROR_BODY_MAX bytes: enough to classify; stop. */
+            evbuffer_add(p->held, data, ERROR_BODY_MAX - evbuffer_get_length(p->held));
             p->cut = 1;
             p->held_cut = 1;
-            return 0; /* enough to classify; stop */
+            return 0;
         }
         evbuffer_add(p->held, data, len);
         return len;
