@@ -100,9 +100,10 @@ static void env_form(const char *name, char *buf, size_t cap) {
 static void err_inline_secret(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
                               const char *what) {
     char var[80] = "OPENAI_API_KEY", key[80] = "openai-main", prov[80] = "";
-    /* A skipped section (a duplicate, or one whose name looks like a secret) has no entry
-     * in cfg->keys / cfg->providers and its name may be a secret: use the example. */
-    if (s && s->skip)
+    /* A skipped section has no entry in cfg->keys / cfg->providers and its name may be a
+     * secret: use the example. A duplicate's name is valid and its idx is the first
+     * section's entry: name it. */
+    if (s && s->skip && !s->dup)
         s = NULL;
     if (s && s->type == SEC_PROVIDER && s->name && aor_cfg_valid_name(s->name)) {
         char up[64];
@@ -330,6 +331,7 @@ static void begin_section(aor_cfg_parse_ctx *c, const char *line, size_t n) {
                         "are ignored",
                         aor_cfg_sec_label(s, b2, sizeof b2), o->line);
             s->dup = 1;
+            s->idx = o->idx; /* its options are not applied; messages name the first's entry */
             goto done;
         }
     }
@@ -841,13 +843,13 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
     }
 }
 
-/* inih handler: a value in double quotes ("openai", as git config allows) is taken
- * without them; option() does the rest. */
+/* inih handler: a value in double quotes ("openai", as git config allows) or single
+ * quotes is taken without them; option() does the rest. */
 static int on_option(void *user, const char *inih_section, const char *name, const char *value) {
     (void)inih_section; /* the reader tracks sections itself (names of any length) */
     aor_cfg_parse_ctx *c = user;
     size_t n = strlen(value);
-    if (n >= 2 && value[0] == '"' && value[n - 1] == '"') {
+    if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
         char *unquoted = strndup(value + 1, n - 2);
         if (!unquoted) {
             c->errs->oom = 1;

@@ -1016,6 +1016,7 @@ static void test_skipped_sections_still_report(void **state) {
     char *errs = load_err(text, &path);
     assert_err(errs, path, 3, "duplicate section [key \"a\"] (first on line 1)");
     assert_err(errs, path, 4, "looks like a secret");
+    assert_err(errs, path, 4, "[key \"a\"] with the line env = TEST_KEY_A"); /* its own */
     assert_err(errs, path, 5, "unknown option envv in [key \"a\"]; did you mean env?");
     assert_err(errs, path, 7, "unknown section [deamon]");
     assert_err(errs, path, 9, "looks like a secret");
@@ -1031,7 +1032,7 @@ static void test_skipped_sections_still_report(void **state) {
 static void test_quoted_values(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     aor_config *cfg = load_ok("[key \"a\"]\nenv = \"TEST_KEY_A\"\nname = \"Main account\"\n"
-                              "[provider \"p\"]\ndialect = \"anthropic\"\n"
+                              "[provider \"p\"]\ndialect = 'anthropic'\n"
                               "base_url = \"https://x.example\"\nkeys = \"a\"\n"
                               "models = \"m1, m2\"\n",
                               NULL);
