@@ -282,28 +282,29 @@ fail_oom:
     return -1;
 }
 
-int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *key, double now,
-                        double *until) {
-    if (!u || !provider || !key)
-        return 0;
-    const usage_entry *e = aor_map_get(u->rows, provider, key);
-    if (!e)
-        return 0;
+int aor_usage_windows_exhausted(const aor_usage_window *w, double now, double *until) {
     /* §6: the snapshot is trusted only until the earliest reset time of its limiting
      * windows (remaining 0), unfiltered: a past one among them makes it stale now. A
      * window without a (valid) reset time (reset_at 0) limits nothing. */
     double earliest = 0;
     for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
-        const aor_usage_window *w = &e->w[i];
-        if (w->known && w->remaining == 0 && w->reset_at > 0 &&
-            (earliest == 0 || w->reset_at < earliest))
-            earliest = w->reset_at;
+        if (w[i].known && w[i].remaining == 0 && w[i].reset_at > 0 &&
+            (earliest == 0 || w[i].reset_at < earliest))
+            earliest = w[i].reset_at;
     }
     if (!(earliest > now))
         return 0;
     if (until)
         *until = earliest;
     return 1;
+}
+
+int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *key, double now,
+                        double *until) {
+    if (!u || !provider || !key)
+        return 0;
+    const usage_entry *e = aor_map_get(u->rows, provider, key);
+    return e ? aor_usage_windows_exhausted(e->w, now, until) : 0;
 }
 
 double aor_usage_next_reset(const aor_usage *u, const char *provider, const char *key, double now) {

@@ -109,6 +109,11 @@ int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long 
 int aor_usage_exhausted(const aor_usage *u, const char *provider, const char *key, double now,
                         double *until);
 
+/* The same rule for one key's windows w[AOR_USAGE_NWINDOWS] (as aor_usage_get or
+ * aor_usage_foreach give them): 1 and *until (when not NULL) when they make the key
+ * exhausted at now, else 0. */
+int aor_usage_windows_exhausted(const aor_usage_window *w, double now, double *until);
+
 /* Earliest reset time (Unix s) of (provider, key)'s windows that lies after now — when
  * to look at the key again; past reset times are ignored. 0 when there is none (no row,
  * or no future reset). NULL u: 0. */

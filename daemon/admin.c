@@ -159,16 +159,10 @@ static int json_make_utf8(cJSON *j) {
         if (cJSON_IsString(j) && j->valuestring != NULL &&
             !aor_utf8_valid(j->valuestring, strlen(j->valuestring))) {
             char *fixed = aor_utf8_sanitize(j->valuestring);
-            if (fixed == NULL)
-                return -1;
-            cJSON_free(j->valuestring);
-            j->valuestring = cJSON_malloc(strlen(fixed) + 1);
-            if (j->valuestring == NULL) {
-                free(fixed);
-                return -1;
-            }
-            memcpy(j->valuestring, fixed, strlen(fixed) + 1);
+            char *set = fixed ? cJSON_SetValuestring(j, fixed) : NULL;
             free(fixed);
+            if (set == NULL)
+                return -1;
         }
         if (j->child != NULL && json_make_utf8(j->child) < 0)
             return -1;
@@ -262,13 +256,8 @@ static void add_usage(const char *provider, const char *key, const aor_usage_win
     state_ctx *s = arg;
     if (!key_configured(s->cfg, provider, key))
         return;
-    double earliest = 0; /* the rule of aor_usage_exhausted: is the snapshot trusted? */
-    for (int i = 0; i < AOR_USAGE_NWINDOWS; i++)
-        if (w[i].known && w[i].remaining == 0 && w[i].reset_at > 0 &&
-            (earliest == 0 || w[i].reset_at < earliest))
-            earliest = w[i].reset_at;
-    if (!(earliest > s->now))
-        return;
+    if (!aor_usage_windows_exhausted(w, s->now, NULL))
+        return; /* not held back: a stale snapshot lists nothing */
     for (int i = 0; i < AOR_USAGE_NWINDOWS; i++) {
         if (!w[i].known || w[i].remaining != 0 || !(w[i].reset_at > s->now))
             continue;
