@@ -346,6 +346,11 @@ static void idle_push(h1_conn *c) {
     c->idle_since_ms = mono_ms();
 }
 
+/* 1 when idle connection c is past its age at now (monotonic ms): closed, not reused. */
+static int idle_too_old(const aor_h1 *h, const h1_conn *c, long long now) {
+    return now - c->idle_since_ms > h->idle_max_ms;
+}
+
 /* The most recently used idle connection to o that is not too old, or NULL. */
 static h1_conn *idle_take(aor_h1 *h, h1_origin *o) {
     long long now = -1;
@@ -354,7 +359,7 @@ static h1_conn *idle_take(aor_h1 *h, h1_origin *o) {
         if (c->o == o) {
             if (now < 0)
                 now = mono_ms();
-            if (now - c->idle_since_ms > h->idle_max_ms) {
+            if (idle_too_old(h, c, now)) {
                 conn_close(c);
             } else {
                 idle_unlink(c);
@@ -1550,7 +1555,7 @@ void aor_h1_sweep(aor_h1 *h) {
     /* Idle connections past their age are closed here too, not only when the next
      * request to their origin passes by (the list is newest first). */
     long long mono = mono_ms();
-    while (h->idle_tail && mono - h->idle_tail->idle_since_ms > h->idle_max_ms)
+    while (h->idle_tail && idle_too_old(h, h->idle_tail, mono))
         conn_close(h->idle_tail);
     if (h->xfers || h->idle)
         sweep_arm(h);
