@@ -294,6 +294,9 @@ aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor
     CURLAPI->easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     CURLAPI->easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLAPI->easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    /* Through an HTTPS proxy, the proxy's own "200 Connection established" to CONNECT is
+     * not the upstream's answer: the header callback must see only the latter. */
+    CURLAPI->easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     if (req->ca_file)
         CURLAPI->easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
     if (strcmp(req->method, "GET") == 0) {

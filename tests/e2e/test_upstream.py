@@ -86,6 +86,8 @@ class ForwardProxy:
             if len(parts) != 3:
                 return self._refuse(c, "bad request line %r" % lines[0])
             method, target, _ = parts
+            if method == "CONNECT":
+                return self._tunnel(c, target, lines, rest)
             u = urllib.parse.urlsplit(target)
             if u.scheme != "http" or not u.hostname:
                 return self._refuse(c, "not an absolute http:// target: %s %s" % (method, target))
@@ -117,6 +119,35 @@ class ForwardProxy:
                     except OSError:
                         pass
                     s.close()
+
+
+    def _tunnel(self, c, target, lines, rest):
+        """CONNECT host:port: a TCP tunnel after "200 Connection established", with a
+        header line of the proxy's own that must not reach aord's client."""
+        host, _, port = target.rpartition(":")
+        try:
+            up = socket.create_connection((host, int(port)), timeout=20)
+        except (OSError, ValueError) as e:
+            return self._refuse(c, "CONNECT %s: %s" % (target, e))
+        headers = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        with self.lock:
+            self._carried.append({"method": "CONNECT", "url": target, "headers": headers})
+        try:
+            c.sendall(b"HTTP/1.1 200 Connection established\r\n"
+                      b"Proxy-Agent: aortest-proxy\r\n\r\n")
+            if rest:
+                up.sendall(rest)
+            threading.Thread(target=_pump, args=(c, up), daemon=True).start()
+            _pump(up, c)
+        finally:
+            try:
+                up.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            up.close()
 
 
 def _pump(src, dst):
@@ -197,6 +228,31 @@ def test_http_proxy_carries_request_and_failover(env):
     eq(len(mock.log()), 3, "upstream requests at the mock (none around the proxy)")
     rows = [b for b in d.state()["backoff"] if b["key"] == "A"]
     eq([(r["last_error_kind"], r["window_s"]) for r in rows], [("rate", 5)], "A backed off")
+
+
+def test_https_proxy_connect_tunnel_walks(env):
+    # HTTPS_PROXY: libcurl opens a CONNECT tunnel; the proxy's "200 Connection
+    # established" is not the upstream's answer. A 429 on a new tunnel must be walked
+    # like any other (it was sent to the client as a 200 without the upstream's headers).
+    proxy = start_proxy(env)
+    mock = env.start_mock(tls=True)
+    env.env.pop("AOR_UPSTREAM", None)
+    mock, d = test_walk.two_key_setup(env, fake_clock=T0, mock=mock,
+                                      daemon_env={"HTTPS_PROXY": proxy.url})
+    mock.script("key-a-secret", [{"status": 429, "times": -1}])
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "B", 2)
+    check(headers.get("content-type", "").startswith("application/json"),
+          "the upstream's Content-Type: %r" % headers.get("content-type"))
+    check("proxy-agent" not in headers, "the proxy's own header reached the client")
+    rows = [b for b in d.state()["backoff"] if b["key"] == "A"]
+    eq([(r["last_error_kind"], r["window_s"]) for r in rows], [("rate", 5)], "A backed off")
+    status, headers, body = chat(d)
+    check_answer(mock, status, headers, body, "B", 1)  # A is backed off: not tried
+    got = proxy.requests()
+    check(got and all(r["method"] == "CONNECT" and r["url"] == "127.0.0.1:%d" % mock.tls_port
+                      for r in got), "the proxy carried CONNECT tunnels only: %r" % got)
+    eq(proxy.refused, [], "requests the proxy refused")
 
 
 def test_direct_without_proxy_reuses_one_connection(env):
