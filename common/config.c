@@ -294,7 +294,9 @@ static aor_config *config_new(void) {
  * *enoent set when it does not exist (other failures are recorded in errs). */
 static char *read_file(const char *path, aor_cfg_errs *errs, size_t *len, int *enoent) {
     *enoent = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO must not hang the load until a writer appears (it is then
+     * refused as not a regular file); it changes nothing for a regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         *enoent = errno == ENOENT;
         aor_cfg_err(errs, 0, "cannot open the configuration: %s", strerror(errno));

@@ -93,7 +93,7 @@ static int envfile_add(aor_cfg_envfile *ef, const char *name, size_t nlen, const
 
 /* Reads the whole file (<= AOR_CFG_FILE_MAX) after the permission checks. */
 static char *envfile_read(const char *path, size_t opt_line, aor_cfg_errs *errs, size_t *len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: no hang */
     if (fd < 0) {
         aor_cfg_err(errs, opt_line, "env_file %s cannot be opened: %s", path, strerror(errno));
         return NULL;

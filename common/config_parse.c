@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const sec_names[] = {"daemon", "routing", "key", "provider", "model"};
@@ -726,9 +727,17 @@ static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_sectio
     }
     case P_CA_FILE:
         set_path(c, line, "ca_file", v, &p->ca_file);
-        if (p->ca_file && access(p->ca_file, R_OK) != 0)
-            aor_cfg_err(c->errs, line, "ca_file %s cannot be read: %s", p->ca_file,
-                        strerror(errno));
+        if (p->ca_file) {
+            struct stat st;
+            /* stat, not open: a FIFO must not hang the load (OpenSSL would block in it
+             * on the first request). */
+            if (access(p->ca_file, R_OK) != 0)
+                aor_cfg_err(c->errs, line, "ca_file %s cannot be read: %s", p->ca_file,
+                            strerror(errno));
+            else if (stat(p->ca_file, &st) != 0 || !S_ISREG(st.st_mode))
+                aor_cfg_err(c->errs, line, "ca_file %s is not a regular file (a PEM bundle)",
+                            p->ca_file);
+        }
         return;
     }
 }

@@ -8,6 +8,10 @@
 /* Debian's and Ubuntu's bundle, the first place aord reads the system CAs from. */
 #define AOR_SYSCA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
+/* Debian's directory of the system CAs with OpenSSL's hash links (c_rehash), which
+ * aord's libcurl path adds beside a provider's ca_file (daemon/upstream_curl.c). */
+#define AOR_SYSCA_DIR "/etc/ssl/certs"
+
 /* 1 when path names the system's CA bundle: the same file (device and inode, after
  * symbolic links) as AOR_SYSCA_BUNDLE, the file aord builds bundle.pem from when it
  * exists (daemon/tls_ca.c; other distributions' places are not taken: there such a path

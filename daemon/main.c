@@ -113,6 +113,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
     d->cfg = cfg;
     aor_rstate_set_config(d->rs, cfg, aor_clock_now()); /* logs what it could not apply */
     aor_publish_update(cfg);
+    aor_upstream_reload_trust(d->up);
     char err[512];
     if (aor_tls_reload_config(d->tls, cfg, err, sizeof err) < 0)
         aor_warn("TLS: %s (the running CA stays in use)", err);

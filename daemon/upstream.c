@@ -66,6 +66,11 @@ void aor_upstream_free(aor_upstream *u) {
     free(u);
 }
 
+void aor_upstream_reload_trust(aor_upstream *u) {
+    if (u && u->h1)
+        aor_h1_reload_trust(u->h1);
+}
+
 aor_xfer *aor_xfer_start(aor_upstream *u, const aor_xfer_request *req, const aor_xfer_callbacks *cb,
                          void *arg) {
     int direct = 0;

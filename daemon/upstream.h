@@ -52,6 +52,11 @@ aor_upstream *aor_upstream_new(struct event_base *base);
 /* Cancels every transfer (without callbacks) and frees. */
 void aor_upstream_free(aor_upstream *u);
 
+/* The CA files may have changed (SIGHUP): the direct path loads them again for its next
+ * new TLS connections (aor_h1_reload_trust). libcurl reads a provider's ca_file for each
+ * new connection itself (upstream_curl.c). */
+void aor_upstream_reload_trust(aor_upstream *u);
+
 /* Starts a transfer. req->headers are "Name: value" lines (a line "Name:" with nothing
  * after the colon is skipped; Host and Content-Length are added from url and body_len).
  * Returns the xfer, or NULL (then req->headers was freed and no callback will come). */

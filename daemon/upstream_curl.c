@@ -8,9 +8,11 @@ static const aor_curl_api *curl_fns;
 #define CURLAPI curl_fns
 
 #include "log.h"
+#include "sysca.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Idle upstream connections curl keeps for reuse (CURLMOPT_MAXCONNECTS). curl's default
  * (4 x the easy handles currently added) shrinks whenever fewer transfers are in flight,
@@ -297,8 +299,15 @@ aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor
     /* Through an HTTPS proxy, the proxy's own "200 Connection established" to CONNECT is
      * not the upstream's answer: the header callback must see only the latter. */
     CURLAPI->easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-    if (req->ca_file)
+    if (req->ca_file) {
+        /* An extra CA (spec §3): the file, and the system's hashed certificate directory
+         * beside it. Read for each new connection (no CA cache), so a file replaced
+         * before a SIGHUP is used at once; the connections themselves are reused. */
         CURLAPI->easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
+        if (access(AOR_SYSCA_DIR, X_OK) == 0)
+            CURLAPI->easy_setopt(e, CURLOPT_CAPATH, AOR_SYSCA_DIR);
+        CURLAPI->easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 0L);
+    }
     if (strcmp(req->method, "GET") == 0) {
         CURLAPI->easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(req->method, "HEAD") == 0) {

@@ -55,6 +55,7 @@ struct h1_origin {
     char port[8];    /* decimal */
     char *authority; /* the Host header: what follows "scheme://" in prefix */
     SSL_CTX *ctx;    /* TLS origins */
+    int trust_stale; /* the CA files may have changed (SIGHUP): ctx is made again */
 };
 
 struct h1_conn {
@@ -983,7 +984,8 @@ static void tls_handshake(h1_conn *c) {
                         vr == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
                                 vr == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
                                 vr == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
-                            ? " (a private CA? set ca_file)"
+                            ? (x->o->ca_file ? " (not signed by a CA of ca_file or the system)"
+                                             : " (a private CA? set ca_file)")
                             : "");
     else
         xfer_fail_later(x, CURLE_SSL_CONNECT_ERROR, "TLS handshake with %s failed: %s",
@@ -1363,10 +1365,13 @@ static SSL_CTX *client_ctx(const char *ca_file) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     static const unsigned char alpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
     SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn);
-    int ok = ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL)
-                     : SSL_CTX_set_default_verify_paths(ctx);
-    if (!ok) {
-        aor_warn("upstream TLS: could not load %s", ca_file ? ca_file : "the system CA store");
+    /* The system store, and ca_file as an extra CA (spec §3: "optional extra CA"). */
+    if (!SSL_CTX_set_default_verify_paths(ctx)) {
+        aor_warn("upstream TLS: could not load the system CA store");
+        ERR_clear_error();
+    }
+    if (ca_file && !SSL_CTX_load_verify_locations(ctx, ca_file, NULL)) {
+        aor_warn("upstream TLS: could not load %s", ca_file);
         ERR_clear_error();
     }
     return ctx;
@@ -1394,8 +1399,20 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
     }
     for (h1_origin *o = h->origins; o; o = o->next) {
         if (o->prefix_len == n && memcmp(o->prefix, url, n) == 0 &&
-            (o->ca_file == ca_file || (o->ca_file && ca_file && strcmp(o->ca_file, ca_file) == 0)))
+            (o->ca_file == ca_file ||
+             (o->ca_file && ca_file && strcmp(o->ca_file, ca_file) == 0))) {
+            if (o->trust_stale) {
+                /* New connections verify with the files as they are now; pooled ones
+                 * (verified already) and those using the old context keep it. */
+                SSL_CTX *fresh = client_ctx(o->ca_file);
+                if (fresh) {
+                    SSL_CTX_free(o->ctx);
+                    o->ctx = fresh;
+                    o->trust_stale = 0;
+                }
+            }
             return o;
+        }
     }
     h1_origin *o = calloc(1, sizeof *o);
     if (!o)
@@ -1528,6 +1545,11 @@ static void sweep_arm(aor_h1 *h) {
         struct timeval tv = {SWEEP_MS / 1000, (SWEEP_MS % 1000) * 1000};
         event_add(h->sweep_ev, &tv);
     }
+}
+
+void aor_h1_reload_trust(aor_h1 *h) {
+    for (h1_origin *o = h->origins; o; o = o->next)
+        o->trust_stale = o->tls;
 }
 
 void aor_h1_sweep(aor_h1 *h) {

@@ -67,4 +67,9 @@ void aor_h1_set_idle_max_ms(aor_h1 *h, long long ms);
  * the event loop, not from inside this call. */
 void aor_h1_sweep(aor_h1 *h);
 
+/* The CA files (a provider's ca_file, the system store) may have changed: TLS origins
+ * load them again when next used, for their new connections (pooled ones stay). Called
+ * on SIGHUP (spec §9 "reloads config"). Cheap: no file is read here. */
+void aor_h1_reload_trust(aor_h1 *h);
+
 #endif

@@ -355,3 +355,83 @@ def test_a_private_ca_without_ca_file_says_what_to_set(env):
         status, text = e.code, e.read().decode("utf-8", "replace")
     eq(status, 502, "no trusted certificate: 502 (%s)" % text)
     check("ca_file" in text and "not accepted" in text, "the answer names ca_file: %r" % text)
+
+
+def _ca_setup(env, mock, ca_file, extra_env=None):
+    port = aortest.free_port()
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\n"
+        "dialect = openai\nbase_url = %s\nkeys = A\nmodels = gpt-4o-mini\nca_file = %s\n"
+        % (port, mock.url, ca_file))
+    return env.start_daemon(extra_env=extra_env)
+
+
+def _chat_status(d):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+    status, headers, text = d.http("POST", "/v1/chat/completions", body,
+                                   {"authorization": "Bearer c"})
+    return status, text
+
+
+def test_ca_file_is_an_extra_ca(env):
+    """Spec §3: ca_file is an "optional extra CA": the system store still verifies. Here
+    the "system store" is SSL_CERT_FILE (OpenSSL's default path) naming the mock's CA,
+    and ca_file another CA: the upstream is trusted (it was refused: ca_file replaced
+    the store)."""
+    mock = env.start_mock(tls=True)
+    other = env.start_mock(tls=True)  # its CA signed nothing the first mock presents
+    check(open(mock.ca_path, "rb").read() != open(other.ca_path, "rb").read(), "two CAs")
+    d = _ca_setup(env, mock, other.ca_path, extra_env={"SSL_CERT_FILE": mock.ca_path})
+    status, text = _chat_status(d)
+    eq(status, 200, "system store + ca_file: the upstream is trusted (%s)" % text[:300])
+
+
+def test_ca_file_replaced_then_sighup_is_used(env):
+    """QA: origins kept their TLS context for the life of aord, so a ca_file fixed in
+    place and a SIGHUP still gave "certificate not accepted" until a restart."""
+    import shutil
+    import signal
+
+    mock = env.start_mock(tls=True)
+    other = env.start_mock(tls=True)
+    ca = env.path("provider-ca.pem")
+    shutil.copyfile(other.ca_path, ca)  # the wrong CA
+    d = _ca_setup(env, mock, ca)
+    status, text = _chat_status(d)
+    eq(status, 502, "the wrong CA: 502 (%s)" % text[:300])
+    shutil.copyfile(mock.ca_path, ca)  # fixed in place
+    d.proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + 10
+    while "SIGHUP: config reloaded" not in d.stderr_text():
+        check(time.monotonic() < end, "no reload line:\n" + d.stderr_text()[-2000:])
+        time.sleep(0.05)
+    status, _, text = d.admin("POST", "/admin/api/backoff/clear")
+    eq(status, 200, "backoff cleared (%s)" % text)
+    status, text = _chat_status(d)
+    eq(status, 200, "the fixed CA after SIGHUP (%s)" % text[:300])
+
+
+def test_fifo_config_files_do_not_hang(env):
+    """Review: a FIFO as the config, an env_file or a ca_file made `aor check-config`
+    (and aord, also on SIGHUP) wait for a writer forever. Each is refused at once."""
+    import subprocess
+
+    fifo = env.path("a.fifo")
+    os.mkfifo(fifo, 0o600)
+    env.set_keys(KEY_A="secret-A")
+    base = ("[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\ndialect = openai\n"
+            "base_url = https://127.0.0.1:1\nkeys = A\nmodels = gpt-4o-mini\n")
+    cases = [(fifo, "not a regular file"),
+             (env.write_config("[daemon]\nenv_file = %s\n" % fifo + base,
+                               path=env.path("envfile.ini")), "not a regular file"),
+             (env.write_config(base + "ca_file = %s\n" % fifo, path=env.path("cafile.ini")),
+              "not a regular file")]
+    for cfg, want in cases:
+        try:
+            r = subprocess.run([os.path.join(env.build, "aor"), "check-config", "--config", cfg],
+                               env=env.env, capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("check-config hung on %s" % cfg)
+        eq(r.returncode, 2, "check-config %s: exit 2 (%s)" % (cfg, r.stderr))
+        check(want in r.stderr, "check-config %s says %r: %r" % (cfg, want, r.stderr))
