@@ -351,6 +351,9 @@ static void metrics(aor_daemon *d, aor_conn *c, const aor_http_request *req) {
       m->rejected_peers);
     M("aor_bad_preambles_total", "Shim connections with a malformed preamble.", m->bad_preambles);
     M("aor_state_writes_total", "State events written to the store.", aor_rstate_writes(d->rs));
+    M("aor_state_write_errors_total",
+      "State events the store could not write (applied in memory only).",
+      aor_rstate_write_errors(d->rs));
 #undef M
     evbuffer_add_printf(b, "# HELP aor_up Whether aord is up.\n# TYPE aor_up gauge\naor_up 1\n");
     size_t len = evbuffer_get_length(b);

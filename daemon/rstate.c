@@ -15,8 +15,11 @@ struct aor_rstate {
     aor_backoff *backoff;
     aor_breaker *breaker;
     aor_sticky *sticky;
-    aor_usage *usage;  /* in memory only: never written to the store (usage.h) */
-    aor_map *failures; /* (provider, key) -> failure_text, in memory only */
+    aor_usage *usage;           /* in memory only: never written to the store (usage.h) */
+    aor_map *failures;          /* (provider, key) -> failure_text, in memory only */
+    unsigned long write_errors; /* events the store could not write */
+    unsigned long unlogged;     /* of those, not logged yet (one line a minute) */
+    time_t logged_at;           /* when the last such line was logged (real time) */
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -133,9 +136,23 @@ const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, 
     return f && f->text[0] ? f->text : NULL;
 }
 
-static int store_failed(aor_rstate *rs, const char *what) {
-    aor_error("state store: could not write %s: %s", what, aor_store_errmsg(rs->store));
-    return -1;
+/* The store could not write an event (disk full, read-only file system, ...). Routing
+ * goes on from memory: the caller applies the change anyway, so backoff, circuits and
+ * sticky keep working and only the durability of this change is lost (a store that
+ * fails must not switch aor's failure handling off; docs/routing.md §11). Counted
+ * (aor_state_write_errors_total) and logged, at most one line a minute. */
+static void store_failed(aor_rstate *rs, const char *what) {
+    rs->write_errors++;
+    rs->unlogged++;
+    time_t t = time(NULL);
+    if (rs->logged_at != 0 && t - rs->logged_at < 60)
+        return;
+    aor_error("state store: could not write %s: %s; routing goes on from memory, but this "
+              "change is lost at a restart%s",
+              what, aor_store_errmsg(rs->store),
+              rs->unlogged > 1 ? " (and earlier ones this minute)" : "");
+    rs->logged_at = t;
+    rs->unlogged = 0;
 }
 
 /* Number of the backoff rows of key (any provider). */
@@ -193,7 +210,7 @@ static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_
             key_rows kr = {k->name, 0};
             aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
             if (kr.n > 0 && aor_store_log_reset_key(rs->store, NULL, k->name, now) < 0)
-                return store_failed(rs, "key reset");
+                store_failed(rs, "key reset");
             int n = aor_backoff_reset_key(rs->backoff, NULL, k->name);
             int u = forget_usage(rs, NULL, k->name, now);
             aor_info("SIGHUP: key '%s' has a new secret: a new credential, %d backoff row%s "
@@ -236,7 +253,7 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
     int closes =
         aor_breaker_get(rs->breaker, provider, model, now, &br) && br.state != AOR_BREAKER_CLOSED;
     if (closes && aor_store_log_breaker_close(rs->store, provider, model, now) < 0)
-        return store_failed(rs, "circuit close");
+        store_failed(rs, "circuit close");
     aor_breaker_success(rs->breaker, provider, model);
     if (closes)
         aor_info("circuit closed: provider %s, model %s (key %s answered)", provider,
@@ -248,7 +265,7 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
                           const char *client, double now) {
     if (aor_backoff_get(rs->backoff, provider, key, &(aor_backoff_row){0})) {
         if (aor_store_log_success(rs->store, provider, key, now) < 0)
-            return store_failed(rs, "success");
+            store_failed(rs, "success");
         aor_backoff_success(rs->backoff, provider, key);
     }
     if (aor_rstate_close_circuit(rs, provider, key, model, now) < 0)
@@ -264,14 +281,14 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
         strcmp(cur.provider, provider) == 0 && strcmp(cur.key, key) == 0) {
         aor_sticky_row next = {client, model, provider, key, now, cur.streak + 1};
         if (aor_store_log_sticky(rs->store, &next) < 0)
-            return store_failed(rs, "sticky");
+            store_failed(rs, "sticky");
     }
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
     if (aor_sticky_touch(rs->sticky, client, model, provider, key, now))
         return 0;
     aor_sticky_row row = {client, model, provider, key, now, 1};
     if (aor_store_log_sticky(rs->store, &row) < 0)
-        return store_failed(rs, "sticky");
+        store_failed(rs, "sticky");
     if (aor_sticky_success(rs->sticky, client, model, provider, key, now) < 0) {
         aor_error("sticky: out of memory");
         return -1;
@@ -303,7 +320,7 @@ static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind 
     row.last_failure = now;
     row.last_error_kind = kind;
     if (aor_store_log_backoff(rs->store, &row) < 0)
-        return store_failed(rs, "backoff");
+        store_failed(rs, "backoff");
     return aor_backoff_restore(rs->backoff, &row) < 0 ? -1 : 0;
 }
 
@@ -328,7 +345,7 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
         if (aor_backoff_preview(rs->backoff, provider, key, kind, hint_s, now, &row) < 0)
             return -1;
         if (aor_store_log_backoff(rs->store, &row) < 0)
-            return store_failed(rs, "backoff");
+            store_failed(rs, "backoff");
         if (aor_backoff_restore(rs->backoff, &row) < 0) {
             aor_error("backoff: out of memory");
             return -1;
@@ -349,7 +366,7 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
             return 0;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
             if (aor_store_log_breaker_open(rs->store, provider, model, until, now) < 0)
-                return store_failed(rs, "circuit open");
+                store_failed(rs, "circuit open");
         }
         int opened = aor_breaker_fail(rs->breaker, provider, model, now);
         if (opened < 0)
@@ -377,11 +394,11 @@ int aor_rstate_reset(aor_rstate *rs, const char *provider, const char *key, doub
     int n;
     if (key) {
         if (aor_store_log_reset_key(rs->store, provider, key, now) < 0)
-            return store_failed(rs, "reset");
+            store_failed(rs, "reset");
         n = aor_backoff_reset_key(rs->backoff, provider, key);
     } else {
         if (aor_store_log_reset(rs->store, provider, now) < 0)
-            return store_failed(rs, "reset");
+            store_failed(rs, "reset");
         n = aor_backoff_reset(rs->backoff, provider);
         int c = aor_breaker_reset(rs->breaker, provider);
         if (c > 0)
@@ -425,4 +442,8 @@ aor_usage *aor_rstate_usage(aor_rstate *rs) {
 
 unsigned long aor_rstate_writes(const aor_rstate *rs) {
     return aor_store_writes(rs->store);
+}
+
+unsigned long aor_rstate_write_errors(const aor_rstate *rs) {
+    return rs->write_errors;
 }

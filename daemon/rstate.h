@@ -37,7 +37,8 @@ int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now);
  * log, §4.5; logged naming key, the key that answered). For the probe of a half-open
  * circuit whose answer has started well (a stream): the circuit closes then, while the
  * success of the attempt (backoff row, sticky) waits for the answer's clean end.
- * Returns 0, or -1 when the store could not write (memory unchanged, error logged). */
+ * Returns 0. When the store cannot write, the circuit closes in memory anyway (see
+ * aor_rstate_write_errors). */
 int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *key,
                              const char *model, double now);
 
@@ -57,8 +58,9 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * breaker: §4.4 counts retryable failures, not episodes; but a half-open circuit is
  * reopened only by the probe's failure (started at or after its open-until), not by a
  * late failure of a request sent before.
- * Returns 0, or -1 when the store could not write (memory is then left unchanged and
- * the error is logged). */
+ * Returns 0, or -1 when memory ran out. When the store cannot write an event, the change
+ * is still applied in memory, so routing keeps its backoff, circuits and sticky; only
+ * that change's durability is lost (counted, logged: aor_rstate_write_errors). */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
                       const char *client, aor_kind kind, double hint_s, double started, double now,
                       int own_credential);
@@ -71,8 +73,9 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
  * window holds a key back like backoff, §6; in memory only, nothing written), and
  * *usage_cleared (when not NULL) receives how many of them were exhausted at now (keys
  * that were held back by their usage and are now free).
- * now: Unix seconds. Returns the number of backoff rows and circuits removed, or -1 on a
- * store error (memory unchanged). */
+ * now: Unix seconds. Returns the number of backoff rows and circuits removed (also when
+ * the store could not write the reset: memory is cleared anyway, see
+ * aor_rstate_write_errors). */
 int aor_rstate_reset(aor_rstate *rs, const char *provider, const char *key, double now,
                      int *usage_cleared);
 
@@ -101,5 +104,10 @@ const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, 
 
 /* Number of event writes since start (tests and /metrics). */
 unsigned long aor_rstate_writes(const aor_rstate *rs);
+
+/* Number of state events the store could not write since start (disk full, read-only
+ * file system): their changes were applied in memory only (/metrics
+ * aor_state_write_errors_total; docs/routing.md §11). */
+unsigned long aor_rstate_write_errors(const aor_rstate *rs);
 
 #endif

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "config.h"
 #include "rstate.h"
 
@@ -401,6 +403,41 @@ static void test_failure_texts(void **state) {
     assert_string_equal(aor_rstate_failure_text(f->rs, "p", "client-4095"), "transient (x)");
 }
 
+/* The store stops writing (here its event table is dropped behind its back; in life a
+ * full disk or a read-only file system): routing goes on from memory. It did not: a
+ * failed write left memory unchanged, so backoff and circuits stopped working (QA: a
+ * full disk, every request tried the 429ing key first). */
+static void test_store_failure_keeps_routing_in_memory(void **state) {
+    fx *f = *state;
+    char db[128];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "DROP TABLE state_events", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    unsigned long writes = aor_rstate_writes(f->rs);
+    assert_int_equal(aor_rstate_write_errors(f->rs), 0);
+
+    three_failures(f, AOR_KIND_RATE, 0);
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_true(row.until == NOW + 5 && row.failure_count == 1);
+    assert_true(is_open(f));
+    assert_int_equal(aor_rstate_writes(f->rs), writes); /* nothing reached the disk */
+    assert_true(aor_rstate_write_errors(f->rs) >= 4);   /* 3 backoff rows, the circuit */
+
+    /* A success clears the row and moves the sticky, in memory. */
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_OK, -1, NOW, NOW + 1, 0), 0);
+    assert_false(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    aor_sticky_row st;
+    assert_true(aor_sticky_get(aor_rstate_sticky(f->rs), "client", "m", &st));
+    assert_string_equal(st.key, "k1");
+    /* An admin reset clears memory too. */
+    assert_true(aor_rstate_reset(f->rs, "p", NULL, NOW + 2, NULL) >= 2);
+    assert_false(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k2", &row));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_in_flight_quota_gets_its_cooldown, setup, teardown),
@@ -424,6 +461,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_reload_applies_parameters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_rotated_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_key_and_usage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_failure_keeps_routing_in_memory, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
