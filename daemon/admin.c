@@ -383,6 +383,14 @@ static const char admin_page[] =
     "async function clearAll(){await fetch('/admin/api/backoff/clear',{method:'POST'});load()}"
     "load();setInterval(load,5000)</script></body></html>";
 
+/* GET /admin without the token: how to get in, nothing else. */
+static const char admin_login_page[] =
+    "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>aor</title></head><body>"
+    "<h1>aor</h1><p>The admin page needs the admin token. Open <code>/admin?token=TOKEN</code> "
+    "once (the token is the content of <code>$XDG_STATE_HOME/aor/admin.token</code>, "
+    "usually <code>~/.local/state/aor/admin.token</code>); the browser then keeps a "
+    "session cookie.</p></body></html>";
+
 void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
     char *path = aor_http_request_path(req);
     int is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
@@ -416,10 +424,16 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
             const char *extra[] = {cookie, "Cache-Control: no-store", NULL};
             reply(c, req, 200, "text/html; charset=utf-8", extra, admin_page,
                   sizeof admin_page - 1);
-        } else {
+        } else if (token_ok(d, req)) {
             const char *extra[] = {"Cache-Control: no-store", NULL};
             reply(c, req, 200, "text/html; charset=utf-8", extra, admin_page,
                   sizeof admin_page - 1);
+        } else {
+            /* Spec §8: admin routes need the token, the page too. */
+            const char *extra[] = {"WWW-Authenticate: Bearer realm=\"aor\"",
+                                   "Cache-Control: no-store", NULL};
+            reply(c, req, 401, "text/html; charset=utf-8", extra, admin_login_page,
+                  sizeof admin_login_page - 1);
         }
         free(tok);
         goto done;
