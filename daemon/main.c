@@ -70,11 +70,25 @@ static void on_stop(evutil_socket_t sig, short what, void *arg) {
 }
 
 /* Old configs stay alive: requests in flight point into them. */
+/* Opens (again) $XDG_STATE_HOME/aor/aord.log; at start, and on SIGHUP so a rotated log
+ * (logrotate's rename, then `kill -HUP`) is followed by a new file. */
+static void open_log(const char *state_dir) {
+    char *path = NULL;
+    if (asprintf(&path, "%s/aord.log", state_dir) < 0) {
+        aor_warn("cannot open the log file: out of memory");
+        return;
+    }
+    if (aor_log_open(path) < 0)
+        aor_warn("cannot open log file %s: %s", path, strerror(errno));
+    free(path);
+}
+
 static aor_config **retired;
 static size_t nretired;
 
 static void on_reload(evutil_socket_t sig, short what, void *arg) {
     aor_daemon *d = arg;
+    open_log(d->state_dir);
     char *errors = NULL;
     aor_config *cfg = aor_config_load(d->config_arg, &errors);
     if (!cfg) {
@@ -248,10 +262,7 @@ int main(int argc, char **argv) {
         mkdirs(state_parent, 0700);
         free(state_parent);
     }
-    char logpath[4200];
-    snprintf(logpath, sizeof logpath, "%s/aord.log", d.state_dir);
-    if (aor_log_open(logpath) < 0)
-        aor_warn("cannot open log file %s: %s", logpath, strerror(errno));
+    open_log(d.state_dir);
     /* One aord per state file, before anything touches it: a second one (started twice,
      * a service and a hand start, two `aor run` at once) would replay and compact the
      * log under the running one and drop what it appends meanwhile (§4.5). */

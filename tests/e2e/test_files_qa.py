@@ -367,3 +367,19 @@ def test_log_file_is_0600_under_any_umask(env):
     aortest.wait_until(lambda: os.path.exists(log), 10, what="the log file")
     eq(mode(log), "0600", "mode of aord.log")
     eq(d.stop(), 0, "aord exit code on SIGTERM")
+
+
+def test_sighup_reopens_a_rotated_log(env):
+    """QA: the log was opened once; after logrotate's rename and a SIGHUP aord kept
+    writing into the renamed file and no new aord.log appeared."""
+    minimal_config(env)
+    d = env.start_daemon()
+    log = os.path.join(env.env["XDG_STATE_HOME"], "aor", "aord.log")
+    aortest.wait_until(lambda: os.path.exists(log), 10, what="the log file")
+    os.rename(log, log + ".1")
+    d.proc.send_signal(signal.SIGHUP)
+    aortest.wait_until(lambda: os.path.exists(log) and "config reloaded" in open(log).read(), 10,
+                       what="a new aord.log with the reload line")
+    eq(mode(log), "0600", "mode of the new aord.log")
+    check("config reloaded" not in open(log + ".1").read(), "the rotated file got no more lines")
+    eq(d.stop(), 0, "aord exit code on SIGTERM")
