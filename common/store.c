@@ -140,17 +140,26 @@ static int exec_sql(aor_store *st, const char *sql, const char *what) {
     return 0;
 }
 
-/* Reads PRAGMA user_version into *out. */
-static int read_user_version(aor_store *st, int *out) {
+/* Reads the integer a PRAGMA query (sql) answers into *out; what names it in an error. */
+static int pragma_int(aor_store *st, const char *sql, const char *what, long long *out) {
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK ||
         sqlite3_step(q) != SQLITE_ROW) {
-        set_sql_err(st, "reading schema version");
+        set_sql_err(st, what);
         sqlite3_finalize(q);
         return -1;
     }
-    *out = sqlite3_column_int(q, 0);
+    *out = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
+    return 0;
+}
+
+/* Reads PRAGMA user_version into *out. */
+static int read_user_version(aor_store *st, int *out) {
+    long long v = 0;
+    if (pragma_int(st, "PRAGMA user_version", "reading schema version", &v) != 0)
+        return -1;
+    *out = (int)v;
     return 0;
 }
 
@@ -770,6 +779,22 @@ fail_tx:
     return -1;
 }
 
+/* After the start's compaction: a file that is mostly free pages (a long-running aord
+ * appended many events; compaction deleted them, SQLite keeps the pages) is rewritten
+ * with VACUUM so it shrinks. Only when over VACUUM_MIN_PAGES pages and more than half
+ * free; a failure is not an error (the file keeps its size). */
+#define VACUUM_MIN_PAGES 1024
+static void vacuum_if_sparse(aor_store *st) {
+    long long pages = 0, free_pages = 0;
+    if (pragma_int(st, "PRAGMA page_count", "reading the page count", &pages) != 0 ||
+        pragma_int(st, "PRAGMA freelist_count", "reading the free page count", &free_pages) != 0)
+        return;
+    if (pages < VACUUM_MIN_PAGES || free_pages * 2 < pages)
+        return;
+    if (sqlite3_exec(st->db, "VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+        set_sql_err(st, "vacuum (the file keeps its size)");
+}
+
 int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now) {
     if (st == NULL || b == NULL || br == NULL || s == NULL)
         return bad_arg(st, "replay needs the backoff, breaker and sticky tables");
@@ -788,7 +813,16 @@ int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky 
         }
     }
     ret = compact(&rc, now);
+    if (ret == 0)
+        vacuum_if_sparse(st);
 done:
     circuits_free(&rc.circuits);
     return ret;
+}
+
+int aor_store_compact(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now) {
+    if (st == NULL || b == NULL || br == NULL || s == NULL)
+        return bad_arg(st, "compaction needs the backoff, breaker and sticky tables");
+    replay_ctx rc = {.st = st, .b = b, .br = br, .s = s};
+    return compact(&rc, now);
 }

@@ -67,11 +67,20 @@ unsigned long aor_store_writes(const aor_store *st);
  * rows (they carry the curve level, §4.2), drops circuits whose until <= now; then
  * compacts: rewrites the three tables from memory (breakers: those open at now) and
  * empties state_events, in one transaction. Safe to run after a crash at any point (an
- * interrupted compaction rolls back; the events are still there).
+ * interrupted compaction rolls back; the events are still there). A file then mostly
+ * free pages (over 1024 pages, more than half free) is rewritten with VACUUM.
  * Returns 0, or -1 (message in aor_store_errmsg; errno EINVAL for a NULL argument or a
  * malformed event row, ENOMEM). After a failure the tables may hold part of the state
  * and the database is unchanged: the caller should not start routing on them. */
 int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now);
+
+/* Compacts while running (§4.5): rewrites the three tables from b, br and s (the state in
+ * memory, which is the truth; breakers: those open at now) and empties state_events, in
+ * one transaction, as the start's compaction does. For a long-running aord whose
+ * event log would otherwise only grow (daemon/rstate.c calls it every so many events).
+ * Disk I/O proportional to the rows. Returns 0, or -1 (aor_store_errmsg; the database is
+ * unchanged, errno EINVAL for a NULL argument). now: Unix seconds. */
+int aor_store_compact(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now);
 
 /* Last error text of this store ("" when none; valid until the next call on st). */
 const char *aor_store_errmsg(const aor_store *st);

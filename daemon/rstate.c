@@ -15,11 +15,13 @@ struct aor_rstate {
     aor_backoff *backoff;
     aor_breaker *breaker;
     aor_sticky *sticky;
-    aor_usage *usage;           /* in memory only: never written to the store (usage.h) */
-    aor_map *failures;          /* (provider, key) -> failure_text, in memory only */
-    unsigned long write_errors; /* events the store could not write */
-    unsigned long unlogged;     /* of those, not logged yet (one line a minute) */
-    time_t logged_at;           /* when the last such line was logged (real time) */
+    aor_usage *usage;               /* in memory only: never written to the store (usage.h) */
+    aor_map *failures;              /* (provider, key) -> failure_text, in memory only */
+    unsigned long write_errors;     /* events the store could not write */
+    unsigned long compacted_writes; /* aor_store_writes at the last compaction */
+    unsigned long compact_every;    /* events between compactions (at least) */
+    unsigned long unlogged;         /* of those, not logged yet (one line a minute) */
+    time_t logged_at;               /* when the last such line was logged (real time) */
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -64,6 +66,7 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
         return NULL;
     }
     rs->cfg = cfg;
+    rs->compact_every = AOR_RSTATE_COMPACT_EVERY;
     aor_backoff_params bp = backoff_params(cfg);
     aor_breaker_params kp = breaker_params(cfg);
     rs->backoff = aor_backoff_new(&bp);
@@ -324,9 +327,53 @@ static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind 
     return aor_backoff_restore(rs->backoff, &row) < 0 ? -1 : 0;
 }
 
+static void count_row(const aor_backoff_row *row, void *arg) {
+    (void)row;
+    (*(size_t *)arg)++;
+}
+
+/* The event log only grows while aord runs (compaction was at start only): once
+ * compact_every events were appended since the last compaction, and at least twice as
+ * many as the tables have rows (so the work stays proportional to the events), the
+ * tables are rewritten from memory and the log emptied (aor_store_compact). Called
+ * after a state change only: it wrote already, so the request path stays free of disk
+ * I/O when nothing changed. */
+static void maybe_compact(aor_rstate *rs, double now) {
+    unsigned long w = aor_store_writes(rs->store);
+    unsigned long since = w - rs->compacted_writes;
+    if (since < rs->compact_every)
+        return;
+    size_t rows = aor_sticky_count(rs->sticky);
+    aor_backoff_foreach(rs->backoff, count_row, &rows);
+    if (since < 2 * rows)
+        return;
+    rs->compacted_writes = w; /* a failure is not retried at every event */
+    if (aor_store_compact(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0)
+        aor_warn("state store: compaction failed (the event log keeps growing): %s",
+                 aor_store_errmsg(rs->store));
+    else
+        aor_info("state store compacted: %lu events folded into %zu rows", since, rows);
+}
+
+void aor_rstate_set_compact_every(aor_rstate *rs, unsigned long events) {
+    rs->compact_every = events;
+}
+
+static int record(aor_rstate *rs, const char *provider, const char *key, const char *model,
+                  const char *client, aor_kind kind, double hint_s, double started, double now,
+                  int own_credential);
+
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
                       const char *client, aor_kind kind, double hint_s, double started, double now,
                       int own_credential) {
+    int rc = record(rs, provider, key, model, client, kind, hint_s, started, now, own_credential);
+    maybe_compact(rs, now);
+    return rc;
+}
+
+static int record(aor_rstate *rs, const char *provider, const char *key, const char *model,
+                  const char *client, aor_kind kind, double hint_s, double started, double now,
+                  int own_credential) {
     if (!model)
         model = "";
     if (!client)

@@ -105,6 +105,13 @@ const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, 
 /* Number of event writes since start (tests and /metrics). */
 unsigned long aor_rstate_writes(const aor_rstate *rs);
 
+/* Events appended between two compactions of the store while aord runs, at least
+ * (rstate.c maybe_compact; also at least twice the rows of the tables). */
+#define AOR_RSTATE_COMPACT_EVERY 10000
+
+/* Tests: compact after this many events instead of AOR_RSTATE_COMPACT_EVERY. */
+void aor_rstate_set_compact_every(aor_rstate *rs, unsigned long events);
+
 /* Number of state events the store could not write since start (disk full, read-only
  * file system): their changes were applied in memory only (/metrics
  * aor_state_write_errors_total; docs/routing.md §11). */

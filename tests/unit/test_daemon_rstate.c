@@ -438,6 +438,58 @@ static void test_store_failure_keeps_routing_in_memory(void **state) {
     assert_false(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k2", &row));
 }
 
+/* The event log is compacted while aord runs (it only grew until a restart: QA, 1M
+ * events, 114 MB): after compact_every events, the tables hold the state and the log is
+ * empty; a store opened on the file replays to the same state. */
+static long long count_events(fx *f) {
+    char db[128];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    long long n = -1;
+    if (sqlite3_open(db, &h) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT count(*) FROM state_events", -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return n;
+}
+
+static void test_compaction_while_running(void **state) {
+    fx *f = *state;
+    aor_rstate_set_compact_every(f->rs, 8);
+    char client[32];
+    /* Sticky moves: one event each, one new row each (the rows grow with the events). */
+    for (int i = 0; i < 7; i++) {
+        snprintf(client, sizeof client, "c%d", i);
+        assert_int_equal(
+            aor_rstate_record(f->rs, "p", "k1", "m", client, AOR_KIND_OK, -1, NOW, NOW, 0), 0);
+    }
+    assert_int_equal(count_events(f), 7); /* below 8: not yet */
+    /* Failures of one key: events without new rows. */
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(aor_rstate_record(f->rs, "p", "k2", "m", "c0", AOR_KIND_TRANSIENT, -1,
+                                           NOW + i, NOW + i, 0),
+                         0);
+    long long left = count_events(f);
+    assert_true(left >= 0 && left < 8); /* compacted at least once */
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k2", &row));
+    unsigned count = row.failure_count;
+
+    /* What a restart sees: the same rows. */
+    char db[128], err[256];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    aor_rstate_close(f->rs);
+    f->rs = aor_rstate_open(f->cfg, db, NOW + 20, err, sizeof err);
+    assert_non_null(f->rs);
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k2", &row));
+    assert_int_equal(row.failure_count, count);
+    assert_int_equal(aor_sticky_count(aor_rstate_sticky(f->rs)), 7);
+    assert_int_equal(count_events(f), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_in_flight_quota_gets_its_cooldown, setup, teardown),
@@ -463,6 +515,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_reset_key_and_usage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_failure_keeps_routing_in_memory, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_while_running, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -511,6 +511,39 @@ static void test_many_rows(void **state) {
     assert_int_equal(count_rows(f->path, "state_events"), 0);
 }
 
+/* A file left mostly free pages by the start's compaction (a long-running aord appended
+ * many events) is rewritten with VACUUM and shrinks (QA: 1M events, 114 MB before and
+ * after compaction). */
+static void test_vacuum_after_compaction(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    aor_store_close(st);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(f->path, &h), SQLITE_OK);
+    /* 60,000 failures of one key: ~6 MB of events, one row after compaction. */
+    assert_int_equal(
+        sqlite3_exec(
+            h,
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000)"
+            " INSERT INTO state_events(at, type, provider, \"key\", until, window_s,"
+            " failure_count, kind) SELECT 1700000000 + i, 'backoff',"
+            " 'a-provider-with-a-long-name-that-fills-pages', 'k', 1700000005 + i, 5,"
+            " i, 'rate' FROM n",
+            NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(h);
+    struct stat before, after;
+    assert_int_equal(stat(f->path, &before), 0);
+    assert_true(before.st_size > 4 * 1024 * 1024);
+    reopen_replay(f->path, &t, NOW);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "state_events"), 0);
+    assert_int_equal(count_rows(f->path, "backoff"), 1);
+    assert_int_equal(stat(f->path, &after), 0);
+    assert_true(after.st_size < 1024 * 1024);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_key_reset_events, setup, teardown),
@@ -524,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_memory_store),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vacuum_after_compaction, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
