@@ -1769,6 +1769,20 @@ static int sidecar_path_ok(const char *path) {
     return 1;
 }
 
+/* On the sidecar, /v1/models and /v1/models/{id} are paths of both the OpenAI and the
+ * Anthropic API: a request with Anthropic's version header (every Anthropic SDK sends
+ * it), or with x-api-key and no Authorization, is Anthropic's (its SDK's models.list()
+ * with ANTHROPIC_BASE_URL on the sidecar went to OpenAI with an OpenAI key). */
+static int anthropic_models_request(const char *path, const aor_http_request *req) {
+    size_t plen = strcspn(path, "?#");
+    if (!((plen == 10 && memcmp(path, "/v1/models", 10) == 0) ||
+          (plen > 11 && memcmp(path, "/v1/models/", 11) == 0)))
+        return 0;
+    return aor_http_request_field(req, "anthropic-version") != NULL ||
+           (aor_http_request_known(req, AOR_HF_X_API_KEY) != NULL &&
+            aor_http_request_known(req, AOR_HF_AUTHORIZATION) == NULL);
+}
+
 aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const char *path) {
     for (size_t i = 0; host && i < cfg->nproviders; i++)
         if (aor_config_provider_owns_host(&cfg->providers[i], host))
@@ -1808,6 +1822,8 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     if (!host)
         p->path = undouble_version(p->path);
     p->dialect = aor_proxy_dialect(d->cfg, host, p->path);
+    if (!host && p->dialect == AOR_DIALECT_OPENAI && anthropic_models_request(p->path, req))
+        p->dialect = AOR_DIALECT_ANTHROPIC;
     if (!host && !sidecar_path_ok(p->path)) {
         answer_local_error(p, 404, "aor_unknown_route",
                            "aor: the sidecar serves the provider APIs under /v1/ and /v1beta/ "

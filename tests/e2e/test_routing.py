@@ -555,3 +555,31 @@ def test_no_write_without_state_change(env):
     mock.script("secret-A", [{"status": 429}])
     chat(env)
     check(writes(d) > w, "a failure is written")
+
+
+def test_sidecar_models_list_of_each_dialect(env):
+    """QA: /v1/models is a path of both the OpenAI and the Anthropic API. The Anthropic
+    SDK's models.list() on the sidecar (anthropic-version and x-api-key headers) went to
+    the OpenAI provider with the OpenAI key; it goes to the Anthropic provider."""
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    env.set_keys(KEY_O="secret-O", KEY_N="secret-N")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n"
+        '[key "O"]\nenv = KEY_O\n[key "N"]\nenv = KEY_N\n'
+        '[provider "openai"]\ndialect = openai\nbase_url = %s\nca_file = %s\nkeys = O\n'
+        "models = gpt-4o-mini\n"
+        '[provider "anthropic"]\ndialect = anthropic\nbase_url = %s\nca_file = %s\nkeys = N\n'
+        "models = claude-x\n" % (port, mock.url, mock.ca_path, mock.url, mock.ca_path))
+    d = env.start_daemon(fake_clock=T0)
+    anth = {"x-api-key": "client-key", "anthropic-version": "2023-06-01"}
+    for path in ("/v1/models", "/v1/models?limit=5", "/v1/models/claude-x"):
+        status, headers, body = d.http("GET", path, headers=anth)
+        eq((status, headers.get("x-aor-provider")), (200, "anthropic"), path + " (anthropic)")
+        eq(mock.log()[-1]["key"], "secret-N", path + ": the Anthropic key upstream")
+    status, headers, body = d.http("GET", "/v1/models", headers={"x-api-key": "client-key"})
+    eq(headers.get("x-aor-provider"), "anthropic", "x-api-key alone (no Authorization)")
+    status, headers, body = d.http("GET", "/v1/models", headers={"authorization": "Bearer c"})
+    eq((status, headers.get("x-aor-provider")), (200, "openai"), "an OpenAI client")
+    eq(json.loads(body)["object"], "list", "the OpenAI list")
+    eq(mock.log()[-1]["key"], "secret-O", "the OpenAI key upstream")
