@@ -1645,14 +1645,14 @@ static void answer_all_backed_off(aor_proxy *p, double earliest) {
     char msg[512];
     if (!p->last_cand && p->seq.usage_only)
         snprintf(msg, sizeof msg,
-                 "aor: every configured key for %s has an exhausted usage window (the "
+                 "aor: every key for %s has an exhausted usage window (the "
                  "provider's rate-limit headers said 0 remaining); the earliest resets in "
                  "%.0f s (no upstream failure)",
                  p->model ? p->model : "this request", wait);
     else
         snprintf(msg, sizeof msg,
-                 "aor: every configured key for %s is backed off, its circuit is open or its "
-                 "usage window is exhausted; the earliest is free again in %.0f s (last "
+                 "aor: every key for %s is backed off, its circuit is open or its usage "
+                 "window is exhausted; the earliest is free again in %.0f s (last "
                  "failure: %s)",
                  p->model ? p->model : "this request", wait, last_failure_text(p));
     p->d->m.all_backed_off++;
