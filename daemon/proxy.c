@@ -917,10 +917,20 @@ static int sse_is_html(aor_proxy *p) {
     return 1;
 }
 
-/* Checks the first SSE event (at off in held) for an error event (§5.3). */
-static int first_event_is_error(aor_proxy *p, size_t off, size_t evlen) {
-    const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)(off + evlen));
-    return ev && event_is_error(p, ev + off, evlen, &p->sse_verdict);
+/* Checks the events held before the first byte goes to the client for an error event,
+ * from the first one (at off in held, evlen bytes) to the last complete one (§5.3: an
+ * error event that arrives before any byte went to the client is a failed attempt; a
+ * stream's first event and its error can come in one read, as the Responses API's
+ * response.created and response.failed do). The verdict goes to sse_verdict. */
+static int held_events_have_error(aor_proxy *p, size_t off, size_t evlen) {
+    for (size_t at = off, n = evlen; n > 0; at += n, n = event_len_at(p->held, at)) {
+        const char *ev = (const char *)evbuffer_pullup(p->held, (ssize_t)(at + n));
+        if (!ev)
+            return 0;
+        if (!event_is_comment(ev + at, n) && event_is_error(p, ev + at, n, &p->sse_verdict))
+            return 1;
+    }
+    return 0;
 }
 
 /* Adds len forwarded bytes to the SSE tail ring (only the last SSE_TAIL_MAX count). */
@@ -1053,7 +1063,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             else
                 return len;
         }
-        if (first_event_is_error(p, evoff, evlen)) {
+        if (held_events_have_error(p, evoff, evlen)) {
             p->sse_error = 1;
             p->cut = 1;
             return 0; /* end this attempt; on_done walks on */

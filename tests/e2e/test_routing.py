@@ -511,6 +511,31 @@ def test_sse_comments_before_an_error_event_still_walk_on(env):
     check(r.body.startswith(": hi") and "[DONE]" in r.body, "comment forwarded: %r" % r.body)
 
 
+def test_error_event_behind_a_good_first_event_in_one_read_walks_on(env):
+    """QA: the Responses API's stream began with response.created and, in the same read,
+    response.failed; only the first event was looked at, so the error went to the client
+    as a committed 200. Every event that arrived before the first byte went out counts
+    (§5.3)."""
+    mock, d = setup(env)
+    created = 'event: response.created\ndata: {"type":"response.created","response":{}}\n\n'
+    failed = ('event: response.failed\ndata: {"type":"response.failed","response":'
+              '{"error":{"code":"server_error","message":"The server had an error"}}}\n\n')
+    mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                              "body_text": created + failed}])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")),
+       (200, "B", "2"), "response.failed behind response.created -> next candidate")
+    check("The server had an error" not in r.body, "A's failed stream did not reach the client")
+    check(row(d, "A") is not None, "A is backed off")
+    # A good stream of several events in one read is still forwarded whole.
+    d.admin("POST", "/admin/api/backoff/clear")
+    mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                              "body_text": created + 'data: {"x":1}\n\ndata: [DONE]\n\n'}])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "good events in one read")
+    check(r.body.startswith("event: response.created") and "[DONE]" in r.body, r.body)
+
+
 # --- §5.2 models ------------------------------------------------------------------
 
 def test_model_mapping_and_unlisted_model(env):
