@@ -6,6 +6,7 @@
 #include "env.h"
 #include "fdtab.h"
 #include "hosts.h"
+#include "tick.h"
 #include "trust.h"
 
 #include <dlfcn.h>
@@ -167,6 +168,7 @@ static void fork_release(void) {
 
 static void fork_child(void) {
     aor_fdtab_forked();
+    aor_tick_forked();
     fork_release();
 }
 
@@ -191,6 +193,7 @@ static void init_once(void) {
     RESOLVE(gethostbyname, "gethostbyname");
     RESOLVE(gethostbyname_r, "gethostbyname_r");
     aor_env_load();
+    aor_tick_init();
     aor_hosts_init();
     pthread_atfork(fork_prepare, fork_release, fork_child);
     const aor_shim_env *env = aor_env();

@@ -8,6 +8,7 @@
 #include "preamble.h"
 #include "pubfile.h"
 #include "real.h"
+#include "tick.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -180,8 +181,9 @@ void aor_hosts_init(void) {
 }
 
 /* The current second, for the once-a-second look at the published file: time() is
- * the cheapest clock (the vDSO reads one word); a jump of the wall clock only moves that
- * look (any change of the second makes it due). */
+ * the cheapest clock call (the vDSO reads one word, but of the kernel's time page, a
+ * cache miss after system calls: tick.h gates it); a jump of the wall clock only moves
+ * that look (any change of the second makes it due). */
 static long now_s(void) {
     return (long)time(NULL);
 }
@@ -324,10 +326,13 @@ int aor_hosts_refresh_from(const char *path, long now_s) {
 }
 
 static void maybe_refresh(void) {
+    if (aor_tick_quiet())
+        return; /* looked less than ~100 ms ago: the second cannot have changed twice */
     const aor_shim_env *env = aor_env();
     if (!env->sock_ok)
         return;
     long now = now_s();
+    aor_tick_mark();
     if (atomic_load_explicit(&g_checked, memory_order_relaxed) == now)
         return;
     aor_hosts_refresh_from(env->hosts_path, now);
