@@ -178,10 +178,12 @@ fuzz: deps
 	@scripts/install-deps --fuzz
 	@scripts/fuzz
 
+# Quoted: PREFIX may hold spaces (then LD_PRELOAD cannot name PREFIX/lib/libaor.so: aor
+# says so and how to use a symbolic link, docs/cli.md).
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
-	install -m 0755 $(BUILD)/aord $(BUILD)/aor $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 $(BUILD)/libaor.so $(DESTDIR)$(PREFIX)/lib/
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/lib"
+	install -m 0755 "$(BUILD)/aord" "$(BUILD)/aor" "$(DESTDIR)$(PREFIX)/bin/"
+	install -m 0755 "$(BUILD)/libaor.so" "$(DESTDIR)$(PREFIX)/lib/"
 
 clean:
 	rm -rf build

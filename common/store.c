@@ -196,6 +196,7 @@ static int setup_schema(aor_store *st) {
 
 aor_store *aor_store_open(const char *path, char *err, size_t errlen) {
     aor_store *st;
+    int code, damaged;
     if (path == NULL) {
         snprintf(err, errlen, "state store: no path given");
         errno = EINVAL;
@@ -225,7 +226,21 @@ aor_store *aor_store_open(const char *path, char *err, size_t errlen) {
     return st;
 
 fail_db:
-    snprintf(err, errlen, "%s", st->err);
+    /* A damaged file (random bytes, garbage after the header) cannot be opened: say what
+     * to do, since aord will not start until it is moved (docs/store.md). The code may be
+     * gone after a ROLLBACK, the message is not. */
+    code = st->db ? sqlite3_errcode(st->db) : SQLITE_OK;
+    damaged = code == SQLITE_NOTADB || code == SQLITE_CORRUPT ||
+              strstr(st->err, sqlite3_errstr(SQLITE_NOTADB)) != NULL ||
+              strstr(st->err, sqlite3_errstr(SQLITE_CORRUPT)) != NULL;
+    if (damaged && is_file_path(path))
+        snprintf(err, errlen,
+                 "%s; %s is damaged or not an aor state file: move it aside (with its -wal and "
+                 "-shm files, if any) and aord starts with empty state, forgetting only "
+                 "backoff, open circuits and sticky routes",
+                 st->err, path);
+    else
+        snprintf(err, errlen, "%s", st->err);
     sqlite3_close(st->db);
     errno = EIO;
 fail_path:

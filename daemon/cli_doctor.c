@@ -358,7 +358,14 @@ int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
 
     char *self = aor_cli_self_dir(c->argv0);
     char *lib = aor_cli_find_lib(self, 1);
-    if (lib)
+    if (lib && strpbrk(lib, " :"))
+        /* ld.so splits LD_PRELOAD at spaces and colons, no escape (ld.so(8)). */
+        say(&t, FAIL,
+            "libaor.so: %s has a %s in its path, which LD_PRELOAD cannot carry (ld.so splits "
+            "it at spaces and colons): `aor run` cannot preload programs; set AOR_LIB to a "
+            "symbolic link to it whose path has neither",
+            lib, strchr(lib, ' ') ? "space" : "colon");
+    else if (lib)
         say(&t, OK, "libaor.so: %s", lib);
     else
         say(&t, FAIL,

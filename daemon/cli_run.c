@@ -7,9 +7,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,18 +38,52 @@ static double mono_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Grandchild: the daemon itself, in its own session, stdio on /dev/null. */
+/* close_range(2) of [lo, hi]: 0, or -1 (ENOSYS before Linux 5.9 or without the number). */
+static int close_fd_range(unsigned lo, unsigned hi) {
+#ifdef SYS_close_range
+    return lo > hi ? 0 : (int)syscall(SYS_close_range, lo, hi, 0);
+#else
+    (void)lo;
+    (void)hi;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Closes every fd from 3 up but keep: aord must not hold what the caller of `aor run`
+ * left open (the write end of `aor run ... | cat` would keep the reader waiting until
+ * aord exits). keep is the exec-error pipe, close-on-exec: nothing is handed to aord. */
+static void close_inherited_fds(int keep) {
+    if (keep < 3 ? close_fd_range(3, ~0U) == 0
+                 : close_fd_range(3, (unsigned)keep - 1) == 0 &&
+                       close_fd_range((unsigned)keep + 1, ~0U) == 0)
+        return;
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > INT_MAX)
+        max = max < 0 ? 1024 : INT_MAX;
+    for (int fd = 3; fd < (int)max; fd++)
+        if (fd != keep)
+            close(fd);
+}
+
+/* Grandchild: the daemon itself, in its own session, stdio on /dev/null, no other fd of
+ * the caller. */
 static void exec_aord(const char *aord, const char *config_abs, int errfd) {
     setsid();
     if (chdir("/") < 0) {
         /* keep the current directory; aord uses absolute paths */
     }
-    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (errfd < 3) /* the caller had closed stdin/stdout/stderr: keep it out of their way */
+        errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 3);
+    /* Not close-on-exec: when it is 0, 1 or 2 itself (closed in the caller) it stays. */
+    int nul = open("/dev/null", O_RDWR);
     if (nul >= 0) {
         dup2(nul, 0);
         dup2(nul, 1);
         dup2(nul, 2);
     }
+    close_inherited_fds(errfd); /* and nul, when it is above 2 */
+
     unsetenv("LD_PRELOAD"); /* the daemon never routes itself (spec §2) */
     signal(SIGPIPE, SIG_DFL);
     char *args[4] = {(char *)aord, NULL, NULL, NULL};
@@ -175,10 +212,49 @@ static const char *names_of(const aor_cli_plan *p, size_t from, char *buf, size_
     return buf;
 }
 
+/* 1 when LD_PRELOAD can name lib: ld.so splits the variable at spaces and colons and has
+ * no escape for them (ld.so(8)). */
+static int preloadable(const char *lib) {
+    return strpbrk(lib, " :") == NULL;
+}
+
+/* libaor.so to preload into *lib (malloc'd), or NULL with *lib NULL after writing to
+ * stderr, with no newline, "aor: " and why not: not found (where aor looked, AOR_LIB), or
+ * found at a path LD_PRELOAD cannot carry (and the workaround). ENOMEM counts as not
+ * found. The caller ends the line. */
+static void find_preload_lib(const char *self_dir, char **lib) {
+    *lib = aor_cli_find_lib(self_dir, 1);
+    if (*lib && preloadable(*lib))
+        return;
+    if (*lib) {
+        fprintf(stderr,
+                "aor: libaor.so is at %s, whose path has a %s, and LD_PRELOAD splits its "
+                "value at spaces and colons with no way to escape them (ld.so(8)), so it "
+                "cannot be preloaded from there; make a symbolic link to it at a path without "
+                "either (ln -s ",
+                *lib, strchr(*lib, ' ') ? "space" : "colon");
+        aor_cli_shell_quote(stderr, *lib);
+        fputs(" DIR/libaor.so) and set AOR_LIB=DIR/libaor.so", stderr);
+        free(*lib);
+        *lib = NULL;
+        return;
+    }
+    const char *env = getenv("AOR_LIB");
+    struct stat st;
+    if (env && *env)
+        fprintf(stderr, "aor: cannot find libaor.so: AOR_LIB=%s: %s", env,
+                stat(env, &st) < 0 ? strerror(errno) : "not a regular file");
+    else
+        fprintf(stderr,
+                "aor: cannot find libaor.so (looked for %s/libaor.so and %s/../lib/libaor.so; "
+                "set AOR_LIB=/path/to/libaor.so)",
+                self_dir ? self_dir : "<dir of aor>", self_dir ? self_dir : "<dir of aor>");
+}
+
 /* Builds the plan for one program kind. static_cmd: display name of a static program
- * (sidecar mode) or NULL (preload mode). Returns 0, -1 on a missing libaor.so (printed)
- * or ENOMEM. */
-static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *self_dir,
+ * (sidecar mode) or NULL (preload mode, with lib: libaor.so, from find_preload_lib).
+ * Returns 0, or -1 on ENOMEM or (sidecar_only) when there is no sidecar (printed). */
+static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
                       const char *static_cmd, int sidecar_only) {
     if (static_cmd || sidecar_only) {
         if (!cfg->listen) {
@@ -208,12 +284,7 @@ static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *self_d
         }
         return 0;
     }
-    char *lib = aor_cli_find_lib(self_dir, 0);
-    if (!lib)
-        return -1;
-    int r = aor_cli_plan_preload(p, lib);
-    free(lib);
-    return r;
+    return aor_cli_plan_preload(p, lib);
 }
 
 /* The trust variables into p; warn_prefix: when not NULL, also the warning line about
@@ -301,7 +372,7 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     int rc = AOR_CLI_FAIL;
     aor_cli_plan plan = {0};
     aor_config *cfg = NULL;
-    char *self_dir = NULL;
+    char *self_dir = NULL, *lib = NULL;
     /* The program first: not found is 127 before anything else (docs/cli.md). */
     char *path = aor_cli_which(cmd[0]);
     if (!path) {
@@ -323,6 +394,23 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     }
     self_dir = aor_cli_self_dir(c->argv0);
     aor_binkind kind = aor_binkind_of_file(path);
+    int is_static = kind == AOR_BIN_STATIC;
+    if (!is_static) {
+        /* Nothing to route through without the shim: no aord to start for it (spec §1
+         * fail-open: the program runs unrouted, unless AOR_STRICT=1). */
+        find_preload_lib(self_dir, &lib);
+        if (!lib) {
+            if (on("AOR_STRICT")) {
+                fprintf(stderr, "; AOR_STRICT=1: not running %s without aor\n", cmd[0]);
+                goto out;
+            }
+            fprintf(stderr,
+                    "; running %s without aor: its provider traffic goes direct "
+                    "(fail-open)\n",
+                    cmd[0]);
+            goto exec;
+        }
+    }
 
     int up = aor_cli_socket_answers(cfg->socket_path, NULL);
     /* aord to be started here loads the config with every secret, from this environment:
@@ -339,16 +427,19 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
                 "(fail-open)\n",
                 cmd[0]);
     }
-    int is_static = kind == AOR_BIN_STATIC;
-    if (build_plan(&plan, cfg, self_dir, is_static ? cmd[0] : NULL, 0) < 0)
+    if (build_plan(&plan, cfg, lib, is_static ? cmd[0] : NULL, 0) < 0) {
+        fprintf(stderr, "aor: out of memory\n");
         goto out;
+    }
     /* The CA-variable warning only for a preloaded program: a static one talks plain
      * HTTP to the sidecar. */
     if (plan_trust(&plan, is_static ? NULL : "aor: ") < 0 || aor_cli_plan_apply(&plan) < 0) {
         fprintf(stderr, "aor: cannot set the environment: %s\n", strerror(errno));
         goto out;
     }
+exec:
     aor_cli_plan_free(&plan);
+    free(lib);
     free(self_dir);
     free(path);
     aor_config_free(cfg);
@@ -359,6 +450,7 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     return e == ENOENT ? 127 : 126;
 out:
     aor_cli_plan_free(&plan);
+    free(lib);
     free(self_dir);
     free(path);
     aor_config_free(cfg);
@@ -385,8 +477,16 @@ int aor_cli_cmd_env(aor_cli *c, int argc, char **argv) {
         return AOR_CLI_USAGE;
     int rc = AOR_CLI_FAIL;
     aor_cli_plan plan = {0};
-    char *self_dir = aor_cli_self_dir(c->argv0);
-    if (build_plan(&plan, cfg, self_dir, NULL, sidecar) < 0)
+    char *self_dir = aor_cli_self_dir(c->argv0), *lib = NULL;
+    if (!sidecar) {
+        /* Printing a LD_PRELOAD that ld.so ignores would fail silently later: say why. */
+        find_preload_lib(self_dir, &lib);
+        if (!lib) {
+            fputc('\n', stderr);
+            goto out;
+        }
+    }
+    if (build_plan(&plan, cfg, lib, NULL, sidecar) < 0)
         goto out;
     /* Notes go to stderr ("# " lines there): `eval "$(aor env)"` reads only stdout. */
     if (!sidecar && plan_trust(&plan, "# aor: ") < 0) {
@@ -401,6 +501,7 @@ int aor_cli_cmd_env(aor_cli *c, int argc, char **argv) {
     rc = fflush(stdout) == 0 ? AOR_CLI_OK : AOR_CLI_FAIL;
 out:
     aor_cli_plan_free(&plan);
+    free(lib);
     free(self_dir);
     aor_config_free(cfg);
     return rc;

@@ -1,8 +1,9 @@
 /* aor install-service: run aord as a per-user service (spec §1: "run by hand, by `aor run`,
  * or under systemd --user / launchd"). Writes the unit from the templates below (the
  * same text as scripts/aord.service and scripts/aord.plist, with the absolute path of
- * aord filled in, followed by `--config FILE` when the user chose a configuration file),
- * then enables it when the service manager is reachable. */
+ * aord filled in, followed by `--config FILE` when the user chose a configuration file,
+ * and the XDG base directories of this environment), then enables it when the service
+ * manager is reachable. */
 #include "cli.h"
 #include "paths.h"
 
@@ -17,6 +18,8 @@
 #define PLACEHOLDER "@AORD@"
 #define ENV_FILE_LINE "EnvironmentFile=-%h/.config/aor/env\n" /* the default's line */
 #define LAUNCHD_LABEL "dev.aor.aord"
+#define PLIST_ENV_BEFORE "    <key>RunAtLoad</key>\n" /* EnvironmentVariables go here */
+#define BACKUP_SUFFIX ".bak"
 
 /* Keep these two equal to scripts/aord.service and scripts/aord.plist (tests/e2e/test_cli.py
  * compares them). */
@@ -88,10 +91,15 @@ static int put(char **buf, size_t *len, const char *s, size_t n) {
     return 0;
 }
 
-/* The path as systemd wants it in ExecStart: '%' doubled, '$' doubled, and in double
- * quotes (with \ and " escaped) when it holds whitespace or quotes (systemd.service(5)
- * "Command lines", systemd.unit(5) "Specifiers"). */
-static int put_systemd_path(char **buf, size_t *len, const char *p) {
+static int put_str(char **buf, size_t *len, const char *s) {
+    return put(buf, len, s, strlen(s));
+}
+
+/* One systemd word: '%' doubled, '$' doubled when dollar (ExecStart expands $VAR; an
+ * Environment= assignment does not), and in double quotes (with \ and " escaped) when it
+ * holds whitespace or quotes (systemd.service(5) "Command lines", systemd.exec(5)
+ * "Environment=", systemd.unit(5) "Specifiers"). */
+static int put_systemd_word(char **buf, size_t *len, const char *p, int dollar) {
     int quote = strpbrk(p, " \t\"'\\") != NULL;
     if (quote && put(buf, len, "\"", 1) < 0)
         return -1;
@@ -100,7 +108,7 @@ static int put_systemd_path(char **buf, size_t *len, const char *p) {
         size_t n = 1;
         if (*p == '%')
             s = "%%", n = 2;
-        else if (*p == '$')
+        else if (*p == '$' && dollar)
             s = "$$", n = 2;
         else if (quote && (*p == '"' || *p == '\\'))
             s = *p == '"' ? "\\\"" : "\\\\", n = 2;
@@ -108,6 +116,11 @@ static int put_systemd_path(char **buf, size_t *len, const char *p) {
             return -1;
     }
     return quote ? put(buf, len, "\"", 1) : 0;
+}
+
+/* The path as systemd wants it in ExecStart (put_systemd_word with '$' doubled). */
+static int put_systemd_path(char **buf, size_t *len, const char *p) {
+    return put_systemd_word(buf, len, p, 1);
 }
 
 /* XML character data escaping for the plist. */
@@ -138,6 +151,61 @@ static int put_xml(char **buf, size_t *len, const char *p) {
     return 0;
 }
 
+/* The XDG base directories aord takes its files from (spec §9): config, state (aor.db,
+ * admin token, log), data (the CA). A service manager does not have the shell's. */
+static const struct {
+    const char *name;
+    const char *home_rel; /* the default, under the home directory */
+} xdg_vars[] = {
+    {"XDG_CONFIG_HOME", ".config"},
+    {"XDG_STATE_HOME", ".local/state"},
+    {"XDG_DATA_HOME", ".local/share"},
+};
+
+/* Whether the service needs $name from this environment to find the directory aor uses:
+ * 1 (*value points into the environment) when it is set to an absolute path (the XDG
+ * rule: anything else is ignored, by aord too) that is not the default home/home_rel
+ * (compared as text without trailing slashes, then as the same directory); 0 when the
+ * service finds the same directory without it; -1 after printing (control characters:
+ * no unit can carry them, ENOMEM). */
+static int xdg_elsewhere(const char *name, const char *home_rel, const char **value) {
+    const char *v = getenv(name);
+    *value = NULL;
+    if (!v || v[0] != '/')
+        return 0;
+    char *home = aor_path_home();
+    char *dflt = home ? aor_path_join(home, home_rel) : NULL;
+    int rc = 1;
+    if (home && !dflt) {
+        fprintf(stderr, "aor: out of memory\n");
+        rc = -1;
+        goto out;
+    }
+    size_t vl = strlen(v), dl = dflt ? strlen(dflt) : 0;
+    while (vl > 1 && v[vl - 1] == '/')
+        vl--;
+    struct stat a, b;
+    if (dflt && ((vl == dl && memcmp(v, dflt, vl) == 0) ||
+                 (stat(v, &a) == 0 && stat(dflt, &b) == 0 && a.st_dev == b.st_dev &&
+                  a.st_ino == b.st_ino))) {
+        rc = 0;
+        goto out;
+    }
+    for (const char *p = v; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            fprintf(stderr, "aor: %s contains control characters; a service unit cannot carry it\n",
+                    name);
+            rc = -1;
+            goto out;
+        }
+    }
+    *value = v;
+out:
+    free(dflt);
+    free(home);
+    return rc;
+}
+
 /* The systemd EnvironmentFile line for the env file the user's aor uses: NULL for the
  * template's own (%h/.config/aor/env: XDG_CONFIG_HOME unset, or the same directory),
  * else "EnvironmentFile=-$XDG_CONFIG_HOME/aor/env\n" with '%' doubled (systemd.unit(5)
@@ -145,35 +213,15 @@ static int put_xml(char **buf, size_t *len, const char *p) {
  * Returns 0, or -1 after printing (a path with control characters, ENOMEM). */
 static int env_file_line(char **out) {
     *out = NULL;
-    char *home = aor_path_home();
-    char *conf = aor_path_config_home();
-    char *dflt = home ? aor_path_join(home, ".config") : NULL;
+    const char *conf = NULL;
     char *dir = NULL, *line = NULL;
     size_t len = 0;
-    int rc = 0;
-    if (!conf || !dflt)
-        goto out; /* no home: aord finds nothing either; keep the template */
-    size_t cl = strlen(conf), dl = strlen(dflt);
-    while (cl > 1 && conf[cl - 1] == '/')
-        cl--;
-    struct stat a, b;
-    if ((cl == dl && memcmp(conf, dflt, cl) == 0) || (stat(conf, &a) == 0 && stat(dflt, &b) == 0 &&
-                                                      a.st_dev == b.st_dev && a.st_ino == b.st_ino))
-        goto out;
+    int r = xdg_elsewhere("XDG_CONFIG_HOME", ".config", &conf);
+    if (r <= 0)
+        return r;
     dir = aor_path_config_dir();
-    if (!dir) {
-        rc = -1;
-        fprintf(stderr, "aor: out of memory\n");
-        goto out;
-    }
-    for (const char *p = dir; *p; p++) {
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-            fprintf(stderr, "aor: XDG_CONFIG_HOME contains control characters; a service unit "
-                            "cannot name its env file\n");
-            rc = -1;
-            goto out;
-        }
-    }
+    if (!dir)
+        goto oom;
     static const char head[] = "EnvironmentFile=-";
     if (put(&line, &len, head, sizeof head - 1) < 0)
         goto oom;
@@ -182,39 +230,100 @@ static int env_file_line(char **out) {
             goto oom;
     if (put(&line, &len, "/env\n", 5) < 0)
         goto oom;
+    free(dir);
     *out = line;
-    line = NULL;
-    goto out;
+    return 0;
 oom:
-    rc = -1;
     fprintf(stderr, "aor: out of memory\n");
-out:
     free(line);
     free(dir);
-    free(dflt);
-    free(conf);
-    free(home);
-    return rc;
+    return -1;
+}
+
+/* The XDG variables the service needs (xdg_elsewhere), as systemd lines
+ * `Environment=NAME=value` (the assignment quoted like ExecStart's words, '$' kept: no
+ * expansion there), or as the plist's EnvironmentVariables dictionary (XML-escaped).
+ * *out: malloc'd, or NULL when none is needed. Returns 0, or -1 after printing. */
+static int xdg_env(int launchd, char **out) {
+    char *buf = NULL, *assign = NULL;
+    size_t len = 0;
+    int any = 0;
+    *out = NULL;
+    for (size_t i = 0; i < sizeof xdg_vars / sizeof xdg_vars[0]; i++) {
+        const char *v = NULL;
+        int r = xdg_elsewhere(xdg_vars[i].name, xdg_vars[i].home_rel, &v);
+        if (r < 0)
+            goto fail;
+        if (r == 0)
+            continue;
+        if (launchd) {
+            static const char head[] = "    <key>EnvironmentVariables</key>\n    <dict>\n";
+            if ((!any && put_str(&buf, &len, head) < 0) ||
+                put_str(&buf, &len, "        <key>") < 0 ||
+                put_str(&buf, &len, xdg_vars[i].name) < 0 ||
+                put_str(&buf, &len, "</key>\n        <string>") < 0 || put_xml(&buf, &len, v) < 0 ||
+                put_str(&buf, &len, "</string>\n") < 0)
+                goto oom;
+        } else {
+            if (asprintf(&assign, "%s=%s", xdg_vars[i].name, v) < 0) {
+                assign = NULL;
+                goto oom;
+            }
+            if (put_str(&buf, &len, "Environment=") < 0 ||
+                put_systemd_word(&buf, &len, assign, 0) < 0 || put_str(&buf, &len, "\n") < 0)
+                goto oom;
+            free(assign);
+            assign = NULL;
+        }
+        any = 1;
+    }
+    if (any && launchd && put_str(&buf, &len, "    </dict>\n") < 0)
+        goto oom;
+    *out = buf;
+    return 0;
+oom:
+    fprintf(stderr, "aor: out of memory\n");
+fail:
+    free(assign);
+    free(buf);
+    return -1;
+}
+
+/* Appends the template from *tpl up to `at` and moves *tpl there. -1 on ENOMEM. */
+static int put_upto(char **buf, size_t *len, const char **tpl, const char *at) {
+    if (put(buf, len, *tpl, (size_t)(at - *tpl)) < 0)
+        return -1;
+    *tpl = at;
+    return 0;
 }
 
 /* The template with its placeholder replaced by aord, followed by `--config <config>`
- * when config is not NULL (ExecStart words / ProgramArguments strings), and for systemd
- * the EnvironmentFile line replaced by envline when not NULL. malloc'd, NULL on ENOMEM. */
-static char *render(int launchd, const char *aord, const char *config, const char *envline) {
+ * when config is not NULL (ExecStart words / ProgramArguments strings); for systemd the
+ * EnvironmentFile line replaced by envline when not NULL; xdgenv (xdg_env's text, or
+ * NULL) after the EnvironmentFile line (systemd) or before RunAtLoad (launchd).
+ * malloc'd, NULL on ENOMEM. */
+static char *render(int launchd, const char *aord, const char *config, const char *envline,
+                    const char *xdgenv) {
     const char *tpl = launchd ? launchd_template : systemd_template;
     const char *at = strstr(tpl, PLACEHOLDER);
-    const char *ef = launchd || !envline ? NULL : strstr(tpl, ENV_FILE_LINE);
+    const char *ef = launchd ? NULL : strstr(tpl, ENV_FILE_LINE);
+    const char *rl = launchd ? strstr(tpl, PLIST_ENV_BEFORE) : NULL;
     char *buf = NULL;
     size_t len = 0;
     static const char xml_sep[] = "</string>\n        <string>";
-    if (!at || (ef && ef > at))
-        goto fail; /* the templates are ours: the env line comes before ExecStart */
-    if (ef && (put(&buf, &len, tpl, (size_t)(ef - tpl)) < 0 ||
-               put(&buf, &len, envline, strlen(envline)) < 0))
+    /* The templates are ours: the env line comes before ExecStart, RunAtLoad after the
+     * program. */
+    if (!at || (launchd ? !rl || rl < at : !ef || ef > at))
         goto fail;
-    if (ef)
-        tpl = ef + strlen(ENV_FILE_LINE);
-    if (put(&buf, &len, tpl, (size_t)(at - tpl)) < 0)
+    if (ef) {
+        if (put_upto(&buf, &len, &tpl, ef) < 0 ||
+            put(&buf, &len, envline ? envline : ENV_FILE_LINE,
+                strlen(envline ? envline : ENV_FILE_LINE)) < 0 ||
+            (xdgenv && put(&buf, &len, xdgenv, strlen(xdgenv)) < 0))
+            goto fail;
+        tpl += strlen(ENV_FILE_LINE);
+    }
+    if (put_upto(&buf, &len, &tpl, at) < 0)
         goto fail;
     if ((launchd ? put_xml(&buf, &len, aord) : put_systemd_path(&buf, &len, aord)) < 0)
         goto fail;
@@ -225,13 +334,53 @@ static char *render(int launchd, const char *aord, const char *config, const cha
     if (config && !launchd &&
         (put(&buf, &len, " --config ", 10) < 0 || put_systemd_path(&buf, &len, config) < 0))
         goto fail;
-    at += strlen(PLACEHOLDER);
-    if (put(&buf, &len, at, strlen(at)) < 0)
+    tpl += strlen(PLACEHOLDER);
+    if (rl && (put_upto(&buf, &len, &tpl, rl) < 0 ||
+               (xdgenv && put(&buf, &len, xdgenv, strlen(xdgenv)) < 0)))
+        goto fail;
+    if (put(&buf, &len, tpl, strlen(tpl)) < 0)
         goto fail;
     return buf;
 fail:
     free(buf);
     return NULL;
+}
+
+/* When dest exists and differs from unit (the user may have edited it), copies it to
+ * dest.bak (same mode; an older backup is replaced) and says so. Returns 0 (nothing to
+ * keep, or kept), or -1 after printing (it cannot be read or copied: not replaced). */
+static int keep_old_unit(const char *dest, const char *unit) {
+    char *old = NULL, *bak = NULL;
+    size_t oldlen = 0, ulen = strlen(unit);
+    struct stat st;
+    int rc = -1;
+    if (stat(dest, &st) < 0 && errno == ENOENT)
+        return 0;
+    if (aor_cli_read_file(dest, AOR_CLI_FILE_MAX, &old, &oldlen) < 0) {
+        fprintf(stderr, "aor: cannot read the existing %s (%s); not replacing it\n", dest,
+                strerror(errno));
+        return -1;
+    }
+    if (oldlen == ulen && memcmp(old, unit, ulen) == 0) {
+        rc = 0;
+        goto out;
+    }
+    if (asprintf(&bak, "%s" BACKUP_SUFFIX, dest) < 0) {
+        bak = NULL;
+        fprintf(stderr, "aor: out of memory\n");
+        goto out;
+    }
+    if (aor_cli_write_file(bak, old, oldlen, st.st_mode & 0777) < 0) {
+        fprintf(stderr, "aor: cannot keep a copy of %s as %s (%s); not replacing it\n", dest, bak,
+                strerror(errno));
+        goto out;
+    }
+    printf("%s differs from the new unit (edited?): the old one is kept as %s\n", dest, bak);
+    rc = 0;
+out:
+    free(bak);
+    free(old);
+    return rc;
 }
 
 /* Runs argv with aor's stdio (quiet: stdout/stderr to /dev/null). Returns its exit
@@ -405,7 +554,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     if (service_config(c, &config) < 0)
         return AOR_CLI_USAGE;
     int rc = AOR_CLI_FAIL;
-    char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL;
+    char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL, *xdgenv = NULL;
     char *self = aor_cli_self_dir(c->argv0);
     char *aord = aor_cli_find_aord(self);
     if (!aord) {
@@ -415,9 +564,9 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
                 self ? self : "the directory of aor");
         goto out;
     }
-    if (!launchd && env_file_line(&envline) < 0)
+    if ((!launchd && env_file_line(&envline) < 0) || xdg_env(launchd, &xdgenv) < 0)
         goto out;
-    unit = render(launchd, aord, config, envline);
+    unit = render(launchd, aord, config, envline, xdgenv);
     if (!unit) {
         fprintf(stderr, "aor: out of memory\n");
         goto out;
@@ -431,8 +580,13 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     if (!dest)
         goto out;
     dir = strndup(dest, (size_t)(strrchr(dest, '/') - dest));
-    if (!dir || aor_cli_mkdirs(dir, 0755) < 0 ||
-        aor_cli_write_file(dest, unit, strlen(unit), 0644) < 0) {
+    if (!dir || aor_cli_mkdirs(dir, 0755) < 0) {
+        fprintf(stderr, "aor: cannot write %s: %s\n", dest, strerror(errno));
+        goto out;
+    }
+    if (keep_old_unit(dest, unit) < 0)
+        goto out;
+    if (aor_cli_write_file(dest, unit, strlen(unit), 0644) < 0) {
         fprintf(stderr, "aor: cannot write %s: %s\n", dest, strerror(errno));
         goto out;
     }
@@ -442,6 +596,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
 out:
     free(config);
     free(envline);
+    free(xdgenv);
     free(unit);
     free(dest);
     free(dir);

@@ -176,13 +176,26 @@ char *aor_cli_self_dir(const char *argv0) {
     return d;
 }
 
+/* LD_PRELOAD splits its value at spaces and colons, with no escape (ld.so(8)): when the
+ * resolved path has one and the absolute name it was found by has none (a symbolic link
+ * made as the workaround, docs/cli.md), that name is returned instead. Takes real. */
+static char *preload_name(char *real, const char *given) {
+    if (!strpbrk(real, " :") || given[0] != '/' || strpbrk(given, " :"))
+        return real;
+    char *g = strdup(given);
+    if (!g)
+        return real;
+    free(real);
+    return g;
+}
+
 char *aor_cli_find_lib(const char *self_dir, int quiet) {
     const char *env = getenv("AOR_LIB");
     if (env && *env) {
         char *real = realpath(env, NULL);
         struct stat st;
         if (real && stat(real, &st) == 0 && S_ISREG(st.st_mode))
-            return real;
+            return preload_name(real, env);
         free(real);
         if (!quiet)
             fprintf(stderr, "aor: AOR_LIB=%s: %s\n", env,
@@ -195,10 +208,13 @@ char *aor_cli_find_lib(const char *self_dir, int quiet) {
         if (asprintf(&cand, "%s/%s", self_dir, rel[i]) < 0)
             return NULL;
         char *real = realpath(cand, NULL);
-        free(cand);
         struct stat st;
-        if (real && stat(real, &st) == 0 && S_ISREG(st.st_mode))
+        if (real && stat(real, &st) == 0 && S_ISREG(st.st_mode)) {
+            real = preload_name(real, cand);
+            free(cand);
             return real;
+        }
+        free(cand);
         free(real);
     }
     if (!quiet)

@@ -4,7 +4,9 @@ doctor, install-service. Every output is checked for the API keys' values."""
 import glob
 import json
 import os
+import plistlib
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -496,6 +498,88 @@ def test_run_without_aord_fails_open_or_strict(env):
     check(not os.path.exists(env.socket_path), "no daemon was started")
 
 
+def test_run_started_aord_holds_no_fd_of_the_caller(env):
+    """QA: an aord started by `aor run` kept every fd of its caller from 3 up (only 0-2
+    went to /dev/null): `aor run -- echo hi 3>&1 | cat` hung until aord exited, aord
+    holding the pipe's write end. It now gets none of them."""
+    setup(env, start=False)
+    r, w = os.pipe()
+    pid = None
+    try:
+        p = subprocess.Popen([aor_path(env), "run", "sh", "-c", "echo ran"], env=env.env,
+                             pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        os.close(w)
+        w = None
+        out, err = p.communicate(timeout=60)
+        eq((p.returncode, out), (0, b"ran\n"), "the program ran (stderr %r)" % err)
+        pid = peer_pid(env.socket_path)
+        check(alive(pid), "aord keeps running")
+        ready, _, _ = select.select([r], [], [], 10)
+        check(ready and os.read(r, 1) == b"",
+              "the pipe reaches EOF while aord runs (aord's fds: %s)" %
+              sorted(os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                     for fd in os.listdir("/proc/%d/fd" % pid)))
+        ours = "pipe:[%d]" % os.fstat(r).st_ino
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            check(os.readlink("/proc/%d/fd/%s" % (pid, fd)) != ours, "aord holds %s" % ours)
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop")
+
+
+def test_run_without_libaor_runs_the_program_unrouted(env):
+    """QA: `aor run` with no libaor.so to find said it ran the program anyway (fail-open),
+    then "cannot find libaor.so" and exit 1 without running it. Now, like the shim's
+    fail-open (spec §1, §2): one line (where it looked, traffic goes direct) and the
+    program runs without LD_PRELOAD; with AOR_STRICT=1 it does not run. No aord is
+    started for a program that cannot reach it."""
+    setup(env, start=False)
+    lonely = env.path("lonely")
+    os.mkdir(lonely)
+    aor_copy = os.path.join(lonely, "aor-copy")
+    shutil.copy2(aor_path(env), aor_copy)
+    base_env = {"PATH": "/usr/bin:/bin"}
+    prog = ["sh", "-c", 'echo "RAN:$LD_PRELOAD"']
+
+    def run(extra, *args):
+        rc, out, err = env.run_client([aor_copy] + list(args), preload=False,
+                                      extra_env=dict(base_env, **extra))
+        no_secret(out, err)
+        return rc, out, err
+
+    rc, out, err = run({}, "run", "--", *prog)
+    eq((rc, out), (0, "RAN:\n"), "the program runs, without LD_PRELOAD (stderr %r)" % err)
+    eq(len(err.splitlines()), 1, "one line: %r" % err)
+    check(err.startswith("aor: cannot find libaor.so (looked for %s/libaor.so and "
+                         "%s/../lib/libaor.so" % (lonely, lonely)), "says where: %r" % err)
+    check("running sh without aor: its provider traffic goes direct (fail-open)" in err,
+          "says what happens: %r" % err)
+    check(not os.path.exists(env.socket_path), "no aord started")
+
+    rc, out, err = run({"AOR_STRICT": "1"}, "run", "--", *prog)
+    eq((rc, out), (1, ""), "AOR_STRICT=1: not run (stderr %r)" % err)
+    eq(len(err.splitlines()), 1, "one line: %r" % err)
+    check("cannot find libaor.so" in err and "AOR_STRICT=1: not running sh" in err, err)
+    check("fail-open" not in err, "does not claim to run it: %r" % err)
+
+    missing = env.path("nope", "libaor.so")
+    rc, out, err = run({"AOR_LIB": missing}, "run", "--", *prog)
+    eq((rc, out), (0, "RAN:\n"), "a bad AOR_LIB: runs too (stderr %r)" % err)
+    check("AOR_LIB=%s: No such file or directory" % missing in err and "goes direct" in err,
+          err)
+    eq(len(err.splitlines()), 1, "one line: %r" % err)
+
+    # `aor env` prints nothing to evaluate, and says why.
+    rc, out, err = run({}, "env")
+    eq((rc, out), (1, ""), "aor env without libaor.so (stderr %r)" % err)
+    check("cannot find libaor.so" in err, err)
+
+
 # --- status / backoff ----------------------------------------------------------------
 
 
@@ -682,15 +766,69 @@ def test_doctor_warns_without_any_key(env):
 DEFAULT_ENV_FILE_LINE = "EnvironmentFile=-%h/.config/aor/env\n"
 
 
+XDG_DEFAULTS = (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".local/state"),
+                ("XDG_DATA_HOME", ".local/share"))
+
+
+def _service_xdg(e):
+    """[(name, value)] a unit carries for environment e (docs/cli.md install-service): the
+    XDG base directories set to an absolute path that is not the default under HOME."""
+    out = []
+    for name, rel in XDG_DEFAULTS:
+        v = e.get(name, "")
+        if not v.startswith("/"):
+            continue
+        d = os.path.join(e["HOME"], rel)
+        if v.rstrip("/") == d or (os.path.exists(v) and os.path.exists(d)
+                                  and os.path.samefile(v, d)):
+            continue
+        out.append((name, v))
+    return out
+
+
+def _systemd_word(s, dollar):
+    """s as cli_service.c quotes a systemd word."""
+    quote = any(c in s for c in ' \t"\'\\')
+    s = s.replace("%", "%%")
+    if dollar:
+        s = s.replace("$", "$$")
+    if quote:
+        s = '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return s
+
+
+def _xml(s):
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("'", "&apos;"))
+
+
 def _template(name, aord, env=None):
-    """scripts/NAME with aord filled in; for the systemd unit and an env whose
-    XDG_CONFIG_HOME is not ~/.config, EnvironmentFile names $XDG_CONFIG_HOME/aor/env."""
+    """scripts/NAME with aord filled in and, for an environment (an Env or a dict), what
+    install-service adds: for the systemd unit, EnvironmentFile naming
+    $XDG_CONFIG_HOME/aor/env when XDG_CONFIG_HOME is not ~/.config, and one Environment=
+    line per XDG directory elsewhere; for the plist, those in EnvironmentVariables."""
     with open(os.path.join(REPO, "scripts", name)) as f:
         text = f.read().replace("@AORD@", aord)
-    if env is not None and name == "aord.service":
+    if env is None:
+        return text
+    e = env.env if hasattr(env, "env") else env
+    carried = _service_xdg(e)
+    if name == "aord.service":
         check(DEFAULT_ENV_FILE_LINE in text, "the template has the default EnvironmentFile")
-        envfile = os.path.join(env.env["XDG_CONFIG_HOME"], "aor", "env").replace("%", "%%")
-        text = text.replace(DEFAULT_ENV_FILE_LINE, "EnvironmentFile=-%s\n" % envfile)
+        line = DEFAULT_ENV_FILE_LINE
+        if dict(carried).get("XDG_CONFIG_HOME"):
+            envfile = os.path.join(e["XDG_CONFIG_HOME"], "aor", "env").replace("%", "%%")
+            line = "EnvironmentFile=-%s\n" % envfile
+        line += "".join("Environment=%s\n" % _systemd_word("%s=%s" % nv, False)
+                        for nv in carried)
+        text = text.replace(DEFAULT_ENV_FILE_LINE, line)
+    elif carried:
+        anchor = "    <key>RunAtLoad</key>\n"
+        check(anchor in text, "the plist template has RunAtLoad")
+        block = ("    <key>EnvironmentVariables</key>\n    <dict>\n" +
+                 "".join("        <key>%s</key>\n        <string>%s</string>\n" % (n, _xml(v))
+                         for n, v in carried) + "    </dict>\n")
+        text = text.replace(anchor, block + anchor)
     return text
 
 
@@ -702,7 +840,7 @@ def test_install_service(env):
     eq(out, _template("aord.service", aord, env), "systemd unit = scripts/aord.service")
     check("ExecStart=%s\n" % aord in out, "ExecStart is the absolute aord path")
     rc, out, err = aor(env, "install-service", "--print", "--launchd")
-    eq(out, _template("aord.plist", aord), "launchd plist = scripts/aord.plist")
+    eq(out, _template("aord.plist", aord, env), "launchd plist = scripts/aord.plist")
 
     unit = os.path.join(env.env["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
     check(not os.path.exists(unit), "--print wrote nothing")
@@ -718,6 +856,167 @@ def test_install_service(env):
     check("launchctl bootstrap gui/%d %s" % (os.getuid(), plist) in out, out)
 
 
+def test_install_prefix_with_a_space(env):
+    """QA: `make install PREFIX="/tmp/x y"` made stray directories (unquoted in the
+    Makefile). And LD_PRELOAD splits at spaces and colons with no escape (ld.so(8)), so
+    the installed libaor.so cannot be preloaded from there: `aor env` and `aor run` say so
+    (run still runs the program, fail-open), `aor doctor` fails the check; AOR_LIB naming
+    a symbolic link without spaces is the way out, and is used as given."""
+    port, d = setup(env)
+    work = env.path("work")
+    os.mkdir(work)
+    prefix = os.path.join(work, "pre fix")
+    build = os.path.join(REPO, env.build)
+    r = subprocess.run(["make", "--no-print-directory", "-f", os.path.join(REPO, "Makefile"),
+                        "-o", "all", "install", "BUILD=" + build, "PREFIX=" + prefix],
+                       cwd=work, capture_output=True, text=True, timeout=120)
+    eq(r.returncode, 0, "make install (%s %s)" % (r.stdout, r.stderr))
+    eq(sorted(os.listdir(work)), ["pre fix"], "no stray directories")
+    for f in ("bin/aor", "bin/aord", "lib/libaor.so"):
+        check(os.path.isfile(os.path.join(prefix, f)), "installed %s" % f)
+    aor_inst = os.path.join(prefix, "bin", "aor")
+    lib = os.path.join(prefix, "lib", "libaor.so")
+    prog = ["sh", "-c", 'echo "RAN:$LD_PRELOAD"']
+
+    def run(*args, extra=None):
+        rc, out, err = env.run_client([aor_inst] + list(args), preload=False, extra_env=extra)
+        no_secret(out, err)
+        return rc, out, err
+
+    rc, out, err = run("env")
+    eq((rc, out), (1, ""), "aor env exports no LD_PRELOAD that ld.so ignores (stderr %r)" % err)
+    check("libaor.so is at %s, whose path has a space" % lib in err and "AOR_LIB" in err,
+          "says why and what to do: %r" % err)
+    rc, out, err = run("run", "--", *prog)
+    eq((rc, out), (0, "RAN:\n"), "aor run: the program runs unrouted (stderr %r)" % err)
+    eq(len(err.splitlines()), 1, "one line: %r" % err)
+    check("cannot be preloaded" in err and "goes direct (fail-open)" in err, err)
+    rc, out, err = run("run", "--", *prog, extra={"AOR_STRICT": "1"})
+    eq((rc, out), (1, ""), "AOR_STRICT=1: not run (stderr %r)" % err)
+    rc, out, err = run("doctor")
+    eq(rc, 1, "doctor fails (%s)" % out)
+    check(re.search(r"^fail: libaor.so: .* has a space in its path", out, re.M), out)
+    check("ok: libaor.so" not in out, out)
+
+    # The workaround: AOR_LIB at a symbolic link without spaces, used as given.
+    link_dir = env.path("lib")
+    os.mkdir(link_dir)
+    link = os.path.join(link_dir, "libaor.so")
+    os.symlink(lib, link)
+    rc, out, err = run("env", extra={"AOR_LIB": link})
+    eq(rc, 0, "aor env with AOR_LIB (stderr %r)" % err)
+    eq(parse_exports(out)["LD_PRELOAD"], link, "LD_PRELOAD names the link")
+    rc, out, err = run("run", "--", "sh", "-c", "grep -c libaor.so /proc/$$/maps",
+                       extra={"AOR_LIB": link})
+    eq(rc, 0, "aor run with AOR_LIB (stderr %r)" % err)
+    check(int(out.strip() or 0) > 0, "the shim is loaded: %r %r" % (out, err))
+    rc, out, err = run("doctor", extra={"AOR_LIB": link})
+    check("ok: libaor.so: %s\n" % link in out, out)
+
+    # A colon is no better.
+    colon = env.path("a:b")
+    os.mkdir(colon)
+    shutil.copy2(lib, colon)
+    rc, out, err = run("env", extra={"AOR_LIB": os.path.join(colon, "libaor.so")})
+    eq(rc, 1, "a colon in the path (stderr %r)" % err)
+    check("whose path has a colon" in err, err)
+
+
+def test_install_service_carries_the_xdg_directories(env):
+    """QA: XDG_CONFIG_HOME, XDG_STATE_HOME and XDG_DATA_HOME set at install time did not
+    reach the service (its manager does not have them): its aord used another
+    configuration, state and CA than `aor status` / `aor run` in the user's shell. They go
+    into the unit (Environment=) and the plist (EnvironmentVariables) when they name
+    another directory than the default."""
+    setup(env, start=False)
+    e = env.env
+    names = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME")
+    rc, out, err = aor(env, "install-service", "--print", "--systemd")
+    eq(rc, 0, "systemd (stderr %r)" % err)
+    for n in names:
+        check("\nEnvironment=%s=%s\n" % (n, e[n]) in out, "%s in the unit: %s" % (n, out))
+    check(out.index("EnvironmentFile=") < out.index("Environment=XDG") < out.index("ExecStart="),
+          "after the EnvironmentFile line: %s" % out)
+    rc, out, err = aor(env, "install-service", "--print", "--launchd")
+    eq(rc, 0, "launchd (stderr %r)" % err)
+    eq(plistlib.loads(out.encode())["EnvironmentVariables"], {n: e[n] for n in names},
+       "the plist's EnvironmentVariables")
+
+    # Odd characters: the assignment quoted for systemd ('$' kept: no expansion there),
+    # XML-escaped in the plist.
+    odd = env.path('st "a$b" & <c>\\d 5%')
+    os.makedirs(odd)
+    rc, out, err = aor(env, "install-service", "--print", "--launchd",
+                       extra_env={"XDG_STATE_HOME": odd})
+    eq(plistlib.loads(out.encode())["EnvironmentVariables"]["XDG_STATE_HOME"], odd, "plist value")
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start",
+                       extra_env={"XDG_STATE_HOME": odd})
+    eq(rc, 0, "install (stderr %r)" % err)
+    unit = os.path.join(e["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
+    with open(unit) as f:
+        text = f.read()
+    want = 'Environment="XDG_STATE_HOME=%s"\n' % (
+        odd.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%"))
+    check(want in text, "quoted: %r not in\n%s" % (want, text))
+    if shutil.which("systemd-analyze"):
+        r = subprocess.run(["systemd-analyze", "--user", "verify", unit], capture_output=True,
+                           text=True, env=env.env)
+        check("XDG_" not in r.stderr and "Invalid" not in r.stderr,
+              "systemd-analyze: %s" % r.stderr)
+
+    # The defaults (and relative values, which XDG ignores) are not carried.
+    home = e["HOME"]
+    rc, out, err = aor(env, "install-service", "--print", "--systemd", extra_env={
+        "XDG_STATE_HOME": os.path.join(home, ".local/state") + "/",
+        "XDG_DATA_HOME": "relative"})
+    check("Environment=XDG_CONFIG_HOME=" in out, out)
+    check("XDG_STATE_HOME" not in out and "XDG_DATA_HOME=" not in out, out)
+    rc, out, err = aor(env, "install-service", "--print", "--launchd",
+                       extra_env={"XDG_DATA_HOME": env.path("d\x01")})
+    eq(rc, 1, "control characters: refused (stderr %r)" % err)
+    check("XDG_DATA_HOME contains control characters" in err, err)
+
+
+def test_install_service_keeps_an_edited_unit(env):
+    """QA: install-service silently replaced a unit file the user may have edited. When
+    the file differs from the new one, the old one is kept as FILE.bak, and said so."""
+    setup(env, start=False)
+    unit = os.path.join(env.env["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
+    bak = unit + ".bak"
+    for _ in range(2):  # a first install, then the same again: nothing to keep
+        rc, out, err = aor(env, "install-service", "--systemd", "--no-start")
+        eq(rc, 0, "install (stderr %r)" % err)
+        check(".bak" not in out and not os.path.exists(bak), "no backup: %r" % out)
+    with open(unit) as f:
+        fresh = f.read()
+    with open(unit, "a") as f:
+        f.write("Environment=MY_EDIT=1\n")
+    os.chmod(unit, 0o600)
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start")
+    eq(rc, 0, "install over an edited unit (stderr %r)" % err)
+    check("%s differs from the new unit (edited?): the old one is kept as %s\n" % (unit, bak)
+          in out, "says so: %r" % out)
+    with open(bak) as f:
+        eq(f.read(), fresh + "Environment=MY_EDIT=1\n", "the backup holds the edit")
+    eq(os.stat(bak).st_mode & 0o777, 0o600, "the backup keeps the file's mode")
+    with open(unit) as f:
+        eq(f.read(), fresh, "the unit is the new one")
+    # launchd the same way; a file that cannot be read is not replaced.
+    plist = os.path.join(env.env["HOME"], "Library", "LaunchAgents", "dev.aor.aord.plist")
+    os.makedirs(plist)
+    rc, out, err = aor(env, "install-service", "--launchd", "--no-start")
+    eq(rc, 1, "an unreadable plist (a directory) is not replaced (stderr %r)" % err)
+    check("cannot read the existing %s" % plist in err, err)
+    os.rmdir(plist)
+    with open(plist, "w") as f:
+        f.write("<plist>mine</plist>\n")
+    rc, out, err = aor(env, "install-service", "--launchd", "--no-start")
+    eq(rc, 0, "launchd (stderr %r)" % err)
+    check("kept as %s.bak" % plist in out, out)
+    with open(plist + ".bak") as f:
+        eq(f.read(), "<plist>mine</plist>\n", "the plist backup")
+
+
 def test_install_service_env_file_follows_xdg_config_home(env):
     """QA: the unit's EnvironmentFile was always %h/.config/aor/env, while the unit itself
     goes to $XDG_CONFIG_HOME/systemd/user and aor's notes name $XDG_CONFIG_HOME/aor/env:
@@ -729,18 +1028,28 @@ def test_install_service_env_file_follows_xdg_config_home(env):
     check(DEFAULT_ENV_FILE_LINE in tpl, "template line")
     check("$XDG_CONFIG_HOME/systemd/user/aord.service" in tpl, "the comment names the real place")
 
+    # XDG_STATE_HOME and XDG_DATA_HOME (Environment= lines) are not the topic here.
+    others = ("XDG_STATE_HOME", "XDG_DATA_HOME")
+
     def unit(extra_env=None, unset=()):
-        pre = ["env"] + [a for u in unset for a in ("-u", u)]
+        pre = ["env"] + [a for u in unset + others for a in ("-u", u)]
         rc, out, err = env.run_client(pre + [aor_path(env), "install-service", "--print",
                                              "--systemd"], preload=False, extra_env=extra_env)
         no_secret(out, err)
         eq(rc, 0, "install-service --print (stderr %r)" % err)
         return out
 
+    def expect(extra_env=None, unset=()):
+        e = dict(env.env, **(extra_env or {}))
+        return _template("aord.service", aord, {k: v for k, v in e.items()
+                                                 if k not in unset + others})
+
     custom = env.env["XDG_CONFIG_HOME"]
     want = "EnvironmentFile=-%s/aor/env\n" % custom
     out = unit()
-    eq(out, tpl.replace(DEFAULT_ENV_FILE_LINE, want), "custom XDG_CONFIG_HOME: its env file")
+    check(want in out, "custom XDG_CONFIG_HOME: its env file: %r" % out)
+    check("Environment=XDG_CONFIG_HOME=%s\n" % custom in out, "and the variable: %r" % out)
+    eq(out, expect(), "custom XDG_CONFIG_HOME: the template with those lines")
     home = env.env["HOME"]
     eq(unit(unset=("XDG_CONFIG_HOME",)), tpl, "XDG_CONFIG_HOME unset: the template as is")
     os.makedirs(os.path.join(home, ".config"), exist_ok=True)
@@ -749,9 +1058,12 @@ def test_install_service_env_file_follows_xdg_config_home(env):
     eq(unit({"XDG_CONFIG_HOME": "relative/dir"}), tpl, "a relative XDG_CONFIG_HOME is ignored")
     odd = env.path("conf 100%")
     os.makedirs(odd)
-    eq(unit({"XDG_CONFIG_HOME": odd}),
-       tpl.replace(DEFAULT_ENV_FILE_LINE, "EnvironmentFile=-%s/aor/env\n" % odd.replace("%", "%%")),
-       "'%' doubled for systemd")
+    out = unit({"XDG_CONFIG_HOME": odd})
+    check("EnvironmentFile=-%s/aor/env\n" % odd.replace("%", "%%") in out,
+          "'%%' doubled for systemd: %r" % out)
+    check('Environment="XDG_CONFIG_HOME=%s"\n' % odd.replace("%", "%%") in out,
+          "a value with a space quoted: %r" % out)
+    eq(out, expect({"XDG_CONFIG_HOME": odd}), "the rest is the template")
     rc, out, err = env.run_client([aor_path(env), "install-service", "--print", "--systemd"],
                                   preload=False, extra_env={"XDG_CONFIG_HOME": env.path("a\nb")})
     eq(rc, 1, "control characters in XDG_CONFIG_HOME: refused (stderr %r)" % err)
@@ -796,8 +1108,8 @@ def test_install_service_passes_the_chosen_config(env):
     want = ("        <string>%s</string>\n        <string>--config</string>\n"
             "        <string>%s</string>\n" % (aord, cfg.replace("&", "&amp;")))
     check(want in out, "plist ProgramArguments: %r" % out)
-    eq(out.replace(want, "        <string>%s</string>\n" % aord), _template("aord.plist", aord),
-       "the rest is the plist template")
+    eq(out.replace(want, "        <string>%s</string>\n" % aord),
+       _template("aord.plist", aord, env), "the rest is the plist template")
     # Installed (not only printed) too.
     rc, out, err = aor(env, "install-service", "--systemd", "--no-start", "--config", cfg)
     eq(rc, 0, "install with --config (stderr %r)" % err)

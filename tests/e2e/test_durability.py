@@ -1,6 +1,9 @@
 """Issue 3 §4.5: kill -9 of aord during a 429 storm loses no acknowledged state;
 replay brings back every backoff row and open circuit with its remaining time."""
 import json
+import os
+import random
+import subprocess
 import time
 
 import aortest
@@ -130,3 +133,31 @@ def test_second_aord_leaves_the_running_ones_state_alone(env):
     d3 = env.start_daemon(fake_clock=T0)
     eq([(b["key"], b["last_error_kind"]) for b in d3.state()["backoff"]], [("A", "transient")],
        "the row came back after kill -9")
+
+
+def test_damaged_state_file_says_what_to_do(env):
+    """QA: a damaged aor.db (random bytes, or an SQLite header followed by garbage) stopped
+    aord with SQLite's words alone ("file is not a database", "database disk image is
+    malformed"). The error names the file and says that moving it aside starts aord with
+    empty state; moved aside, it does."""
+    env.write_config("""
+        [daemon]
+        listen = off
+        """)
+    os.makedirs(os.path.dirname(env.db_path), exist_ok=True)
+    rnd = random.Random(7)
+    for junk in (rnd.randbytes(8192), b"SQLite format 3\0" + rnd.randbytes(8192)):
+        with open(env.db_path, "wb") as f:
+            f.write(junk)
+        r = subprocess.run([os.path.join(env.build, "aord")], env=env.env, capture_output=True,
+                           text=True, timeout=60)
+        eq(r.returncode, 1, "aord refuses the file (stderr %r)" % r.stderr)
+        check("file is not a database" in r.stderr or "malformed" in r.stderr, r.stderr)
+        check("%s is damaged or not an aor state file: move it aside" % env.db_path in r.stderr
+              and "aord starts with empty state" in r.stderr, "says what to do: %r" % r.stderr)
+        check("Sanitizer" not in r.stderr, r.stderr)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(env.db_path + suffix):
+            os.rename(env.db_path + suffix, env.db_path + suffix + ".broken")
+    d = env.start_daemon()
+    check(d.alive(), "aord starts once the file is moved aside")

@@ -491,6 +491,51 @@ static void test_errors(void **state) {
     assert_null(aor_store_open(NULL, err, sizeof err));
 }
 
+/* Writes len bytes (head, then a fixed pseudo-random filler) to path. */
+static void write_junk(const char *path, const char *head, size_t hlen, size_t len) {
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    unsigned x = 12345;
+    for (size_t i = 0; i < len; i++) {
+        x = x * 1103515245u + 12345u;
+        fputc(i < hlen ? head[i] : (int)((x >> 16) & 0xff), fp);
+    }
+    assert_int_equal(fclose(fp), 0);
+}
+
+/* QA: a damaged state file stopped aord with SQLite's words alone ("file is not a
+ * database", "database disk image is malformed"); the error now names the file and says
+ * that moving it aside starts with empty state. */
+static void test_damaged_file(void **state) {
+    fixture *f = *state;
+    char err[1024];
+    aor_store *st = open_ok(f->path); /* creates the directories */
+    aor_store_close(st);
+    static const char header[] = "SQLite format 3"; /* with its NUL: 16 bytes */
+    for (int round = 0; round < 2; round++) {
+        unlink(f->path);
+        write_junk(f->path, header, round ? sizeof header : 0, 8192);
+        err[0] = '\0';
+        assert_null(aor_store_open(f->path, err, sizeof err));
+        assert_true(strstr(err, "file is not a database") != NULL ||
+                    strstr(err, "database disk image is malformed") != NULL);
+        assert_non_null(strstr(err, "move it aside"));
+        assert_non_null(strstr(err, "empty state"));
+        assert_non_null(strstr(strstr(err, "; "), f->path)); /* after SQLite's message */
+    }
+    /* Moved aside: a fresh store opens. */
+    unlink(f->path);
+    st = open_ok(f->path);
+    aor_store_close(st);
+    /* Other errors get no such advice. */
+    char path[400];
+    snprintf(path, sizeof path, "%s/dir.db", f->dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    err[0] = '\0';
+    assert_null(aor_store_open(path, err, sizeof err));
+    assert_null(strstr(err, "move it aside"));
+}
+
 /* Many sticky rows compact in one transaction. */
 static void test_many_rows(void **state) {
     fixture *f = *state;
@@ -556,6 +601,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_reset_events, setup, teardown),
         cmocka_unit_test(test_memory_store),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vacuum_after_compaction, setup, teardown),
     };
