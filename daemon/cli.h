@@ -84,7 +84,10 @@ char *aor_cli_self_dir(const char *argv0);
 
 /* libaor.so to preload: $AOR_LIB when set (must exist), else <self_dir>/libaor.so (build
  * layout), else <self_dir>/../lib/libaor.so (installed layout). Returns a malloc'd
- * absolute path, or NULL after printing on stderr where it looked. quiet: do not print. */
+ * absolute path (symbolic links resolved, except when the resolved path has a space or
+ * colon, which LD_PRELOAD cannot carry, and the name it was found by has neither: then
+ * that name, e.g. the link AOR_LIB names), or NULL after printing on stderr where it
+ * looked. quiet: do not print. */
 char *aor_cli_find_lib(const char *self_dir, int quiet);
 
 /* aord to start: <self_dir>/aord when executable, else the first `aord` on PATH.

@@ -81,7 +81,13 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     if (!rs->store)
         goto fail;
     if (aor_store_replay(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0) {
-        snprintf(err, errlen, "replaying state from %s: %s", db_path, aor_store_errmsg(rs->store));
+        const char *m = aor_store_errmsg(rs->store);
+        snprintf(err, errlen, "replaying state from %s: %s%s", db_path, m,
+                 strstr(m, "malformed") || strstr(m, "not a database")
+                     ? "; the file is damaged: move it aside (with its -wal and -shm files) and "
+                       "aord starts with empty state, forgetting only backoff, open circuits "
+                       "and sticky routes"
+                     : "");
         goto fail;
     }
     return rs;
