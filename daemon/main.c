@@ -17,6 +17,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +70,6 @@ static void on_stop(evutil_socket_t sig, short what, void *arg) {
     event_base_loopexit(d->base, NULL);
 }
 
-/* Old configs stay alive: requests in flight point into them. */
 /* Opens (again) $XDG_STATE_HOME/aor/aord.log; at start, and on SIGHUP so a rotated log
  * (logrotate's rename, then `kill -HUP`) is followed by a new file. */
 static void open_log(const char *state_dir) {
@@ -83,6 +83,7 @@ static void open_log(const char *state_dir) {
     free(path);
 }
 
+/* Old configs stay alive: requests in flight point into them. */
 static aor_config **retired;
 static size_t nretired;
 
@@ -321,7 +322,16 @@ int main(int argc, char **argv) {
         aor_error("%s", err);
         goto out_listen;
     }
-    if (aor_publish_start(d.runtime_dir, cfg) < 0)
+    /* The publisher's resolver thread takes the mask it is created with: every signal
+     * blocked, so SIGTERM/SIGHUP always reach the event loop's thread (while that thread
+     * blocked SIGTERM during the teardown, one went to the resolver thread and killed
+     * aord with the default action). */
+    sigset_t all_sigs, main_mask;
+    sigfillset(&all_sigs);
+    pthread_sigmask(SIG_BLOCK, &all_sigs, &main_mask);
+    int published = aor_publish_start(d.runtime_dir, cfg);
+    pthread_sigmask(SIG_SETMASK, &main_mask, NULL);
+    if (published < 0)
         aor_warn("cannot publish the address set in %s: %s", d.runtime_dir, strerror(errno));
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     aor_info("aord %s ready: socket %s, sidecar %s%s, %zu provider%s, %zu key%s, config %s%s",
@@ -337,12 +347,26 @@ out_listen:
     if (d.runtime_dir)
         aor_publish_remove(d.runtime_dir); /* the address set, if still aord's own */
 out_up:
+    /* Freeing the signal events puts the default actions back: a second SIGTERM during
+     * the teardown (a supervisor that repeats it, the e2e harness's stop) killed aord
+     * with status 143 instead of the clean exit the first one asked for. Blocked while
+     * the events go, then ignored. */
+    sigset_t stop_sigs, old_mask;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
     if (ev_term)
         event_free(ev_term);
     if (ev_int)
         event_free(ev_int);
     if (ev_hup)
         event_free(ev_hup);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     aor_conn_close_all(&d);
     aor_proxy_spares_free();
     aor_http_spares_free();
