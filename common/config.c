@@ -425,8 +425,6 @@ static void load_text(aor_config *cfg, aor_cfg_errs *errs, const char *text, siz
         have_ef = aor_cfg_envfile_load(cfg->env_file, line, errs, &ef) == 0;
     }
     check_keys(&c, have_ef ? &ef : NULL, cfg->env_file && !have_ef);
-    if (have_ef)
-        aor_cfg_envfile_free(&ef);
     check_providers(&c);
     if (cfg->nproviders == 0 && (cfg->nkeys || !c.saw_key_or_prov)) {
         /* No [provider] section: the providers come from the environment (§3.3), so a
@@ -438,11 +436,14 @@ static void load_text(aor_config *cfg, aor_cfg_errs *errs, const char *text, siz
                         "providers come from the environment)",
                         cfg->keys[0].name);
         } else {
+            /* The embedded default's variables may be in env_file too (§3.2). */
             cfg->embedded = 1;
-            if (aor_cfg_build_embedded(cfg, errs) != 0)
+            if (aor_cfg_build_embedded(cfg, have_ef ? &ef : NULL, errs) != 0)
                 errs->oom = 1;
         }
     }
+    if (have_ef)
+        aor_cfg_envfile_free(&ef);
     check_models(&c);
     check_routing(&c);
     check_intercept_count(&c);
@@ -499,7 +500,7 @@ aor_config *aor_config_load_flags(const char *path, unsigned flags, char **error
         errs.file = NULL;
         errs.oom = 0;
         cfg->embedded = 1;
-        if (aor_cfg_build_embedded(cfg, &errs) != 0)
+        if (aor_cfg_build_embedded(cfg, NULL, &errs) != 0)
             errs.oom = 1;
     } else if (text) {
         cfg->source = strdup(path);

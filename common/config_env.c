@@ -251,8 +251,14 @@ static int add_key(aor_config *cfg, const char *var, char *secret) {
     return 0;
 }
 
-/* Adds the keys of one variable family (VAR, VAR_1, VAR_2 .. VAR_99) to provider p. */
-static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var, aor_cfg_errs *errs) {
+static int blank(const char *v) {
+    return !v || v[strspn(v, " \t\r\n")] == '\0';
+}
+
+/* Adds the keys of one variable family (VAR, VAR_1, VAR_2 .. VAR_99) to provider p, each
+ * from the environment, else from the env_file (ef, may be NULL). */
+static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var,
+                      const aor_cfg_envfile *ef, aor_cfg_errs *errs) {
     for (int i = 0; i <= SIBLING_MAX; i++) {
         char name[160];
         int w = i == 0 ? snprintf(name, sizeof name, "%s", var)
@@ -260,13 +266,18 @@ static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var, aor
         if (w < 0 || (size_t)w >= sizeof name)
             return -1;
         const char *val = getenv(name);
-        if (!val || val[strspn(val, " \t\r\n")] == '\0')
+        const char *from = AOR_CFG_ENV_NAME;
+        if (blank(val) && ef) {
+            val = aor_cfg_envfile_get(ef, name);
+            from = cfg->env_file;
+        }
+        if (blank(val))
             continue; /* unset, empty or only whitespace: no key (§3.3 "set and non-empty") */
         char *secret = strdup(val);
         if (!secret)
             return -1;
         if (aor_cfg_clean_secret(secret) != 0) {
-            aor_cfg_err_in(errs, AOR_CFG_ENV_NAME, 0,
+            aor_cfg_err_in(errs, from, 0,
                            "%s is empty after trimming, longer than %d bytes or contains spaces or "
                            "control characters; fix the variable (its value is not shown)",
                            name, AOR_CFG_SECRET_MAX);
@@ -301,7 +312,7 @@ static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var, aor
     return 0;
 }
 
-int aor_cfg_build_embedded(aor_config *cfg, aor_cfg_errs *errs) {
+int aor_cfg_build_embedded(aor_config *cfg, const aor_cfg_envfile *ef, aor_cfg_errs *errs) {
     cfg->providers = calloc(NKNOWN, sizeof *cfg->providers);
     if (!cfg->providers)
         return -1;
@@ -327,7 +338,7 @@ int aor_cfg_build_embedded(aor_config *cfg, aor_cfg_errs *errs) {
         p->models_any = 0;
         p->priority = (int)i;
         for (size_t v = 0; v < 2 && kn->vars[v]; v++)
-            if (add_family(cfg, p, kn->vars[v], errs) != 0)
+            if (add_family(cfg, p, kn->vars[v], ef, errs) != 0)
                 return -1;
         p->passthrough = p->nkeys == 0;
     }

@@ -269,9 +269,11 @@ const char *aor_cfg_envfile_get(const aor_cfg_envfile *ef, const char *name);
 void aor_cfg_envfile_free(aor_cfg_envfile *ef);
 
 /* Fills cfg->keys / cfg->providers with the embedded default of §3.3 from the process
- * environment. Errors ("<environment>: ...") go to errs. Returns 0, or -1 on ENOMEM
- * (other problems are recorded in errs and still return 0). */
-int aor_cfg_build_embedded(aor_config *cfg, aor_cfg_errs *errs);
+ * environment, and for a variable that is unset or blank there from ef (cfg->env_file's
+ * variables; NULL: none). Errors ("<environment>: ..." or "ENV_FILE: ...", never a value)
+ * go to errs. Returns 0, or -1 on ENOMEM (other problems are recorded in errs and still
+ * return 0). */
+int aor_cfg_build_embedded(aor_config *cfg, const aor_cfg_envfile *ef, aor_cfg_errs *errs);
 
 /* Fills the [daemon] paths left unset, with the rules of paths.h: socket ($AOR_SOCKET
  * wins over everything, then the file, then $XDG_RUNTIME_DIR/aor/aor.sock or

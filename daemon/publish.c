@@ -15,11 +15,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Threads: aord's event loop calls aor_publish_start / _update / _remove; the resolver
+ * thread looks the host names up (DNS may be slow: never under the lock) and rewrites the
+ * file. Every write of the file happens under `lock`, from the list and the address cache
+ * below, so two writers never share the temporary file and a rewrite after a reload keeps
+ * the addresses already resolved. */
+
 int aor_publish_host_intercepted(const aor_config *cfg, const char *host) {
-    for (size_t i = 0; aor_builtin_hosts[i]; i++) {
-        if (strcmp(aor_builtin_hosts[i], host) == 0)
-            return 1;
-    }
+    /* The built-in hosts as the intercept names of a provider: compared as a provider's
+     * hosts are (case-insensitive, one trailing dot ignored), by the same function.
+     * aor_config_provider_owns_host only reads the names. */
+    size_t nbuiltin = 0;
+    while (aor_builtin_hosts[nbuiltin])
+        nbuiltin++;
+    aor_provider_cfg builtin = {0};
+    builtin.intercept = (char **)aor_builtin_hosts;
+    builtin.nintercept = nbuiltin;
+    if (aor_config_provider_owns_host(&builtin, host))
+        return 1;
     for (size_t i = 0; i < cfg->nproviders; i++) {
         if (aor_config_provider_owns_host(&cfg->providers[i], host))
             return 1;
@@ -32,11 +45,22 @@ typedef struct {
     int port;
 } pub_host;
 
+/* One address the resolver found for a host name (published on each of its ports). */
+typedef struct {
+    char *host;
+    char ip[INET6_ADDRSTRLEN];
+} pub_addr;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static pub_host *hosts;
+/* Under lock: */
+static pub_host *hosts; /* the published (host, port) list */
 static size_t nhosts;
+static pub_addr *addrs; /* the last addresses resolved for hosts on the list */
+static size_t naddrs;
 static char *pub_dir;
+static int resolve_due; /* the list changed since the resolver took its names */
+static int stopped;     /* aor_publish_remove ran: the file is not written any more */
 static int started;
 static atomic_int foreign_warned; /* warned once that the hosts file is not ours any more */
 
@@ -153,20 +177,47 @@ int aor_publish_remove(const char *dir) {
         errno = ENAMETOOLONG;
         return -1;
     }
+    /* Under the lock, and no write after it: the resolver thread must not put the file
+     * back after aord's shutdown removed it. */
+    pthread_mutex_lock(&lock);
+    if (pub_dir && strcmp(pub_dir, dir) == 0)
+        stopped = 1;
+    int r = 1;
     int st = file_state(path);
     if (st == 0 || (st < 0 && errno == EEXIST))
-        return 0; /* nothing there, or not aord's: left alone */
-    if (st < 0)
-        return -1;
-    if (unlink(path) < 0)
-        return errno == ENOENT ? 0 : -1;
-    return 1;
+        r = 0; /* nothing there, or not aord's: left alone */
+    else if (st < 0)
+        r = -1;
+    else if (unlink(path) < 0)
+        r = errno == ENOENT ? 0 : -1;
+    int saved = errno;
+    pthread_mutex_unlock(&lock);
+    errno = saved;
+    return r;
 }
 
-/* Writes the file from a snapshot of the list plus resolved addresses (may be empty). */
-static int write_file(const char *dir, const pub_host *list, size_t n, const char *addrs) {
+/* 1 when host is on the published list (under lock). */
+static int published_locked(const char *host) {
+    for (size_t i = 0; i < nhosts; i++) {
+        if (strcmp(hosts[i].host, host) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void free_addrs(pub_addr *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(list[i].host);
+    free(list);
+}
+
+/* Writes the file from the list and the cached addresses (under lock): each host's
+ * addresses on each of its ports. Returns 0, or -1 (the file is left as it was). */
+static int write_locked(void) {
+    if (!pub_dir || stopped)
+        return 0;
     char path[4096], tmp[4160];
-    if (snprintf(path, sizeof path, "%s/hosts", dir) >= (int)sizeof path)
+    if (snprintf(path, sizeof path, "%s/hosts", pub_dir) >= (int)sizeof path)
         return -1;
     if (file_state(path) < 0) {
         /* Someone put a file of their own there since aord started: leave it alone. */
@@ -174,6 +225,7 @@ static int write_file(const char *dir, const pub_host *list, size_t n, const cha
             aor_warn("%s is not aord's address set any more; not overwriting it", path);
         return -1;
     }
+    /* One writer at a time (the lock): the name only has to differ from another aord's. */
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
@@ -185,64 +237,165 @@ static int write_file(const char *dir, const pub_host *list, size_t n, const cha
         return -1;
     }
     fprintf(f, "aor-hosts 1\n");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "h %s %d\n", list[i].host, list[i].port);
-    if (addrs)
-        fputs(addrs, f);
-    if (fclose(f) != 0 || rename(tmp, path) < 0) {
+    for (size_t i = 0; i < nhosts; i++)
+        fprintf(f, "h %s %d\n", hosts[i].host, hosts[i].port);
+    for (size_t i = 0; i < nhosts; i++) {
+        for (size_t k = 0; k < naddrs; k++) {
+            if (strcmp(addrs[k].host, hosts[i].host) == 0)
+                fprintf(f, "a %s %d %s\n", addrs[k].ip, hosts[i].port, hosts[i].host);
+        }
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) < 0) {
         unlink(tmp);
         return -1;
     }
     return 0;
 }
 
-static char *resolve_all(const pub_host *list, size_t n) {
-    char *buf = NULL;
+/* Replaces the cache (under lock): the addresses of names[i] with ok[i] set become those
+ * in got; the other names keep their last ones (a failed look-up is often a passing DNS
+ * problem); hosts no longer on the list lose theirs. Takes got (may be NULL); on ENOMEM
+ * the cache stays as it was. With nnames 0 it only drops unlisted hosts. */
+static void merge_locked(char *const *names, const unsigned char *ok, size_t nnames, pub_addr *got,
+                         size_t ngot) {
+    pub_addr *next = naddrs + ngot ? malloc((naddrs + ngot) * sizeof *next) : NULL;
+    if (naddrs + ngot && !next) {
+        free_addrs(got, ngot);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < naddrs; i++) {
+        int renewed = 0;
+        for (size_t k = 0; k < nnames && !renewed; k++)
+            renewed = ok[k] && strcmp(names[k], addrs[i].host) == 0;
+        if (!renewed && published_locked(addrs[i].host))
+            next[n++] = addrs[i];
+        else
+            free(addrs[i].host);
+    }
+    for (size_t i = 0; i < ngot; i++) {
+        if (published_locked(got[i].host))
+            next[n++] = got[i];
+        else
+            free(got[i].host);
+    }
+    free(got);
+    free(addrs);
+    addrs = next;
+    naddrs = n;
+}
+
+/* The distinct host names of the list (under lock), malloc'd. Returns 0, or -1 (ENOMEM). */
+static int names_locked(char ***out, size_t *nout) {
+    char **names = nhosts ? calloc(nhosts, sizeof *names) : NULL;
+    size_t n = 0;
+    if (nhosts && !names)
+        return -1;
+    for (size_t i = 0; i < nhosts; i++) {
+        int seen = 0;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = strcmp(names[k], hosts[i].host) == 0;
+        if (seen)
+            continue;
+        names[n] = strdup(hosts[i].host);
+        if (!names[n]) {
+            for (size_t k = 0; k < n; k++)
+                free(names[k]);
+            free(names);
+            return -1;
+        }
+        n++;
+    }
+    *out = names;
+    *nout = n;
+    return 0;
+}
+
+/* Adds (host, ip) to list unless it is among the entries from index `first` on (this
+ * host's). Returns 0, or -1 (ENOMEM). */
+static int add_addr(pub_addr **list, size_t *n, size_t first, const char *host, const char *ip) {
+    for (size_t i = first; i < *n; i++) {
+        if (strcmp((*list)[i].ip, ip) == 0)
+            return 0;
+    }
+    pub_addr *nl = realloc(*list, (*n + 1) * sizeof *nl);
+    if (!nl)
+        return -1;
+    *list = nl;
+    nl[*n].host = strdup(host);
+    if (!nl[*n].host)
+        return -1;
+    snprintf(nl[*n].ip, sizeof nl[*n].ip, "%s", ip);
+    (*n)++;
+    return 0;
+}
+
+/* Looks every name up (no lock held: DNS may take long). Sets ok[i] when names[i] gave at
+ * least one address; *out gets them all (malloc'd). Returns 0, or -1 (ENOMEM: nothing
+ * allocated). */
+static int resolve_names(char *const *names, size_t n, unsigned char *ok, pub_addr **out,
+                         size_t *nout) {
+    pub_addr *list = NULL;
     size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m)
-        return NULL;
     for (size_t i = 0; i < n; i++) {
         struct addrinfo hints = {0}, *res = NULL;
         hints.ai_socktype = SOCK_STREAM;
-        if (getaddrinfo(list[i].host, NULL, &hints, &res) != 0)
+        if (getaddrinfo(names[i], NULL, &hints, &res) != 0)
             continue;
+        size_t first = len;
         for (struct addrinfo *a = res; a; a = a->ai_next) {
             char ip[INET6_ADDRSTRLEN];
             const void *src = a->ai_family == AF_INET
                                   ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
                                   : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
-            if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
-                inet_ntop(a->ai_family, src, ip, sizeof ip))
-                fprintf(m, "a %s %d %s\n", ip, list[i].port, list[i].host);
+            if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) ||
+                !inet_ntop(a->ai_family, src, ip, sizeof ip))
+                continue;
+            if (add_addr(&list, &len, first, names[i], ip) < 0) {
+                freeaddrinfo(res);
+                free_addrs(list, len);
+                return -1;
+            }
+            ok[i] = 1;
         }
         freeaddrinfo(res);
     }
-    fclose(m);
-    return buf;
+    *out = list;
+    *nout = len;
+    return 0;
 }
 
 static void *resolver(void *arg) {
+    pthread_mutex_lock(&lock);
     for (;;) {
-        pthread_mutex_lock(&lock);
-        pub_host *snap = NULL;
-        size_t n = 0;
-        for (size_t i = 0; i < nhosts; i++)
-            add_host(&snap, &n, hosts[i].host, hosts[i].port);
-        char *dir = strdup(pub_dir);
+        resolve_due = 0;
+        char **names = NULL;
+        size_t nnames = 0;
+        int r = names_locked(&names, &nnames);
         pthread_mutex_unlock(&lock);
-        char *addrs = resolve_all(snap, n);
-        if (dir)
-            write_file(dir, snap, n, addrs);
-        free(addrs);
-        free(dir);
-        free_hosts(snap, n);
+        unsigned char *ok = r == 0 && nnames ? calloc(nnames, 1) : NULL;
+        pub_addr *got = NULL;
+        size_t ngot = 0;
+        if (r == 0 && nnames && (!ok || resolve_names(names, nnames, ok, &got, &ngot) < 0))
+            r = -1;
         pthread_mutex_lock(&lock);
+        if (r == 0)
+            merge_locked(names, ok, nnames, got, ngot);
+        write_locked();
+        for (size_t i = 0; i < nnames; i++)
+            free(names[i]);
+        free(names);
+        free(ok);
+        /* Until the refresh, or at once when the list changed meanwhile (also while the
+         * names were being looked up: the flag, unlike the signal, is not lost). */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += AOR_PUBLISH_REFRESH_S;
-        pthread_cond_timedwait(&wake, &lock, &ts);
-        pthread_mutex_unlock(&lock);
+        while (!resolve_due) {
+            if (pthread_cond_timedwait(&wake, &lock, &ts) == ETIMEDOUT)
+                break;
+        }
     }
     return NULL;
 }
@@ -256,19 +409,23 @@ int aor_publish_update(const aor_config *cfg) {
     free_hosts(hosts, nhosts);
     hosts = list;
     nhosts = n;
-    int r = pub_dir ? write_file(pub_dir, hosts, nhosts, NULL) : 0;
+    merge_locked(NULL, NULL, 0, NULL, 0); /* forget the addresses of hosts gone */
+    int r = write_locked();
+    resolve_due = 1;
     pthread_cond_signal(&wake);
     pthread_mutex_unlock(&lock);
     return r;
 }
 
 int aor_publish_start(const char *dir, const aor_config *cfg) {
+    char *d = strdup(dir);
+    if (!d)
+        return -1;
     pthread_mutex_lock(&lock);
     free(pub_dir);
-    pub_dir = strdup(dir);
+    pub_dir = d;
+    stopped = 0;
     pthread_mutex_unlock(&lock);
-    if (!pub_dir)
-        return -1;
     if (aor_publish_update(cfg) < 0)
         return -1;
     if (started)

@@ -6,8 +6,11 @@
  * Hosts: the built-in provider hosts, every provider's base_url host and `intercept`
  * names (host names only; IP literals and localhost are not intercepted). Addresses are
  * resolved in a background thread (DNS may be slow or absent) and refreshed every
- * AOR_PUBLISH_REFRESH_S seconds. A `hosts` file that is not aord's own (not a regular
- * file starting with "aor-hosts ") is never overwritten nor removed. */
+ * AOR_PUBLISH_REFRESH_S seconds, and at once after a reload; a host whose look-up fails
+ * keeps its last addresses, and a rewrite after a reload keeps those of the hosts still
+ * listed. Every write (either thread) happens under one lock. A `hosts` file that is
+ * not aord's own (not a regular file starting with "aor-hosts ") is never overwritten
+ * nor removed. */
 #ifndef AOR_PUBLISH_H
 #define AOR_PUBLISH_H
 
@@ -26,14 +29,19 @@ int aor_publish_check_dir(const char *dir, char *err, size_t errlen);
 
 /* Removes <dir>/hosts when it is aord's address set (see aor_publish_check_dir); leaves
  * anything else alone. Returns 1 when removed, 0 when there was nothing of aord's to
- * remove, -1 with errno on an error. For aord's shutdown. */
+ * remove, -1 with errno on an error. For aord's shutdown: when dir is the published
+ * directory, the file is not written again (until aor_publish_start). */
 int aor_publish_remove(const char *dir);
 
-/* Replaces the host list after a config reload; the thread picks it up. */
+/* Replaces the host list after a config reload and rewrites the file at once, with the
+ * addresses already resolved for the hosts still listed; the thread then looks the new
+ * list up. Returns 0, or -1 (ENOMEM, or the file could not be written). */
 int aor_publish_update(const aor_config *cfg);
 
-/* 1 when host (lower case) is a built-in provider host, a provider's base_url host or
- * one of its `intercept` names: a host aord routes. */
+/* 1 when host (an SNI or preamble host, as the client sent it) is a built-in provider
+ * host, a provider's base_url host or one of its `intercept` names: a host aord routes.
+ * Compared as aor_config_provider_owns_host does: case-insensitive, one trailing dot
+ * ignored. */
 int aor_publish_host_intercepted(const aor_config *cfg, const char *host);
 
 #endif

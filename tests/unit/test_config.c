@@ -1440,6 +1440,110 @@ static void test_file_without_providers_uses_environment(void **state) {
     free(path);
 }
 
+/* A file with only [daemon] env_file: the embedded default (no [key]/[provider]) takes
+ * its key variables from env_file too, the process environment first (§3.2, §3.3). */
+static void test_embedded_default_reads_env_file(void **state) {
+    char *ef = write_file("OPENAI_API_KEY=sk-from-file-1\n"
+                          "OPENAI_API_KEY_2=sk-from-file-2\n"
+                          "ANTHROPIC_API_KEY=sk-ant-from-file\n",
+                          0600);
+    char *text = NULL;
+    assert_true(asprintf(&text, "[daemon]\nenv_file = %s\n", ef) > 0);
+    aor_config *cfg = load_ok(text, NULL);
+    assert_int_equal(cfg->embedded, 1);
+    const aor_provider_cfg *o = &cfg->providers[aor_config_provider_index(cfg, "openai")];
+    assert_int_equal(o->nkeys, 2);
+    assert_int_equal(o->passthrough, 0);
+    assert_string_equal(cfg->keys[o->key_idx[0]].name, "OPENAI_API_KEY");
+    assert_string_equal(cfg->keys[o->key_idx[0]].secret, "sk-from-file-1");
+    assert_string_equal(cfg->keys[o->key_idx[1]].secret, "sk-from-file-2");
+    const aor_provider_cfg *a = &cfg->providers[aor_config_provider_index(cfg, "anthropic")];
+    assert_int_equal(a->nkeys, 1);
+    assert_string_equal(cfg->keys[a->key_idx[0]].secret, "sk-ant-from-file");
+    aor_config_free(cfg);
+
+    /* The environment wins, variable by variable. */
+    setenv("OPENAI_API_KEY", "sk-from-env", 1);
+    cfg = load_ok(text, NULL);
+    o = &cfg->providers[aor_config_provider_index(cfg, "openai")];
+    assert_int_equal(o->nkeys, 2);
+    assert_string_equal(cfg->keys[o->key_idx[0]].secret, "sk-from-env");
+    assert_string_equal(cfg->keys[o->key_idx[1]].secret, "sk-from-file-2");
+    aor_config_free(cfg);
+    free(text);
+    free(ef);
+
+    /* An unusable value in the file is reported under the file's name, without it. */
+    ef = write_file("GROQ_API_KEY=gsk bad-value-Zq9\n", 0600);
+    assert_true(asprintf(&text, "[daemon]\nenv_file = %s\n", ef) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    char want[512];
+    snprintf(want, sizeof want, "%s: GROQ_API_KEY ", ef);
+    assert_non_null(strstr(errs, want));
+    assert_null(strstr(errs, "bad-value-Zq9"));
+    free(errs);
+    free(path);
+    free(text);
+    free(ef);
+}
+
+/* aor_config_daemon_addrs (`aor status` when the config does not load) reads socket and
+ * listen as the loader does: quotes removed, `~/` and paths relative to the file's
+ * directory resolved, whatever errors the rest of the file has. */
+static void test_daemon_addrs_lenient_like_loader(void **state) {
+    char *sock = NULL, *listen = NULL, *path = NULL, want[256];
+    path = write_file("[daemon]\n"
+                      "socket = run/aor.sock\n"
+                      "listen = \"127.0.0.1:47811\"\n"
+                      "[key \"a\"]\nenv = UNSET_VARIABLE_X\n"
+                      "[provider \"p\"]\nkeys = a, nope\nbogus = 1\n",
+                      0644);
+    char *errs = NULL;
+    assert_null(aor_config_load(path, &errs)); /* the strict load fails */
+    free(errs);
+    assert_int_equal(aor_config_daemon_addrs(path, &sock, &listen), 0);
+    snprintf(want, sizeof want, "%s/run/aor.sock", tmpdir);
+    assert_string_equal(sock, want);
+    assert_string_equal(listen, "127.0.0.1:47811");
+    free(sock);
+    free(listen);
+    free(path);
+
+    path = write_file("[daemon]\nsocket = '~/s/aor.sock'\nlisten = 'localhost:47812'\n"
+                      "[routing]\nstrategy = nope\n",
+                      0644);
+    assert_int_equal(aor_config_daemon_addrs(path, &sock, &listen), 0);
+    snprintf(want, sizeof want, "%s/s/aor.sock", tmpdir); /* HOME is tmpdir */
+    assert_string_equal(sock, want);
+    assert_string_equal(listen, "127.0.0.1:47812");
+    free(sock);
+    free(listen);
+
+    /* $AOR_SOCKET wins, as for aord; "off" is no listener. */
+    setenv("AOR_SOCKET", "/tmp/from-env.sock", 1);
+    assert_int_equal(aor_config_daemon_addrs(path, &sock, &listen), 0);
+    assert_string_equal(sock, "/tmp/from-env.sock");
+    free(sock);
+    free(listen);
+    unsetenv("AOR_SOCKET");
+    free(path);
+    path = write_file("[daemon]\nlisten = \"off\"\n", 0644);
+    assert_int_equal(aor_config_daemon_addrs(path, &sock, &listen), 0);
+    assert_null(listen);
+    snprintf(want, sizeof want, "%s/run/aor/aor.sock", tmpdir); /* the default */
+    assert_string_equal(sock, want);
+    free(sock);
+    free(path);
+
+    /* No file at all: the defaults. */
+    snprintf(want, sizeof want, "%s/nope.ini", tmpdir);
+    assert_int_equal(aor_config_daemon_addrs(want, &sock, &listen), 0);
+    assert_string_equal(listen, "127.0.0.1:8787");
+    free(sock);
+    free(listen);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1483,6 +1587,8 @@ int main(void) {
         T(test_embedded_gemini_and_google_keys),
         T(test_embedded_bad_variable_reported),
         T(test_file_without_providers_uses_environment),
+        T(test_embedded_default_reads_env_file),
+        T(test_daemon_addrs_lenient_like_loader),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
