@@ -849,6 +849,34 @@ void aor_conn_abort(aor_conn *c) {
     conn_release(c);
 }
 
+/* 1 while c has an answer to finish: a request in flight, or bytes not yet written. */
+static int answering(aor_conn *c) {
+    return c->busy || out_len(c) > 0;
+}
+
+size_t aor_conn_drain(aor_daemon *d) {
+    while (d->pendings)
+        pending_free(d->pendings, 1); /* no request yet: nothing to finish */
+    size_t n = 0;
+    for (aor_conn *c = d->conns, *next; c; c = next) {
+        next = c->next;
+        if (answering(c)) {
+            c->closing = 1; /* closed once its answer is out (after_write's rule) */
+            n++;
+        } else {
+            conn_free(c);
+        }
+    }
+    return n;
+}
+
+size_t aor_conn_busy(const aor_daemon *d) {
+    size_t n = 0;
+    for (aor_conn *c = d->conns; c; c = c->next)
+        n += answering(c) != 0;
+    return n;
+}
+
 void aor_conn_close_all(aor_daemon *d) {
     while (d->conns)
         conn_free(d->conns); /* unlinks itself */

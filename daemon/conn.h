@@ -23,6 +23,15 @@ void aor_conn_accept_tcp(aor_daemon *d, int fd);
  * answer is sent): the last step of a shutdown, before the upstream is freed. */
 void aor_conn_close_all(aor_daemon *d);
 
+/* The start of a graceful stop (SIGTERM): closes the connections that have no request in
+ * flight (idle keep-alive ones, shim connections before their preamble) and marks the
+ * others to close once their answer is out. Returns how many are still answering. */
+size_t aor_conn_drain(aor_daemon *d);
+
+/* Number of client connections with an answer to finish (a request in flight, or
+ * bytes not yet written). O(connections). */
+size_t aor_conn_busy(const aor_daemon *d);
+
 /* The connection's output buffer (the response goes there). */
 struct evbuffer *aor_conn_output(aor_conn *c);
 

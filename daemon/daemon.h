@@ -43,6 +43,9 @@ typedef struct aor_daemon {
     double started;
     struct aor_conn *conns;            /* open client connections (daemon/conn.c), for shutdown */
     struct aor_conn_pending *pendings; /* shim connections before their preamble, too */
+    int stopping;                      /* SIGTERM/SIGINT seen: draining (daemon/main.c) */
+    struct event *drain_ev;            /* the drain's check, every 100 ms */
+    double drain_until;                /* CLOCK_MONOTONIC seconds: the drain's end */
 } aor_daemon;
 
 #endif

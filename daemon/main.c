@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void usage(FILE *f) {
@@ -64,10 +65,55 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
+/* Seconds a SIGTERM leaves answers in flight to finish (graceful stop). */
+#define AOR_DRAIN_S 10
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
+    aor_daemon *d = arg;
+    size_t n = aor_conn_busy(d);
+    if (n == 0) {
+        aor_info("stopping: every answer in flight finished");
+        event_base_loopexit(d->base, NULL);
+    } else if (mono_now() >= d->drain_until) {
+        aor_info("stopping: %zu answer%s still open after %d s, cut", n, n == 1 ? "" : "s",
+                 AOR_DRAIN_S);
+        event_base_loopexit(d->base, NULL);
+    }
+}
+
+/* SIGTERM/SIGINT (spec §9 "stops cleanly"): no new connections (the socket and the
+ * published address set are removed at once, so shims connect directly meanwhile),
+ * idle connections closed, and answers in flight get up to AOR_DRAIN_S seconds to
+ * finish (a `systemctl --user restart` mid-answer); a second signal stops at once. */
 static void on_stop(evutil_socket_t sig, short what, void *arg) {
     aor_daemon *d = arg;
-    aor_info("signal %d: stopping", (int)sig);
-    event_base_loopexit(d->base, NULL);
+    if (d->stopping) {
+        aor_info("signal %d again: stopping now", (int)sig);
+        event_base_loopexit(d->base, NULL);
+        return;
+    }
+    d->stopping = 1;
+    aor_listen_close(d);
+    if (d->runtime_dir)
+        aor_publish_remove(d->runtime_dir);
+    size_t n = aor_conn_drain(d);
+    struct timeval tick = {0, 100000};
+    if (n == 0 || !(d->drain_ev = event_new(d->base, -1, EV_PERSIST, on_drain_tick, d)) ||
+        event_add(d->drain_ev, &tick) != 0) {
+        aor_info("signal %d: stopping", (int)sig);
+        event_base_loopexit(d->base, NULL);
+        return;
+    }
+    d->drain_until = mono_now() + AOR_DRAIN_S;
+    aor_info("signal %d: stopping; no new connections, %zu answer%s in flight may finish "
+             "(up to %d s; another signal stops at once)",
+             (int)sig, n, n == 1 ? "" : "s", AOR_DRAIN_S);
 }
 
 /* Opens (again) $XDG_STATE_HOME/aor/aord.log; at start, and on SIGHUP so a rotated log
@@ -363,6 +409,8 @@ out_up:
         event_free(ev_int);
     if (ev_hup)
         event_free(ev_hup);
+    if (d.drain_ev)
+        event_free(d.drain_ev);
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);

@@ -203,3 +203,76 @@ def test_status_after_a_reload_that_moved_listen_says_why(env):
     rc, out, err = aor(env, "status")
     eq(rc, 1, "aor status cannot reach the admin API (stdout %r)" % out)
     check("does not answer" in out and "restart aord" in out, "and says why: %r" % out)
+
+
+def _open_gated_stream(d, mock, gate):
+    """A sidecar stream from key A that the mock holds after 2 events; returns (conn,
+    response, first lines)."""
+    import http.client
+    mock.script("secret-A", [{"kind": "gated_stream", "gate": gate, "gate_after": 2,
+                              "events": 4}])
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=15)
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    conn.request("POST", "/v1/chat/completions", body,
+                 {"content-type": "application/json", "authorization": "Bearer c"})
+    r = conn.getresponse()
+    eq(r.status, 200, "stream status")
+    first = [r.readline() for _ in range(4)]  # two events: data line + blank line each
+    check(all(first), "the first events arrived: %r" % first)
+    return conn, r
+
+
+def test_sigterm_lets_answers_in_flight_finish(env):
+    """QA: SIGTERM cut every open stream at once (a `systemctl --user restart` mid-answer
+    lost it). Now: no new connections, and answers in flight finish (up to 10 s)."""
+    import socket
+    import time
+
+    mock, d = setup(env)
+    conn, r = _open_gated_stream(d, mock, "g1")
+    idle = socket.create_connection(("127.0.0.1", d.port))  # keep-alive, no request
+    os.kill(d.pid, signal.SIGTERM)
+    aortest.wait_until(lambda: "answer in flight may finish" in d.stderr_text(),
+                       what="the drain logged")
+    check(not os.path.exists(env.socket_path), "the shim socket is gone at once")
+    try:
+        socket.create_connection(("127.0.0.1", d.port), timeout=2).close()
+        raise AssertionError("a new sidecar connection was accepted while stopping")
+    except OSError:
+        pass
+    idle.settimeout(5)
+    eq(idle.recv(1), b"", "the idle keep-alive connection is closed")
+    check(d.alive(), "aord waits for the stream")
+    mock.gate("g1")
+    rest = r.read()  # raises IncompleteRead if the stream is cut
+    check(b"data: [DONE]" in rest, "the stream finished: %r" % rest[-200:])
+    conn.close()
+    end = time.monotonic() + 10
+    while d.alive() and time.monotonic() < end:
+        time.sleep(0.05)
+    eq(d.proc.returncode, 0, "aord exit code after the drain")
+    check("every answer in flight finished" in d.stderr_text(), "logged")
+
+
+def test_second_sigterm_stops_at_once(env):
+    import http.client
+    import time
+
+    mock, d = setup(env)
+    conn, r = _open_gated_stream(d, mock, "g2")
+    os.kill(d.pid, signal.SIGTERM)
+    aortest.wait_until(lambda: "answer in flight may finish" in d.stderr_text(),
+                       what="the drain logged")
+    os.kill(d.pid, signal.SIGTERM)
+    end = time.monotonic() + 5
+    while d.alive() and time.monotonic() < end:
+        time.sleep(0.05)
+    eq(d.proc.returncode, 0, "aord stopped at the second signal, exit 0")
+    try:
+        r.read()
+        raise AssertionError("the held stream ended cleanly although aord stopped")
+    except (http.client.IncompleteRead, ConnectionError):
+        pass  # cut: the client sees an error, never a clean end (§5.3)
+    conn.close()
+    mock.gate("g2")
