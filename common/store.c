@@ -806,7 +806,10 @@ static void vacuum_if_sparse(aor_store *st) {
         return;
     if (pages < VACUUM_MIN_PAGES || free_pages * 2 < pages)
         return;
-    if (sqlite3_exec(st->db, "VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+    /* In WAL mode VACUUM writes the new pages to the -wal file; the checkpoint moves
+     * them into the database and truncates it, so the file shrinks now, not at close. */
+    if (sqlite3_exec(st->db, "VACUUM; PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) !=
+        SQLITE_OK)
         set_sql_err(st, "vacuum (the file keeps its size)");
 }
 

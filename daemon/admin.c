@@ -415,7 +415,9 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         metrics(d, c, req);
         goto done;
     }
-    if (strcmp(path, "/admin") == 0 && is_get) {
+    /* "/admin/" is the page too (a browser adds the slash). */
+    int page = strcmp(path, "/admin") == 0 || strcmp(path, "/admin/") == 0;
+    if (page && is_get) {
         char *tok = query_param(req->url, "token");
         if (tok && strlen(tok) == 64 && CRYPTO_memcmp(tok, d->admin_token, 64) == 0) {
             char cookie[160];
@@ -438,7 +440,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         free(tok);
         goto done;
     }
-    if (strcmp(path, "/admin") == 0) {
+    if (page) {
         reply_error(c, req, 405, "use GET");
         goto done;
     }

@@ -64,6 +64,8 @@ struct aor_conn {
     aor_proxy *proxy; /* request in flight through the walk */
     int busy;         /* a request is being answered */
     int closing;      /* close once output is flushed */
+    int last;         /* stopping (aor_conn_drain): the request in flight or arriving is
+                         the last one; close after its answer */
     int peer_eof;     /* the client sends no more: answer what came, then close */
     int aborted;      /* an answer was cut: close without close_notify (spec §5.3) */
     int http10;
@@ -270,7 +272,7 @@ static void input_done(aor_conn *c) {
         return;
     if (c->peer_eof && !c->busy)
         c->closing = 1; /* every complete request is answered */
-    if (c->dead || (c->closing && out_len(c) == 0)) {
+    if (c->dead || (c->closing && !c->busy && out_len(c) == 0)) {
         conn_free(c);
         return;
     }
@@ -822,7 +824,7 @@ void aor_conn_response_done(aor_conn *c, int keep_alive) {
     c->busy = 0;
     c->drain_cb = NULL;
     c->flushed_cb = NULL;
-    if (!keep_alive)
+    if (!keep_alive || c->last)
         c->closing = 1;
     if (c->depth > 0)
         return; /* the running process_input goes on */
@@ -849,9 +851,11 @@ void aor_conn_abort(aor_conn *c) {
     conn_release(c);
 }
 
-/* 1 while c has an answer to finish: a request in flight, or bytes not yet written. */
+/* 1 while c has an answer to finish: a request in flight or still arriving (a prompt
+ * being uploaded), or bytes not yet written. */
 static int answering(aor_conn *c) {
-    return c->busy || out_len(c) > 0;
+    return c->busy || out_len(c) > 0 || aor_http_reader_partial(c->reader) ||
+           (!c->closing && evbuffer_get_length(c->in) > 0);
 }
 
 size_t aor_conn_drain(aor_daemon *d) {
@@ -861,7 +865,9 @@ size_t aor_conn_drain(aor_daemon *d) {
     for (aor_conn *c = d->conns, *next; c; c = next) {
         next = c->next;
         if (answering(c)) {
-            c->closing = 1; /* closed once its answer is out (after_write's rule) */
+            c->last = 1; /* closed after this answer (aor_conn_response_done) */
+            if (!c->busy && !aor_http_reader_partial(c->reader) && evbuffer_get_length(c->in) == 0)
+                c->closing = 1; /* only output left: close once it is out */
             n++;
         } else {
             conn_free(c);

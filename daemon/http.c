@@ -462,6 +462,10 @@ const char *aor_http_reader_target(const aor_http_reader *r) {
     return r->req ? r->req->url : NULL;
 }
 
+int aor_http_reader_partial(const aor_http_reader *r) {
+    return r->req != NULL && !r->complete;
+}
+
 aor_http_request *aor_http_reader_take(aor_http_reader *r) {
     if (!r->complete)
         return NULL;

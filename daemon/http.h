@@ -88,6 +88,10 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
  * aor_http_reader_feed or aor_http_reader_take. Can't fail. */
 const char *aor_http_reader_target(const aor_http_reader *r);
 
+/* 1 while a request has begun arriving (its first bytes were fed) and is not complete
+ * yet: a client uploading a prompt. O(1). */
+int aor_http_reader_partial(const aor_http_reader *r);
+
 /* Takes the completed request (caller frees it with aor_http_request_free) and readies the
  * reader for the next one. NULL if none is complete. */
 aor_http_request *aor_http_reader_take(aor_http_reader *r);

@@ -6,6 +6,7 @@
 #include "daemon.h"
 #include "listen.h"
 #include "log.h"
+#include "passthru.h"
 #include "paths.h"
 #include "proxy.h"
 #include "publish.h"
@@ -416,6 +417,7 @@ out_up:
     signal(SIGHUP, SIG_IGN);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     aor_conn_close_all(&d);
+    aor_passthru_close_all();
     aor_proxy_spares_free();
     aor_http_spares_free();
     aor_upstream_free(d.up);

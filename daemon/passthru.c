@@ -12,14 +12,23 @@
 
 #define PIPE_HIGH (1024 * 1024) /* bytes queued toward one side before reading pauses */
 
-typedef struct {
-    struct bufferevent *side[2]; /* 0: client, 1: upstream */
-    int eof[2];                  /* side i sent EOF: nothing more to read from it */
-    int shut[2];                 /* side i's sending direction was shut down (SHUT_WR) */
-    int broken;                  /* a side failed: flush what is queued, then close all */
+typedef struct pipe_pair {
+    struct pipe_pair *prev, *next; /* every open pair, for aor_passthru_close_all */
+    struct bufferevent *side[2];   /* 0: client, 1: upstream */
+    int eof[2];                    /* side i sent EOF: nothing more to read from it */
+    int shut[2];                   /* side i's sending direction was shut down (SHUT_WR) */
+    int broken;                    /* a side failed: flush what is queued, then close all */
 } pipe_pair;
 
+static pipe_pair *g_pairs; /* aord's one event-loop thread only */
+
 static void pair_free(pipe_pair *pp) {
+    if (pp->prev)
+        pp->prev->next = pp->next;
+    else if (g_pairs == pp)
+        g_pairs = pp->next;
+    if (pp->next)
+        pp->next->prev = pp->prev;
     for (int i = 0; i < 2; i++) {
         if (pp->side[i])
             bufferevent_free(pp->side[i]);
@@ -124,10 +133,14 @@ void aor_passthru_start(aor_daemon *d, int fd, const char *ip, int port) {
         close(fd);
         return;
     }
+    pp->next = g_pairs;
+    if (g_pairs)
+        g_pairs->prev = pp;
+    g_pairs = pp;
     pp->side[0] = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!pp->side[0]) {
         close(fd);
-        free(pp);
+        pair_free(pp);
         return;
     }
     pp->side[1] = bufferevent_socket_new(d->base, -1, BEV_OPT_CLOSE_ON_FREE);
@@ -141,4 +154,9 @@ void aor_passthru_start(aor_daemon *d, int fd, const char *ip, int port) {
         bufferevent_setcb(pp->side[i], on_read, on_write, on_event, pp);
         bufferevent_enable(pp->side[i], EV_READ | EV_WRITE);
     }
+}
+
+void aor_passthru_close_all(void) {
+    while (g_pairs)
+        pair_free(g_pairs); /* unlinks itself */
 }

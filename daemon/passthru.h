@@ -13,4 +13,9 @@
  * connects to ip:port (textual IPv4/IPv6). On any failure the client's fd is closed. */
 void aor_passthru_start(aor_daemon *d, int fd, const char *ip, int port);
 
+/* Closes every pass-through connection (both sides) now: the end of aord's shutdown.
+ * A graceful stop does not wait for them (they are opaque: an idle tunnel would hold
+ * every stop for the whole drain). */
+void aor_passthru_close_all(void);
+
 #endif

@@ -1786,7 +1786,7 @@ static int sidecar_path_ok(const char *path) {
 static int anthropic_models_request(const char *path, const aor_http_request *req) {
     size_t plen = strcspn(path, "?#");
     if (!((plen == 10 && memcmp(path, "/v1/models", 10) == 0) ||
-          (plen > 11 && memcmp(path, "/v1/models/", 11) == 0)))
+          (plen >= 11 && memcmp(path, "/v1/models/", 11) == 0)))
         return 0;
     return aor_http_request_field(req, "anthropic-version") != NULL ||
            (aor_http_request_known(req, AOR_HF_X_API_KEY) != NULL &&

@@ -92,6 +92,15 @@ static ssize_t sys_sendmsg(int fd, const struct msghdr *m, int fl) {
     return syscall(SYS_sendmsg, fd, m, fl);
 }
 
+static int sys_prctl(int option, ...) {
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+                  a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+    va_end(ap);
+    return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
+}
+
 static int none_getaddrinfo(const char *n, const char *s, const struct addrinfo *h,
                             struct addrinfo **r) {
     errno = ENOSYS;
@@ -129,6 +138,7 @@ aor_real_fns aor_real = {
     .getaddrinfo = none_getaddrinfo,
     .gethostbyname = none_gethostbyname,
     .gethostbyname_r = none_gethostbyname_r,
+    .prctl = sys_prctl,
 };
 
 atomic_int aor_shim_ready;
@@ -192,6 +202,7 @@ static void init_once(void) {
     RESOLVE(getaddrinfo, "getaddrinfo");
     RESOLVE(gethostbyname, "gethostbyname");
     RESOLVE(gethostbyname_r, "gethostbyname_r");
+    RESOLVE(prctl, "prctl");
     aor_env_load();
     aor_tick_init();
     aor_hosts_init();

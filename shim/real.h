@@ -34,6 +34,7 @@ typedef struct {
     struct hostent *(*gethostbyname)(const char *);
     int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **,
                            int *);
+    int (*prctl)(int, ...);
 } aor_real_fns;
 
 /* Filled by aor_shim_init(); read-only afterwards. */

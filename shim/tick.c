@@ -1,13 +1,14 @@
 /* libaor.so: the counter gate of the once-a-second checks (see tick.h). */
 #include "tick.h"
 
+#include "real.h"
+
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
 
-#if defined(__linux__) && defined(__x86_64__)
 #include <sys/prctl.h>
-#endif
 
 #define QUIET_NS 100000000.0 /* the gate's period: 100 ms */
 #define MEASURE_NS 20000000u /* the shortest interval the rate is measured over: 20 ms */
@@ -34,6 +35,11 @@ static uint64_t g_period;            /* ticks in QUIET_NS as last measured; 0: n
 static inline uint64_t read_counter(void) {
     uint64_t (*c)(void) = aor_tick_g.counter;
     return c != NULL ? c() : aor_tick_hw_counter();
+}
+
+void aor_tick_disable(void) {
+    g_usable = 0;
+    atomic_store_explicit(&aor_tick_g.until, 0, memory_order_relaxed);
 }
 
 void aor_tick_init(void) {
@@ -85,4 +91,22 @@ void aor_tick_set_source(uint64_t (*counter)(void), uint64_t (*mono_ns)(void)) {
     atomic_store(&aor_tick_g.until, 0);
     atomic_store(&aor_tick_g.from, 0);
     atomic_store(&g_busy, 0);
+}
+
+/* prctl(PR_SET_TSC, PR_TSC_SIGSEGV) makes RDTSC fault in the calling thread and the
+ * threads and processes it starts: the gate closes for good before the call, so no hook
+ * reads the counter afterwards (the check at init sees only the state at load). Every
+ * call goes on to libc's prctl unchanged; the four further arguments are passed as
+ * unsigned long, as glibc's own prctl takes them. A program that calls the prctl system
+ * call itself (syscall(2), which the shim never hooks) is not seen. */
+AOR_EXPORT int prctl(int option, ...) {
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+                  a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+    va_end(ap);
+    if (option == PR_SET_TSC)
+        aor_tick_disable();
+    aor_shim_ensure();
+    return aor_real.prctl(option, a2, a3, a4, a5);
 }

@@ -9,7 +9,9 @@
  * about 100 ms of it passed since the caller last read the clock; the rate is measured
  * against CLOCK_MONOTONIC as the process runs. Anything unusual (no such counter, not
  * yet measured, a counter that went backwards or jumped, RDTSC disabled by
- * prctl(PR_SET_TSC)) makes the gate say "not quiet", which is the behaviour without it. */
+ * prctl(PR_SET_TSC) before the shim loaded or through libc's prctl later, which the
+ * shim hooks for this) makes the gate say "not quiet", which is the behaviour without
+ * it. */
 #ifndef AOR_SHIM_TICK_H
 #define AOR_SHIM_TICK_H
 
@@ -65,6 +67,10 @@ static inline int aor_tick_quiet(void) {
  * counter's rate against CLOCK_MONOTONIC (from 20 ms of history on). Thread-safe (a
  * concurrent call is skipped); no allocation, no system call but clock_gettime. */
 void aor_tick_mark(void);
+
+/* Closes the gate for good: the counter may not be read any more (prctl PR_SET_TSC;
+ * the shim's prctl hook calls it before libc's prctl). */
+void aor_tick_disable(void);
 
 /* In a fork() child: forgets a mark another thread of the parent was making. */
 void aor_tick_forked(void);

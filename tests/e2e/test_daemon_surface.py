@@ -89,6 +89,8 @@ def test_admin_token_and_local_routes(env):
     check("aor_admin=" in hdrs.get("set-cookie", ""), "session cookie set")
     status, _, _ = d.http("GET", "/admin", headers={"cookie": "aor_admin=" + d.token()})
     eq(status, 200, "admin page with the session cookie")
+    status, _, _ = d.http("GET", "/admin/?token=" + d.token())
+    eq(status, 200, "/admin/ is the page too")
     status, _, body = d.http("GET", "/admin/api/state", headers={"cookie": "aor_admin=" + d.token()})
     eq(status, 200, "cookie accepted")
     st = json.loads(body)

@@ -276,3 +276,61 @@ def test_second_sigterm_stops_at_once(env):
         pass  # cut: the client sees an error, never a clean end (§5.3)
     conn.close()
     mock.gate("g2")
+
+
+def test_drain_survives_half_close_pipelining_and_uploads(env):
+    """QA of the drain: bytes or EOF from the client on a busy connection after SIGTERM
+    freed it mid-answer (and aord exited), and a request still being uploaded got no
+    answer. Each now gets its answer, then the connection closes."""
+    import socket
+    import time
+
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "gated_stream", "gate": "g3", "gate_after": 2,
+                              "events": 4},
+                             {"kind": "gated_stream", "gate": "g4", "gate_after": 2,
+                              "events": 4}])
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Authorization: Bearer c\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % len(body)).encode()
+    half = socket.create_connection(("127.0.0.1", d.port), timeout=15)
+    half.sendall(head + body)
+    pipe = socket.create_connection(("127.0.0.1", d.port), timeout=15)
+    pipe.sendall(head + body)
+    upload = socket.create_connection(("127.0.0.1", d.port), timeout=15)
+    upload.sendall(head + body[:10])  # the rest comes after SIGTERM
+    for s in (half, pipe):
+        got = b""
+        while got.count(b"data: ") < 2:
+            got += s.recv(65536)
+    os.kill(d.pid, signal.SIGTERM)
+    aortest.wait_until(lambda: "answers in flight may finish" in d.stderr_text(),
+                       what="the drain logged")
+    half.shutdown(socket.SHUT_WR)
+    pipe.sendall(head + body)  # a second request behind the one in flight
+    upload.sendall(body[10:])
+    time.sleep(0.3)
+    check(d.alive(), "aord still draining")
+    mock.gate("g3")
+    mock.gate("g4")
+
+    def rest(s):
+        out = b""
+        while True:
+            x = s.recv(65536)
+            if not x:
+                return out
+            out += x
+    for name, s in (("half-closed", half), ("pipelined", pipe)):
+        r = rest(s)
+        check(r.endswith(b"0\r\n\r\n") and b"[DONE]" in r, "%s: the stream finished: %r"
+              % (name, r[-120:]))
+        check(r.count(b"HTTP/1.1 ") == 0, "%s: no second answer during the drain" % name)
+    r = rest(upload)
+    check(r.startswith(b"HTTP/1.1 200"), "the upload got its answer: %r" % r[:200])
+    end = time.monotonic() + 10
+    while d.alive() and time.monotonic() < end:
+        time.sleep(0.05)
+    eq(d.proc.returncode, 0, "aord exit code after the drain")

@@ -2,6 +2,7 @@
 not touched: AI_NUMERICHOST, hints == NULL, loopback connects, bind before connect, UDP,
 and a local HTTP server reached by curl and Python."""
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -29,7 +30,10 @@ def test_unrouted_traffic_is_untouched(env):
     probe = os.path.join(env.build, "tests", "progs", "untouched_probe")
     rc, out, err = env.run_client([probe], extra_env={"AOR_DEBUG": "1"})
     eq(rc, 0, "probe exit (%s %s)" % (out, err))
-    for name in ("numeric", "nullhints", "loopback", "bind", "udp"):
+    names = ("numeric", "nullhints", "loopback", "bind", "udp")
+    if platform.machine() == "x86_64":
+        names += ("tsc",)  # QA: the shim's TSC gate crashed a program that disabled RDTSC
+    for name in names:
         check("%s ok" % name in out.splitlines(), "%s: %s" % (name, out))
     check("redirected" not in err, "nothing redirected: %s" % err)
 

@@ -6,6 +6,9 @@
  *             socket names are the real ones, bytes flow
  *   bind      a client that binds 127.0.0.1:0 before connecting keeps that address
  *   udp       a UDP datagram to a local UDP socket arrives
+ *   tsc       (x86-64) lookups and connects for 300 ms, then prctl(PR_SET_TSC,
+ *             PR_TSC_SIGSEGV) and 200 ms more: the shim's counter gate (shim/tick.c)
+ *             must not read the TSC after that (it crashed the program)
  * Prints "<name> ok" per check and "ok" at the end (exit 0), or "FAIL <why>" (exit 1). */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -13,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static void fail(const char *why) {
@@ -48,6 +54,29 @@ static void check_pair(int cli, int srv, const struct sockaddr_in *to, const cha
         fail("bytes over loopback");
     close(a);
     printf("%s ok\n", name);
+}
+
+/* Unrouted lookups and connects (the shim's hooks) for ms milliseconds, timed with the
+ * clock_gettime system call itself (the vDSO's reads the TSC too). */
+static void lookups_for(long ms) {
+    struct sockaddr_in to;
+    int srv = listener(&to);
+    struct timespec t0, t;
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t0);
+    do {
+        struct addrinfo *res = NULL;
+        if (getaddrinfo("localhost", "80", NULL, &res) == 0)
+            freeaddrinfo(res);
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        if (c < 0 || connect(c, (struct sockaddr *)&to, sizeof to) < 0)
+            fail("connect in the lookup loop");
+        close(c);
+        int a = accept(srv, NULL, NULL);
+        if (a >= 0)
+            close(a);
+        syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    close(srv);
 }
 
 int main(void) {
@@ -107,6 +136,14 @@ int main(void) {
         recv(u1, buf, sizeof buf, 0) != 5)
         fail("udp");
     printf("udp ok\n");
+
+#if defined(__x86_64__) && defined(PR_SET_TSC)
+    lookups_for(300);
+    if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) != 0)
+        fail("prctl PR_SET_TSC");
+    lookups_for(200);
+    printf("tsc ok\n");
+#endif
     printf("ok\n");
     return 0;
 }
