@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,6 +193,21 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
  * a few dozen concurrent requests then made the heap shrink and grow all the time: every
  * request paid page faults and page zeroing (a third of aord's CPU with 64 KiB bodies at
  * 64 connections; docs/performance.md). Keep up to 8 MiB and heap-allocate below 4 MiB. */
+/* Each stream holds two descriptors (client and upstream); a systemd user service, and
+ * many shells, start with a soft limit of 1,024, below the 1,000 concurrent streams of
+ * spec §10. The soft limit goes up to the hard one (an unprivileged process may). */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+    if (want <= rl.rlim_cur)
+        return;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        aor_debug("cannot raise the file descriptor limit: %s", strerror(errno));
+}
+
 static void tune_malloc(void) {
 #ifdef __GLIBC__
     mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
@@ -231,6 +247,7 @@ int main(int argc, char **argv) {
     const char *config_arg = NULL;
     struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
     tune_malloc();
+    raise_fd_limit();
     int check_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {

@@ -1204,6 +1204,13 @@ static void arm_timer(h1_conn *c) {
     evtimer_add(c->timer, &tv);
 }
 
+/* 1 for errors of socket()/connect() that are aord's own limits (file descriptors,
+ * memory), which say nothing about the upstream. (Not EADDRNOTAVAIL: an address family
+ * the host cannot reach gives it too, and the next address may work.) */
+static int local_resource_errno(int e) {
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS;
+}
+
 static void connect_next(h1_conn *c) {
     h1_xfer *x = c->x;
     while (c->ai_next) {
@@ -1211,13 +1218,24 @@ static void connect_next(h1_conn *c) {
         c->ai_next = ai->ai_next;
         c->ai_left--;
         int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+        if (fd < 0 && local_resource_errno(errno)) {
+            /* aord's own limit, not the upstream's failure: no key is to blame (§4.1). */
+            xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "aord cannot open a socket: %s",
+                            strerror(errno));
+            return;
+        }
         if (fd < 0) {
             snprintf(c->last_err, sizeof c->last_err, "%s", strerror(errno));
             continue;
         }
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-            snprintf(c->last_err, sizeof c->last_err, "%s", strerror(errno));
+            int e = errno;
             close(fd);
+            if (local_resource_errno(e)) {
+                xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "aord cannot connect: %s", strerror(e));
+                return;
+            }
+            snprintf(c->last_err, sizeof c->last_err, "%s", strerror(e));
             continue;
         }
         c->fd = fd;

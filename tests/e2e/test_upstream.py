@@ -6,6 +6,7 @@ the mock's plain http:// URL, with a small forward proxy written here (stdlib, l
 that counts what it carries."""
 import http.client
 import json
+import os
 import socket
 import threading
 import urllib.parse
@@ -362,3 +363,62 @@ def test_stream_direct(env):
 for _t in list(globals().values()):
     if callable(_t) and getattr(_t, "__name__", "").startswith("test_"):
         _t.timeout = 30
+
+
+def test_out_of_file_descriptors_is_not_the_providers_fault(env):
+    """QA: with aord at its descriptor limit, socket() for the upstream failed with EMFILE
+    and was recorded as a transient failure of the key (backoff rows, an open circuit,
+    429 for every other client). It is aord's own limit: a 502 aor_internal, nothing
+    recorded. Plain-HTTP shim connections (the Unix socket, no peer lookup) held open by
+    gated streams use the descriptors up until the upstream socket() is the one refused."""
+    import resource
+    import time
+
+    mock, d = setup(env)
+    mock.script("*", [{"kind": "gated_stream", "gate": "fd", "gate_after": 1, "events": 2,
+                       "times": -1}])
+    body = json.dumps({"model": MODEL, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    req = ("AOR/1 api.openai.com 127.0.0.1 80\n"
+           "POST /v1/chat/completions HTTP/1.1\r\nHost: api.openai.com\r\n"
+           "Authorization: Bearer c\r\nContent-Type: application/json\r\n"
+           "Content-Length: %d\r\n\r\n" % len(body)).encode() + body
+    open_fds = len(os.listdir("/proc/%d/fd" % d.pid))
+    resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (open_fds + 7, open_fds + 7))
+    held, statuses = [], []
+    try:
+        for i in range(12):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(env.socket_path)
+            s.sendall(req)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                x = s.recv(4096)
+                if not x:
+                    break
+                head += x
+            statuses.append(head.split(b" ", 2)[1] if head else b"closed")
+            held.append(s)
+            if statuses[-1] != b"200":
+                s.settimeout(2)
+                try:
+                    while b"}}" not in head:
+                        x = s.recv(4096)
+                        if not x:
+                            break
+                        head += x
+                except socket.timeout:
+                    pass
+                check(b"aor_internal" in head, "the refusal is aord's own: %r" % head)
+                break
+    finally:
+        mock.gate("fd")
+        for s in held:
+            s.close()
+    check(b"502" in statuses, "aord reached its limit: %r" % statuses)
+    time.sleep(0.5)
+    st = d.state()
+    eq(st["backoff"], [], "no key backed off for aord's own limit")
+    eq(st["breakers"], [], "no circuit opened")
+    check("cannot open a socket" in d.stderr_text(), "aord says why")
