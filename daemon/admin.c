@@ -149,7 +149,8 @@ static void reply(aor_conn *c, const aor_http_request *req, int status, const ch
                   const char *const *extra, const char *body, size_t len) {
     /* HEAD: the same head (Content-Length of the GET body), no body (RFC 9110 §9.3.2). */
     aor_http_write_response(aor_conn_output(c), status, ctype, extra,
-                            req->method == HTTP_HEAD ? NULL : body, len, req->keep_alive);
+                            req->method == HTTP_HEAD ? NULL : body, len,
+                            aor_http_connection_line(req));
 }
 
 /* RFC 8259 §8.1: JSON goes out as UTF-8. Strings from requests (a model name) or the

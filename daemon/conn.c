@@ -228,7 +228,7 @@ static void refuse(aor_conn *c, int status, const char *why, const char *target,
                                            NULL};
     /* HEAD: the head only (body NULL). */
     aor_http_write_response(c->stage, status, "application/json", aor_hdrs,
-                            head || !body ? NULL : body, body ? len : 0, 0);
+                            head || !body ? NULL : body, body ? len : 0, NULL);
     free(body);
     c->closing = 1;
 }

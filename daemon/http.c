@@ -598,7 +598,7 @@ const char *aor_http_reason(int status) {
 
 int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
                             const char *const *extra, const char *body, size_t len,
-                            int keep_alive) {
+                            const char *conn_line) {
     if (evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, aor_http_reason(status)) < 0)
         return -1;
     if (content_type && evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type) < 0)
@@ -608,7 +608,7 @@ int aor_http_write_response(struct evbuffer *out, int status, const char *conten
             return -1;
     }
     if (evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", len,
-                            keep_alive ? "" : "Connection: close\r\n") < 0)
+                            conn_line ? conn_line : "Connection: close\r\n") < 0)
         return -1;
     if (len && body && evbuffer_add(out, body, len) < 0)
         return -1;

@@ -118,13 +118,24 @@ static inline const char *aor_http_request_known(const aor_http_request *req,
 /* Path of the request target without the query ("/v1/x?y" -> "/v1/x"); malloc'd. */
 char *aor_http_request_path(const aor_http_request *req);
 
+/* The Connection line an answer to req needs: "Connection: close\r\n" when the
+ * connection ends after it, "Connection: keep-alive\r\n" for an HTTP/1.0 client that
+ * asked to keep it (RFC 9112 §9.3: without it that client takes the answer as the
+ * connection's last), else "" (HTTP/1.1 persists by default). */
+static inline const char *aor_http_connection_line(const aor_http_request *req) {
+    if (!req->keep_alive)
+        return "Connection: close\r\n";
+    return req->http_major == 1 && req->http_minor == 0 ? "Connection: keep-alive\r\n" : "";
+}
+
 /* Appends a complete small response: status line, Content-Type, Content-Length, the
- * extra header lines (each "Name: value", NULL-terminated array, may be NULL), a
- * Connection: close when !keep_alive, then the body. body NULL with len > 0: the head
- * only, with the Content-Length of a body of len bytes (the answer to HEAD, RFC 9110
- * §9.3.2). Returns 0 or -1 (ENOMEM). */
+ * extra header lines (each "Name: value", NULL-terminated array, may be NULL), the
+ * Connection line (conn_line: aor_http_connection_line; NULL: "Connection: close"),
+ * then the body. body NULL with len > 0: the head only, with the Content-Length of a
+ * body of len bytes (the answer to HEAD, RFC 9110 §9.3.2). Returns 0 or -1 (ENOMEM). */
 int aor_http_write_response(struct evbuffer *out, int status, const char *content_type,
-                            const char *const *extra, const char *body, size_t len, int keep_alive);
+                            const char *const *extra, const char *body, size_t len,
+                            const char *conn_line);
 
 /* Writes the decimal digits of v at d (no NUL; at most 20 bytes) and returns the end:
  * for status codes and lengths in heads built without printf (docs/performance.md). */

@@ -461,7 +461,7 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
     const char *conn =
         status == 426 ? (p->req->keep_alive ? "Upgrade: HTTP/1.1\r\nConnection: upgrade\r\n"
                                             : "Upgrade: HTTP/1.1\r\nConnection: upgrade, close\r\n")
-                      : (p->req->keep_alive ? "" : "Connection: close\r\n");
+                      : aor_http_connection_line(p->req);
     evbuffer_add_printf(out, "Content-Length: %zu\r\n%s\r\n", body ? len : 0, conn);
     if (body && p->req->method != HTTP_HEAD) /* HEAD: the head only (RFC 9110 §9.3.2) */
         evbuffer_add(out, body, len);
@@ -547,6 +547,8 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     }
     if (!p->req->keep_alive)
         d = PUT_LIT(d, "Connection: close\r\n");
+    else if (aor_conn_http10(p->c))
+        d = PUT_LIT(d, "Connection: keep-alive\r\n"); /* RFC 9112 §9.3 */
     d = PUT_LIT(d, "\r\n");
     v.iov_len = (size_t)(d - (char *)v.iov_base);
     evbuffer_commit_space(out, &v, 1);

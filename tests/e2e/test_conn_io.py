@@ -558,3 +558,34 @@ def test_requests_waiting_upstream_are_not_idle(env):
     got += _read_until(s, b"[DONE]", 10)
     check(b"[DONE]" in got, "the stream completed on the same connection: %r" % got[-80:])
     s.close()
+
+
+def test_http10_keep_alive_answer_says_so(env):
+    """QA: an HTTP/1.0 client that asked for keep-alive got answers without
+    "Connection: keep-alive" (RFC 9112 §9.3), so it took each one as the connection's
+    last, while aord kept the socket open. Proxied, local and admin answers say it."""
+    from test_upstream_answers import read_answer
+
+    up, d = start(env, echo)
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+    ka = b"Connection: keep-alive\r\n"
+    for i in range(2):
+        s.sendall(request(extra=ka).replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1))
+        status, head, body = read_answer(s)
+        eq(status, 200, "proxied answer %d" % i)
+        check(b"\r\nconnection: keep-alive" in head.lower(), "keep-alive said: %r" % head)
+    s.sendall(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+    status, head, body = read_answer(s)
+    eq(status, 200, "healthz on the same connection")
+    check(b"\r\nconnection: keep-alive" in head.lower(), "local answer too: %r" % head)
+    s.sendall(b"GET /nope HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+    status, head, body = read_answer(s)
+    eq(status, 404, "a local error")
+    check(b"\r\nconnection: keep-alive" in head.lower(), "local error too: %r" % head)
+    s.close()
+    # Without the option, HTTP/1.0 still closes.
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+    s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+    status, head, body = read_answer(s)
+    check(b"connection: close" in head.lower(), "no keep-alive asked: close: %r" % head)
+    s.close()

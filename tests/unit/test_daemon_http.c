@@ -1109,7 +1109,7 @@ static void test_write_response(void **state) {
     assert_non_null(out);
     static const char *const extra[] = {"x-aor-provider: openai", "X-Aor-Key: main", NULL};
     assert_int_equal(
-        aor_http_write_response(out, 200, "application/json", extra, "{\"ok\":1}", 8, 1), 0);
+        aor_http_write_response(out, 200, "application/json", extra, "{\"ok\":1}", 8, ""), 0);
     char *s = drain(out);
     assert_string_equal(s, "HTTP/1.1 200 OK\r\n"
                            "Content-Type: application/json\r\n"
@@ -1120,7 +1120,7 @@ static void test_write_response(void **state) {
                            "{\"ok\":1}");
     free(s);
 
-    assert_int_equal(aor_http_write_response(out, 429, "text/plain", NULL, "slow down\n", 10, 0),
+    assert_int_equal(aor_http_write_response(out, 429, "text/plain", NULL, "slow down\n", 10, NULL),
                      0);
     s = drain(out);
     assert_string_equal(s, "HTTP/1.1 429 Too Many Requests\r\n"
@@ -1131,7 +1131,7 @@ static void test_write_response(void **state) {
                            "slow down\n");
     free(s);
 
-    assert_int_equal(aor_http_write_response(out, 404, NULL, NULL, NULL, 0, 1), 0);
+    assert_int_equal(aor_http_write_response(out, 404, NULL, NULL, NULL, 0, ""), 0);
     s = drain(out);
     assert_string_equal(s, "HTTP/1.1 404 Not Found\r\n"
                            "Content-Length: 0\r\n"
@@ -1139,7 +1139,7 @@ static void test_write_response(void **state) {
     free(s);
 
     /* The answer to HEAD: the head with the body's length, no body. */
-    assert_int_equal(aor_http_write_response(out, 404, "application/json", NULL, NULL, 211, 1), 0);
+    assert_int_equal(aor_http_write_response(out, 404, "application/json", NULL, NULL, 211, ""), 0);
     s = drain(out);
     assert_string_equal(s, "HTTP/1.1 404 Not Found\r\n"
                            "Content-Type: application/json\r\n"
@@ -1149,7 +1149,7 @@ static void test_write_response(void **state) {
 
     /* Body bytes are copied as they are, NULs included. */
     assert_int_equal(
-        aor_http_write_response(out, 502, "application/octet-stream", NULL, "a\0b", 3, 0), 0);
+        aor_http_write_response(out, 502, "application/octet-stream", NULL, "a\0b", 3, NULL), 0);
     size_t n = evbuffer_get_length(out);
     char *raw = malloc(n);
     assert_non_null(raw);
@@ -1184,7 +1184,7 @@ static void test_write_response_parses(void **state) {
     struct evbuffer *out = evbuffer_new();
     assert_non_null(out);
     static const char *const extra[] = {"X-A: 1", NULL};
-    assert_int_equal(aor_http_write_response(out, 503, "text/plain", extra, "busy", 4, 1), 0);
+    assert_int_equal(aor_http_write_response(out, 503, "text/plain", extra, "busy", 4, ""), 0);
     char *s = drain(out);
     llhttp_t p;
     llhttp_settings_t st;
