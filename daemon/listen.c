@@ -47,7 +47,13 @@ static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
     aor_daemon *d = arg;
     unsigned uid = 0;
     if (aor_listen_peer_uid(fd, &uid) < 0) {
-        aor_warn("sidecar: cannot tell the owner of a connection (%s); refused", strerror(errno));
+        /* ENOTCONN/ENOENT: the peer closed already (connect-then-close); not worth a
+         * warning each time, which any local user could have aord write at will. */
+        if (errno == ENOTCONN || errno == ENOENT)
+            aor_debug("sidecar: a connection closed before its owner could be told; dropped");
+        else
+            aor_warn("sidecar: cannot tell the owner of a connection (%s); refused",
+                     strerror(errno));
         d->m.rejected_peers++;
         close(fd);
         return;

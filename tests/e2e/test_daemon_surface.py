@@ -242,3 +242,20 @@ def test_state_hides_keys_removed_by_reload(env):
     st = d.state()
     eq([b["key"] for b in st["backoff"]], [], "the removed key A is not shown")
     eq(sorted(k["key"] for k in st["keys"]), ["B", "X"], "keys after the rename")
+
+
+def test_connect_then_close_is_not_a_warning_each(env):
+    """QA: every connection closed before aord looked up its owner logged a warning
+    ("cannot tell the owner of a connection (Transport endpoint is not connected)"): any
+    local user could fill aord's log at will."""
+    import socket
+    import struct
+
+    mock, d = two_key_setup(env)
+    for i in range(40):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # a reset at once
+    eq(d.healthz(), 200, "aord still serves")
+    n = d.stderr_text().count("cannot tell the owner")
+    check(n == 0, "warnings for connections that were gone: %d" % n)
