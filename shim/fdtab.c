@@ -35,7 +35,7 @@ static size_t cap_of(const struct fdtable *t) {
     return atomic_load_explicit(&t->cap, memory_order_relaxed);
 }
 
-static atomic_int g_any;
+atomic_int aor_fdtab_any_flag; /* see aor_fdtab_any (fdtab.h) */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic pid_t g_owner; /* the process whose table this is (aor_fdtab_mine) */
 
@@ -45,10 +45,6 @@ int aor_fdtab_mine(void) {
 
 void aor_fdtab_forked(void) {
     atomic_store_explicit(&g_owner, getpid(), memory_order_relaxed);
-}
-
-int aor_fdtab_any(void) {
-    return atomic_load_explicit(&g_any, memory_order_relaxed);
 }
 
 int aor_fdtab_marked(int fd) {
@@ -118,9 +114,9 @@ int aor_fdtab_set(int fd, const aor_fdinfo *info) {
     struct fdtable *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
     t->slots[fd].info = *info;
     atomic_store_explicit(&t->slots[fd].ino, info->ino, memory_order_release);
-    if (!atomic_load_explicit(&g_any, memory_order_relaxed))
+    if (!atomic_load_explicit(&aor_fdtab_any_flag, memory_order_relaxed))
         atomic_store_explicit(&g_owner, getpid(), memory_order_relaxed);
-    atomic_store_explicit(&g_any, 1, memory_order_relaxed);
+    atomic_store_explicit(&aor_fdtab_any_flag, 1, memory_order_relaxed);
     pthread_mutex_unlock(&g_mu);
     return 0;
 }
@@ -225,7 +221,7 @@ void aor_fdtab_reset(void) {
         free(t);
         t = older;
     }
-    atomic_store(&g_any, 0);
+    atomic_store(&aor_fdtab_any_flag, 0);
     pthread_mutex_unlock(&g_mu);
 }
 

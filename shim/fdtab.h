@@ -13,6 +13,7 @@
 #define AOR_SHIM_FDTAB_H
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -33,7 +34,10 @@ typedef struct {
 
 /* 1 when at least one fd is (or was, until cleared) marked. Lock-free, cheap: hooks
  * call it first and pass through when it is 0. */
-int aor_fdtab_any(void);
+extern atomic_int aor_fdtab_any_flag;
+static inline int aor_fdtab_any(void) {
+    return atomic_load_explicit(&aor_fdtab_any_flag, memory_order_relaxed);
+}
 
 /* 1 when the calling process owns the table: it is the one that marked fds, or a
  * fork() child of it (aor_fdtab_forked). 0 in a vfork() child, which shares the parent's

@@ -28,8 +28,8 @@ static aor_hostlist *g_static; /* built-in or AOR_HOSTS; read-only after init */
  * hosts, and a published entry counts only for a host on it (spec §2 "AOR_HOSTS
  * overrides"). 0: built-in list plus every published host. Read-only after init. */
 static int g_env_hosts;
-static aor_addrmap *g_map; /* addresses resolved in this process */
-static _Atomic unsigned char g_ports[65536 / 8];
+static aor_addrmap *g_map;                        /* addresses resolved in this process */
+_Atomic unsigned char aor_hosts_ports[65536 / 8]; /* see aor_hosts_port_maybe */
 
 /* The published set: pointer swapped under g_pub_mu; readers hold g_pub_mu. */
 static pthread_mutex_t g_pub_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -138,14 +138,15 @@ static struct {
 
 static void port_set(int port) {
     if (port > 0 && port < 65536)
-        atomic_fetch_or_explicit(&g_ports[port >> 3], (unsigned char)(1u << (port & 7)),
+        atomic_fetch_or_explicit(&aor_hosts_ports[port >> 3], (unsigned char)(1u << (port & 7)),
                                  memory_order_relaxed);
 }
 
 static int port_bit(int port) {
     if (port <= 0 || port >= 65536)
         return 0;
-    return (atomic_load_explicit(&g_ports[port >> 3], memory_order_relaxed) >> (port & 7)) & 1;
+    return (atomic_load_explicit(&aor_hosts_ports[port >> 3], memory_order_relaxed) >> (port & 7)) &
+           1;
 }
 
 void aor_hosts_init(void) {

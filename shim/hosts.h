@@ -7,9 +7,11 @@
 #ifndef AOR_SHIM_HOSTS_H
 #define AOR_SHIM_HOSTS_H
 
-#include <stddef.h>
-
 #include "ipaddr.h"
+#include "tick.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
 
 /* Builds the static host list (AOR_HOSTS if set, even empty, else the built-in list)
  * and the redirect-port set (443 plus listed ports). Called once by aor_shim_init; a
@@ -37,6 +39,20 @@ int aor_hosts_maybe(const char *name);
  * a published port). Lock-free; on a miss it may re-check the published file (a stat
  * at most once a second) and look again. */
 int aor_hosts_port_candidate(int port);
+
+/* The redirect ports as a bitmap (bit port of byte port / 8); written by hosts.c only. */
+extern _Atomic unsigned char aor_hosts_ports[65536 / 8];
+
+/* The connect hook's first look (inline, lock-free, no call): 0 when port is no redirect
+ * port and the once-a-second look at the published file is not due (tick.h), so the
+ * connection is surely not one to redirect; 1 when aor_redirect_try must look. */
+static inline int aor_hosts_port_maybe(unsigned port) {
+    if ((atomic_load_explicit(&aor_hosts_ports[(port & 0xffff) >> 3], memory_order_relaxed) >>
+         (port & 7)) &
+        1)
+        return 1;
+    return !aor_tick_quiet();
+}
 
 /* Recognises a connect() destination: in order the addresses this process resolved
  * for intercepted hosts (aor_hosts_record), then the published addresses (with

@@ -266,6 +266,12 @@ AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
     if (!aor_shim_on() || addr == NULL || len < (socklen_t)sizeof(sa_family_t) ||
         (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
         return aor_real.connect(fd, addr, len);
+    /* The common case in a few loads, no call (docs/performance.md, change 52): a port
+     * no intercepted host uses, in a process that redirected nothing. sin_port and
+     * sin6_port are both the 2 bytes at offset 2. */
+    if (len >= 4 && !aor_fdtab_any() &&
+        !aor_hosts_port_maybe(ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port)))
+        return aor_real.connect(fd, addr, len);
     if (redirected(fd)) {
         aor_debug("connect fd %d: already connected through aor, EISCONN", fd);
         errno = EISCONN;
