@@ -22,6 +22,9 @@
 /* aord's exit status when another aord holds its state file's lock (main.c): `aor run`
  * then waits for that one's socket instead of reporting a failure (two starters at once). */
 #define AORD_EXIT_RUNNING 3
+/* Seconds a stopping aord (SIGTERM) leaves answers in flight to finish (main.c); `aor
+ * run` waits that long at most for a stopping one's state file. */
+#define AORD_DRAIN_S 10
 #define AOR_CLI_HTTP_TIMEOUT_S 10               /* admin request timeout, seconds */
 #define AOR_CLI_HTTP_BODY_MAX (8 * 1024 * 1024) /* admin answer cap, bytes */
 

@@ -99,11 +99,9 @@ static void exec_aord(const char *aord, const char *config_abs, int errfd) {
     _exit(127);
 }
 
-/* Middle process: starts aord detached and waits until its socket answers, so aord is
- * never a child of the program we exec (which would not reap it, and a shell's `wait`
- * would wait for it). Its exit code is one of START_*. */
-static void start_helper(const char *aord, const char *config_abs, const char *sock,
-                         const char *log_hint) {
+/* Forks the daemon (exec_aord) and waits until its exec is known to have worked. Returns
+ * its pid; exits the helper with START_EXEC_FAILED (said on stderr) when it could not. */
+static pid_t spawn_aord(const char *aord, const char *config_abs) {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) < 0) {
         fprintf(stderr, "aor: cannot start aord: pipe: %s\n", strerror(errno));
@@ -130,21 +128,37 @@ static void start_helper(const char *aord, const char *config_abs, const char *s
         fprintf(stderr, "aor: cannot start %s: %s\n", aord, strerror(e));
         _exit(START_EXEC_FAILED);
     }
+    return gc;
+}
+
+/* Middle process: starts aord detached and waits until its socket answers, so aord is
+ * never a child of the program we exec (which would not reap it, and a shell's `wait`
+ * would wait for it). Its exit code is one of START_*. An aord that exits with
+ * AORD_EXIT_RUNNING lost to another one on the state file: that one is starting (its
+ * socket answers soon) or stopping (a SIGTERM drain, up to AORD_DRAIN_S; its socket is
+ * gone already), so ours is started again until one answers, within the drain's time. */
+static void start_helper(const char *aord, const char *config_abs, const char *sock,
+                         const char *log_hint) {
+    pid_t gc = spawn_aord(aord, config_abs);
     double end = mono_s() + AOR_CLI_START_WAIT_S;
+    double held_end = end + AORD_DRAIN_S; /* the other aord's drain, at the most */
     for (;;) {
         if (aor_cli_socket_answers(sock, NULL))
             _exit(START_UP);
         int status;
         if (waitpid(gc, &status, WNOHANG) == gc) {
-            /* Lost a race with another starter? Then its aord answers now, or (its own
-             * start still running: ours saw the state lock taken) within the wait. */
             if (aor_cli_socket_answers(sock, NULL))
                 _exit(START_UP);
-            while (WIFEXITED(status) && WEXITSTATUS(status) == AORD_EXIT_RUNNING &&
-                   mono_s() <= end) {
-                sleep_poll();
-                if (aor_cli_socket_answers(sock, NULL))
-                    _exit(START_UP);
+            if (WIFEXITED(status) && WEXITSTATUS(status) == AORD_EXIT_RUNNING &&
+                mono_s() <= held_end) {
+                for (int i = 0; i < 10; i++) { /* ~0.5 s for a starting one's socket */
+                    sleep_poll();
+                    if (aor_cli_socket_answers(sock, NULL))
+                        _exit(START_UP);
+                }
+                gc = spawn_aord(aord, config_abs);
+                end = mono_s() + AOR_CLI_START_WAIT_S;
+                continue;
             }
             if (WIFEXITED(status))
                 fprintf(stderr, "aor: aord exited with status %d while starting; see %s\n",

@@ -67,9 +67,6 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
-/* Seconds a SIGTERM leaves answers in flight to finish (graceful stop). */
-#define AOR_DRAIN_S 10
-
 static double mono_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -84,14 +81,14 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
         event_base_loopexit(d->base, NULL);
     } else if (mono_now() >= d->drain_until) {
         aor_info("stopping: %zu answer%s still open after %d s, cut", n, n == 1 ? "" : "s",
-                 AOR_DRAIN_S);
+                 AORD_DRAIN_S);
         event_base_loopexit(d->base, NULL);
     }
 }
 
 /* SIGTERM/SIGINT (spec §9 "stops cleanly"): no new connections (the socket and the
  * published address set are removed at once, so shims connect directly meanwhile),
- * idle connections closed, and answers in flight get up to AOR_DRAIN_S seconds to
+ * idle connections closed, and answers in flight get up to AORD_DRAIN_S seconds to
  * finish (a `systemctl --user restart` mid-answer); a second signal stops at once. */
 static void on_stop(evutil_socket_t sig, short what, void *arg) {
     aor_daemon *d = arg;
@@ -112,10 +109,10 @@ static void on_stop(evutil_socket_t sig, short what, void *arg) {
         event_base_loopexit(d->base, NULL);
         return;
     }
-    d->drain_until = mono_now() + AOR_DRAIN_S;
+    d->drain_until = mono_now() + AORD_DRAIN_S;
     aor_info("signal %d: stopping; no new connections, %zu answer%s in flight may finish "
              "(up to %d s; another signal stops at once)",
-             (int)sig, n, n == 1 ? "" : "s", AOR_DRAIN_S);
+             (int)sig, n, n == 1 ? "" : "s", AORD_DRAIN_S);
 }
 
 /* Opens (again) $XDG_STATE_HOME/aor/aord.log; at start, and on SIGHUP so a rotated log

@@ -1223,3 +1223,41 @@ def test_cli_arguments_and_counts(env):
     check(out.endswith(": 1 provider, 1 key\n"), out)
     rc, out, err = aor(env, "doctor")
     check("is valid (1 provider, 1 key)" in out, out)
+
+
+def test_run_while_aord_drains_starts_a_new_one(env):
+    """QA: an `aor run` while aord was stopping (SIGTERM, answers still finishing: socket
+    gone, state file still locked) started an aord that exited 3, and the program ran
+    unrouted. It now waits out the drain and starts a new aord."""
+    import http.client
+    import threading
+
+    mock = env.start_mock(tls=True)
+    port, d = setup(env, mock=mock)
+    mock.script(SECRET_A, [{"kind": "gated_stream", "gate": "cli", "gate_after": 1,
+                            "events": 2}])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.request("POST", "/v1/chat/completions",
+                 json.dumps({"model": "gpt-4o", "stream": True,
+                             "messages": [{"role": "user", "content": "hi"}]}),
+                 {"content-type": "application/json", "authorization": "Bearer c"})
+    r = conn.getresponse()
+    eq(r.status, 200, "held stream")
+    r.readline()
+    os.kill(d.pid, signal.SIGTERM)
+    aortest.wait_until(lambda: "in flight may finish" in d.stderr_text(), what="the drain")
+    threading.Timer(2.0, lambda: mock.gate("cli")).start()
+    pid = None
+    try:
+        rc, out, err = aor(env, "run", "sh", "-c", "echo ran")
+        eq((rc, out), (0, "ran\n"), "the program ran (stderr %r)" % err)
+        check("fail-open" not in err and "exited with status" not in err,
+              "no fail-open: %r" % err)
+        pid = peer_pid(env.socket_path)
+        check(pid != d.pid and alive(pid), "a new aord runs")
+        eq(d.proc.wait(10), 0, "the old one finished its drain")
+    finally:
+        conn.close()
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop")
