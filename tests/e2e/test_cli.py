@@ -515,14 +515,20 @@ def test_run_started_aord_holds_no_fd_of_the_caller(env):
         eq((p.returncode, out), (0, b"ran\n"), "the program ran (stderr %r)" % err)
         pid = peer_pid(env.socket_path)
         check(alive(pid), "aord keeps running")
+        def fd_links():
+            links = []
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                try:
+                    links.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+                except FileNotFoundError:
+                    pass  # closed meanwhile (aord's own short-lived files)
+            return sorted(links)
+
         ready, _, _ = select.select([r], [], [], 10)
         check(ready and os.read(r, 1) == b"",
-              "the pipe reaches EOF while aord runs (aord's fds: %s)" %
-              sorted(os.readlink("/proc/%d/fd/%s" % (pid, fd))
-                     for fd in os.listdir("/proc/%d/fd" % pid)))
+              "the pipe reaches EOF while aord runs (aord's fds: %s)" % fd_links())
         ours = "pipe:[%d]" % os.fstat(r).st_ino
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            check(os.readlink("/proc/%d/fd/%s" % (pid, fd)) != ours, "aord holds %s" % ours)
+        check(ours not in fd_links(), "aord holds %s" % ours)
     finally:
         os.close(r)
         if w is not None:
