@@ -805,6 +805,10 @@ size_t aor_conn_output_len(aor_conn *c) {
     return out_len(c);
 }
 
+int aor_conn_last(const aor_conn *c) {
+    return c->last;
+}
+
 int aor_conn_http10(const aor_conn *c) {
     return c->http10;
 }

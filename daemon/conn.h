@@ -62,6 +62,11 @@ void aor_conn_flush(aor_conn *c);
 /* Bytes waiting in the output buffer. */
 size_t aor_conn_output_len(aor_conn *c);
 
+/* 1 when the answer being written is c's last (aord is stopping: aor_conn_drain), so
+ * it must say "Connection: close" (RFC 9112 §9.6) and the client opens a new connection
+ * for its next request instead of failing on this one. */
+int aor_conn_last(const aor_conn *c);
+
 /* 1 when the client speaks HTTP/1.0 (no chunked encoding). */
 int aor_conn_http10(const aor_conn *c);
 

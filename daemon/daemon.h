@@ -44,6 +44,8 @@ typedef struct aor_daemon {
     struct aor_conn *conns;            /* open client connections (daemon/conn.c), for shutdown */
     struct aor_conn_pending *pendings; /* shim connections before their preamble, too */
     int stopping;                      /* SIGTERM/SIGINT seen: draining (daemon/main.c) */
+    struct event *accept_pause_ev;     /* listeners paused: out of descriptors (listen.c) */
+    long accept_warned_at;             /* time() of the last such warning */
     struct event *drain_ev;            /* the drain's check, every 100 ms */
     double drain_until;                /* CLOCK_MONOTONIC seconds: the drain's end */
 } aor_daemon;

@@ -18,7 +18,47 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg) {
+    aor_daemon *d = arg;
+    if (d->unix_listener)
+        evconnlistener_enable(d->unix_listener);
+    if (d->tcp_listener)
+        evconnlistener_enable(d->tcp_listener);
+}
+
+/* accept() failed. libevent calls this instead of logging each failure itself: out of
+ * descriptors or memory, the listening sockets stay readable and it would call accept()
+ * again at once, spinning a CPU and writing a warning per try (QA: ~1 GB of stderr in
+ * 5 s). Both listeners pause for 100 ms instead (the connections wait in the backlog),
+ * with one warning a minute; other errors are logged, as libevent did. */
+static void on_accept_error(struct evconnlistener *l, void *arg) {
+    aor_daemon *d = arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    long now = (long)time(NULL);
+    int limit = e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+    if (!limit || now - d->accept_warned_at >= 60) {
+        aor_warn("cannot accept a connection: %s%s", strerror(e),
+                 limit ? "; new connections wait 100 ms at a time until descriptors are free "
+                         "(this is said once a minute)"
+                       : "");
+        if (limit)
+            d->accept_warned_at = now;
+    }
+    if (!limit)
+        return;
+    if (!d->accept_pause_ev)
+        d->accept_pause_ev = evtimer_new(d->base, on_accept_resume, d);
+    struct timeval tv = {0, 100000};
+    if (!d->accept_pause_ev || evtimer_add(d->accept_pause_ev, &tv) != 0)
+        return; /* no timer: stay enabled rather than stop accepting for good */
+    if (d->unix_listener)
+        evconnlistener_disable(d->unix_listener);
+    if (d->tcp_listener)
+        evconnlistener_disable(d->tcp_listener);
+}
 
 static void on_unix_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                            int salen, void *arg) {
@@ -49,11 +89,16 @@ static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
     if (aor_listen_peer_uid(fd, &uid) < 0) {
         /* ENOTCONN/ENOENT: the peer closed already (connect-then-close); not worth a
          * warning each time, which any local user could have aord write at will. */
-        if (errno == ENOTCONN || errno == ENOENT)
+        int e = errno;
+        long now = (long)time(NULL);
+        if (e == ENOTCONN || e == ENOENT) {
             aor_debug("sidecar: a connection closed before its owner could be told; dropped");
-        else
-            aor_warn("sidecar: cannot tell the owner of a connection (%s); refused",
-                     strerror(errno));
+        } else if (!(e == EMFILE || e == ENFILE) || now - d->accept_warned_at >= 60) {
+            /* Out of descriptors: said once a minute, with the accept errors. */
+            aor_warn("sidecar: cannot tell the owner of a connection (%s); refused", strerror(e));
+            if (e == EMFILE || e == ENFILE)
+                d->accept_warned_at = now;
+        }
         d->m.rejected_peers++;
         close(fd);
         return;
@@ -220,6 +265,7 @@ int aor_listen_unix(aor_daemon *d, char *err, size_t errlen) {
         close(fd);
         return -1;
     }
+    evconnlistener_set_error_cb(d->unix_listener, on_accept_error);
     return 0;
 }
 
@@ -262,6 +308,7 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
         return -1;
     }
     freeaddrinfo(res);
+    evconnlistener_set_error_cb(d->tcp_listener, on_accept_error);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(evconnlistener_get_fd(d->tcp_listener), (struct sockaddr *)&ss, &sl);
@@ -347,6 +394,10 @@ int aor_listen_peer_uid(int fd, unsigned *uid) {
 }
 
 void aor_listen_close(aor_daemon *d) {
+    if (d->accept_pause_ev) {
+        event_free(d->accept_pause_ev);
+        d->accept_pause_ev = NULL;
+    }
     if (d->unix_listener) {
         evconnlistener_free(d->unix_listener);
         d->unix_listener = NULL;

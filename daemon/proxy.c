@@ -458,6 +458,8 @@ static void answer_local_error(aor_proxy *p, int status, const char *code, const
     add_aor_headers(out, prov, key, p->attempts);
     /* 426: RFC 9110 §15.5.22 wants Upgrade with the protocol to use (this one), and
      * §7.8 the "upgrade" option in Connection. */
+    if (aor_conn_last(p->c))
+        p->req->keep_alive = 0; /* aord is stopping: this answer is the connection's last */
     const char *conn =
         status == 426 ? (p->req->keep_alive ? "Upgrade: HTTP/1.1\r\nConnection: upgrade\r\n"
                                             : "Upgrade: HTTP/1.1\r\nConnection: upgrade, close\r\n")
@@ -510,7 +512,7 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     for (size_t i = 0; i < hs->n; i++)
         need += (size_t)hs->len[i].name + 2 + hs->len[i].value + 2;
     need += 16 + lprov + 2 + 11 + lkey + 2 + 16 + 24 + 2;
-    need += 16 + 24 + 2 + 28 + 19 + 2;
+    need += 16 + 24 + 2 + 28 + 24 + 2; /* Content-Length, chunked, the longest Connection line */
     struct evbuffer_iovec v;
     if (evbuffer_reserve_space(out, (ev_ssize_t)need, &v, 1) < 1 || v.iov_len < need) {
         aor_error("out of memory writing an answer's head");
@@ -545,6 +547,8 @@ static void write_head(aor_proxy *p, long status, const hdr_set *hs, const aor_c
     } else if (p->chunked_out) {
         d = PUT_LIT(d, "Transfer-Encoding: chunked\r\n");
     }
+    if (aor_conn_last(p->c))
+        p->req->keep_alive = 0; /* aord is stopping: this answer is the connection's last */
     if (!p->req->keep_alive)
         d = PUT_LIT(d, "Connection: close\r\n");
     else if (aor_conn_http10(p->c))

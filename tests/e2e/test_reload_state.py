@@ -330,6 +330,10 @@ def test_drain_survives_half_close_pipelining_and_uploads(env):
         check(r.count(b"HTTP/1.1 ") == 0, "%s: no second answer during the drain" % name)
     r = rest(upload)
     check(r.startswith(b"HTTP/1.1 200"), "the upload got its answer: %r" % r[:200])
+    # Its head was written during the drain: it says it is the connection's last, so a
+    # pooling client opens a new connection instead of failing on this one (QA).
+    check(b"\r\nConnection: close\r\n" in r.split(b"\r\n\r\n", 1)[0] + b"\r\n",
+          "the answer written during the drain says Connection: close: %r" % r[:300])
     end = time.monotonic() + 10
     while d.alive() and time.monotonic() < end:
         time.sleep(0.05)

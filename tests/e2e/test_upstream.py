@@ -422,3 +422,38 @@ def test_out_of_file_descriptors_is_not_the_providers_fault(env):
     eq(st["backoff"], [], "no key backed off for aord's own limit")
     eq(st["breakers"], [], "no circuit opened")
     check("cannot open a socket" in d.stderr_text(), "aord says why")
+
+
+def test_accept_at_the_descriptor_limit_does_not_spin(env):
+    """QA: with aord out of descriptors, its listening socket stayed readable and libevent
+    called accept() again at once, spinning a CPU and logging a warning per try (~1 GB
+    of stderr in 5 s). The listeners pause instead; one warning; the waiting clients
+    are served once descriptors are free."""
+    import resource
+    import time
+
+    mock, d = setup(env)
+    open_fds = len(os.listdir("/proc/%d/fd" % d.pid))
+    old = resource.prlimit(d.pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (open_fds, old[1]))  # the soft limit
+    clients = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(20)]
+    try:
+        time.sleep(0.3)
+
+        def cpu_s():
+            f = open("/proc/%d/stat" % d.pid).read().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+        c0 = cpu_s()
+        time.sleep(1.0)
+        used = cpu_s() - c0
+        check(used < 0.3, "aord used %.2f s of CPU in 1 s at its descriptor limit" % used)
+        err = d.stderr_text()
+        eq(err.count("Error from accept() call"), 0, "libevent's per-try warnings")
+        n = err.count("Too many open files")
+        check(1 <= n <= 2, "said once a minute (accept, peer check): %d lines" % n)
+    finally:
+        for c in clients:
+            c.close()
+    resource.prlimit(d.pid, resource.RLIMIT_NOFILE, old)
+    aortest.wait_until(lambda: d.healthz() == 200, 10, what="aord serves again")
