@@ -315,14 +315,7 @@ def test_drain_survives_half_close_pipelining_and_uploads(env):
     check(d.alive(), "aord still draining")
     mock.gate("g3")
     mock.gate("g4")
-
-    def rest(s):
-        out = b""
-        while True:
-            x = s.recv(65536)
-            if not x:
-                return out
-            out += x
+    from test_files_qa import read_to_eof as rest
     for name, s in (("half-closed", half), ("pipelined", pipe)):
         r = rest(s)
         check(r.endswith(b"0\r\n\r\n") and b"[DONE]" in r, "%s: the stream finished: %r"
