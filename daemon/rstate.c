@@ -350,6 +350,8 @@ static void maybe_compact(aor_rstate *rs, double now) {
     if (since < rs->compact_every)
         return;
     size_t rows = aor_sticky_count(rs->sticky);
+    if (since < 2 * rows)
+        return; /* O(1): the walk over the backoff rows below only when it can matter */
     aor_backoff_foreach(rs->backoff, count_row, &rows);
     if (since < 2 * rows)
         return;
