@@ -2,6 +2,7 @@
 #ifndef AOR_DAEMON_H
 #define AOR_DAEMON_H
 
+#include "cfgref.h"
 #include "config.h"
 #include "rstate.h"
 #include "tls.h"
@@ -23,10 +24,12 @@ typedef struct {
 
 typedef struct aor_daemon {
     struct event_base *base;
-    aor_config *cfg;
-    /* The config aord started with: its listen, socket and state places stay in use until
-     * the next start, whatever a reload says (borrowed: it is cfg or a retired config). */
-    const aor_config *boot_cfg;
+    aor_config *cfg;   /* the current config (owned by cfgs) */
+    aor_cfgref *cfgs;  /* the current config and replaced ones requests still hold */
+    /* The places aord started with stay in use until the next start, whatever a reload
+     * says: listen (NULL: off) and state; the socket is socket_path. */
+    char *boot_listen;
+    char *boot_state;
     const char *config_arg; /* --config value or NULL */
     aor_tls *tls;
     aor_rstate *rs;

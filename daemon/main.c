@@ -128,10 +128,6 @@ static void open_log(const char *state_dir) {
     free(path);
 }
 
-/* Old configs stay alive: requests in flight point into them. */
-static aor_config **retired;
-static size_t nretired;
-
 static void on_reload(evutil_socket_t sig, short what, void *arg) {
     aor_daemon *d = arg;
     open_log(d->state_dir);
@@ -146,22 +142,15 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
         free(errors);
         return;
     }
-    aor_config **n = realloc(retired, (nretired + 1) * sizeof *n);
-    if (!n) {
-        aor_config_free(cfg);
-        return;
-    }
-    retired = n;
-    /* Compared with what is in use (the config aord started with), not with the last
+    /* Compared with what is in use (the places aord started with), not with the last
      * reload: a change that is reverted is no change. */
-    const aor_config *boot = d->boot_cfg;
-    if ((cfg->listen == NULL) != (boot->listen == NULL) ||
-        (cfg->listen && strcmp(cfg->listen, boot->listen) != 0) ||
-        strcmp(cfg->socket_path, boot->socket_path) != 0 ||
-        strcmp(cfg->state_path, boot->state_path) != 0)
+    if ((cfg->listen == NULL) != (d->boot_listen == NULL) ||
+        (cfg->listen && strcmp(cfg->listen, d->boot_listen) != 0) ||
+        strcmp(cfg->socket_path, d->socket_path) != 0 ||
+        strcmp(cfg->state_path, d->boot_state) != 0)
         aor_warn("SIGHUP: [daemon] listen/socket/state changes take effect at the next start; "
                  "still on %s and %s",
-                 boot->listen ? boot->listen : "listen off", d->socket_path);
+                 d->boot_listen ? d->boot_listen : "listen off", d->socket_path);
     if (!cfg->source && d->cfg->source)
         aor_warn("SIGHUP: the config file %s is gone; the embedded default now applies "
                  "(providers and keys from the environment)",
@@ -169,9 +158,18 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
     else if (cfg->embedded && !d->cfg->embedded)
         aor_warn("SIGHUP: the config file has no providers now; using the embedded default "
                  "(keys from the environment)");
-    retired[nretired++] = d->cfg;
+    /* The routing state compares the old keys with the new ones (rotated secrets): the
+     * old config is held until then, and freed after unless a request still holds it. */
+    const aor_config *old = aor_cfgref_hold(d->cfgs);
+    if (aor_cfgref_replace(d->cfgs, cfg) < 0) {
+        aor_cfgref_release(d->cfgs, old);
+        aor_error("SIGHUP: out of memory, keeping the running config");
+        aor_config_free(cfg);
+        return;
+    }
     d->cfg = cfg;
     aor_rstate_set_config(d->rs, cfg, aor_clock_now()); /* logs what it could not apply */
+    aor_cfgref_release(d->cfgs, old);
     aor_publish_update(cfg);
     aor_upstream_reload_trust(d->up);
     char err[512];
@@ -319,8 +317,8 @@ int main(int argc, char **argv) {
     aor_daemon d;
     memset(&d, 0, sizeof d);
     int lock_fd = -1;
+    int cfg_owned = 0; /* cfg is not in d.cfgs yet */
     d.cfg = cfg;
-    d.boot_cfg = cfg;
     d.config_arg = config_arg;
     int rc = 1;
     char err[1024] = "";
@@ -329,7 +327,13 @@ int main(int argc, char **argv) {
     d.runtime_dir = d.socket_path ? dir_of(d.socket_path) : NULL;
     d.state_dir = aor_path_state_dir();
     d.data_dir = aor_path_data_dir();
-    if (!d.socket_path || !d.runtime_dir || !d.state_dir || !d.data_dir) {
+    d.boot_state = strdup(cfg->state_path);
+    d.boot_listen = cfg->listen ? strdup(cfg->listen) : NULL;
+    d.cfgs = aor_cfgref_new(cfg);
+    if (!d.cfgs)
+        cfg_owned = 1; /* freed at out */
+    if (!d.socket_path || !d.runtime_dir || !d.state_dir || !d.data_dir || !d.boot_state ||
+        (cfg->listen && !d.boot_listen) || !d.cfgs) {
         fprintf(stderr, "aord: out of memory\n");
         goto out;
     }
@@ -466,10 +470,11 @@ out_tls:
 out_base:
     event_base_free(d.base);
 out:
-    for (size_t i = 0; i < nretired; i++)
-        aor_config_free(retired[i]);
-    free(retired);
-    aor_config_free(d.cfg);
+    if (cfg_owned)
+        aor_config_free(d.cfg);
+    aor_cfgref_free(d.cfgs); /* the current config and any a request held (none now) */
+    free(d.boot_state);
+    free(d.boot_listen);
     free(d.socket_path);
     free(d.runtime_dir);
     free(d.state_dir);

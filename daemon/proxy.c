@@ -62,9 +62,10 @@ typedef enum {
 } attempt_mode;
 
 struct aor_proxy {
-    /* The configuration this request started with: its candidates index it. A SIGHUP
-     * swaps d->cfg and retires the old one (kept until exit, daemon/main.c), so a request
-     * in flight over a reload stays with its own. */
+    /* The configuration this request started with, held (daemon/cfgref.h): its
+     * candidates index it. A SIGHUP swaps d->cfg; the old one lives until the last
+     * request that holds it ends, so a request in flight over a reload stays with its
+     * own. */
     const aor_config *cfg;
     aor_daemon *d;
     aor_conn *c;
@@ -348,6 +349,8 @@ static void proxy_free(aor_proxy *p) {
     hset_clear(&p->last_hdrs);
     if (p->last_body)
         evbuffer_free(p->last_body);
+    aor_cfgref_release(p->d->cfgs, p->cfg);
+    p->cfg = NULL;
     /* Kept for the next request with its header memory, held buffer, header-block and
      * URL buffers (pool.h). */
     hset_reset(&p->hdrs);
@@ -1814,7 +1817,7 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
         return NULL;
     }
     p->d = d;
-    p->cfg = d->cfg;
+    p->cfg = aor_cfgref_hold(d->cfgs); /* released in proxy_free */
     p->c = c;
     p->req = req;
     d->m.proxied++;

@@ -331,3 +331,26 @@ def test_drain_survives_half_close_pipelining_and_uploads(env):
     while d.alive() and time.monotonic() < end:
         time.sleep(0.05)
     eq(d.proc.returncode, 0, "aord exit code after the drain")
+
+
+def test_answer_in_flight_keeps_its_config_over_reloads(env):
+    """A config replaced by SIGHUP is freed once no request holds it (before, every old
+    config stayed until exit: memory and old secrets). A stream that started on key A keeps
+    A's config while three reloads remove A and rename the provider: it finishes, and the
+    next request uses the new config. Under AddressSanitizer a config freed too early
+    stops aord (heap-use-after-free) and cuts the stream."""
+    mock, d = setup(env)
+    conn, r = _open_gated_stream(d, mock, "g-reload")
+    eq(r.getheader("x-aor-key"), "A", "the stream went to A")
+    reload(env, d, lambda t: t.replace("keys = A, B", "keys = B"))
+    reload(env, d, lambda t: t.replace('[provider "p"]', '[provider "q"]'))
+    reload(env, d, lambda t: t + "\n[routing]\nbackoff_initial_s = 7\n")
+    mock.gate("g-reload")
+    rest = r.read()
+    check(b"data: [DONE]" in rest, "the stream finished after the reloads: %r" % rest[-200:])
+    conn.close()
+    check(d.alive(), "aord still runs")
+    r2 = chat(env)
+    eq((r2.status, r2.headers.get("x-aor-provider"), r2.headers.get("x-aor-key")),
+       (200, "q", "B"), "a new request uses the reloaded config")
+    eq([k["key"] for k in d.state()["keys"]], ["B"], "the state shows the new keys only")
