@@ -24,8 +24,8 @@ typedef struct {
 
 typedef struct aor_daemon {
     struct event_base *base;
-    aor_config *cfg;   /* the current config (owned by cfgs) */
-    aor_cfgref *cfgs;  /* the current config and replaced ones requests still hold */
+    aor_config *cfg;  /* the current config (owned by cfgs) */
+    aor_cfgref *cfgs; /* the current config and replaced ones requests still hold */
     /* The places aord started with stay in use until the next start, whatever a reload
      * says: listen (NULL: off) and state; the socket is socket_path. */
     char *boot_listen;
