@@ -115,6 +115,10 @@ struct aor_proxy {
      * went in), so its clean end can tell a last error event (an overloaded_error in the
      * middle of an Anthropic stream) from a success (sse_tail_failed). NULL otherwise. */
     char *sse_tail;
+    /* The end of a forwarded answer that could be the start of the configured secret
+     * (write_stream): held back until the next bytes tell, rd_len bytes in rd_hold. */
+    char *rd_hold;
+    size_t rd_len;
     size_t tail_total;
     int cut;             /* we stopped the transfer */
     int held_cut;        /* held has only the first ERROR_BODY_MAX bytes of the body */
@@ -345,6 +349,11 @@ static void proxy_free(aor_proxy *p) {
     free(p->upstream_body);
     free(p->sse_tail);
     p->sse_tail = NULL;
+    if (p->rd_hold) {
+        explicit_bzero(p->rd_hold, p->rd_len);
+        free(p->rd_hold);
+        p->rd_hold = NULL;
+    }
     aor_sequence_free(&p->seq);
     hset_clear(&p->last_hdrs);
     if (p->last_body)
@@ -585,6 +594,97 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
     evbuffer_add_buffer(out, b);
     if (p->chunked_out)
         evbuffer_add(out, "\r\n", 2);
+}
+
+/* The configured secret an attempt sent upstream (length in *sl), which no answer may
+ * carry to the client (§3.2), or NULL: the client's own credential, or none. */
+static const char *stream_secret(const aor_proxy *p, size_t *sl) {
+    if (!p->cand || p->cand->key < 0)
+        return NULL;
+    const char *secret = p->cfg->keys[p->cand->key].secret;
+    *sl = secret ? strlen(secret) : 0;
+    return *sl >= 4 ? secret : NULL;
+}
+
+/* The length of the longest end of text (len bytes) that is a proper start of secret
+ * (sl bytes): bytes that the next ones may complete into the secret. */
+static size_t secret_start_at_end(const char *text, size_t len, const char *secret, size_t sl) {
+    size_t from = len > sl - 1 ? len - (sl - 1) : 0;
+    const char *at = text + from, *end = text + len;
+    while ((at = memchr(at, secret[0], (size_t)(end - at))) != NULL) {
+        if (memcmp(at, secret, (size_t)(end - at)) == 0)
+            return (size_t)(end - at);
+        at++;
+    }
+    return 0;
+}
+
+/* Writes upstream answer bytes to the client as they come (MODE_STREAM), with every
+ * occurrence of the configured secret the attempt sent masked, length kept (Content-Length
+ * answers stay framed): "[redacted]" padded with '*' (or '*' only for a secret shorter than
+ * that). An upstream error event in a stream may quote the key ("Incorrect API key
+ * provided: sk-..."), as an error body may (redact_body). A secret cut across two reads
+ * is caught: an end that could be its start is held back (rd_hold) until the next bytes
+ * or the answer's clean end (write_stream_end); answer bytes do not end so (SSE events
+ * end with a blank line), so nothing is delayed in practice. Returns 0, or -1 when out of
+ * memory (nothing written: the caller ends the transfer, and so the answer, unfinished). */
+static int write_stream(aor_proxy *p, const char *data, size_t len) {
+    size_t sl = 0;
+    const char *secret = stream_secret(p, &sl);
+    if (!secret) {
+        write_body(p, data, len);
+        return 0;
+    }
+    char *w = NULL;
+    if (p->rd_len || memmem(data, len, secret, sl)) {
+        w = malloc(p->rd_len + len);
+        if (!w)
+            return -1;
+        if (p->rd_len)
+            memcpy(w, p->rd_hold, p->rd_len);
+        memcpy(w + p->rd_len, data, len);
+        len += p->rd_len;
+        p->rd_len = 0;
+        char *at = w, *hit;
+        while ((hit = memmem(at, len - (size_t)(at - w), secret, sl)) != NULL) {
+            static const char mask[] = "[redacted]";
+            size_t ml = sl >= sizeof mask - 1 ? sizeof mask - 1 : 0;
+            memcpy(hit, mask, ml);
+            memset(hit + ml, '*', sl - ml);
+            at = hit + sl;
+        }
+        data = w;
+    }
+    size_t keep = secret_start_at_end(data, len, secret, sl);
+    if (keep) {
+        if (!p->rd_hold && !(p->rd_hold = malloc(sl))) {
+            free(w);
+            return -1;
+        }
+        memcpy(p->rd_hold, data + len - keep, keep);
+        p->rd_len = keep;
+    }
+    write_body(p, data, len - keep);
+    free(w);
+    return 0;
+}
+
+/* At the clean end of a forwarded answer: the bytes write_stream held back (the start of
+ * the secret, but not the secret) go out. */
+static void write_stream_end(aor_proxy *p) {
+    if (p->rd_len) {
+        write_body(p, p->rd_hold, p->rd_len);
+        p->rd_len = 0;
+    }
+}
+
+/* write_stream of what b holds (drained). Returns what write_stream returns. */
+static int write_stream_buffer(aor_proxy *p, struct evbuffer *b) {
+    size_t len = evbuffer_get_length(b);
+    const char *h = len ? (const char *)evbuffer_pullup(b, -1) : NULL;
+    int r = h ? write_stream(p, h, len) : 0;
+    evbuffer_drain(b, len);
+    return r;
 }
 
 /* Replaces the configured secret that cand sent upstream wherever it appears in b by
@@ -1037,6 +1137,33 @@ static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind 
     record(p, cand, otherwise, -1);
 }
 
+static void classify_held(aor_proxy *p, aor_verdict *v);
+
+/* A buffered answer (an error, or a 2xx that is not forwarded as it comes) has grown past
+ * ERROR_BODY_MAX: it is classified by its first ERROR_BODY_MAX bytes (held). An answer that
+ * goes to the client as it came whatever follows (§4.1 client kind: "returned to the
+ * client as is, no walk") is sent now, head and held bytes, and the rest follows as it
+ * comes (MODE_STREAM; the configured key masked as in every forwarded answer). Until
+ * 2026-12-01 such an answer was cut after its first MiB (QA: a 422 that echoes a 2 MB
+ * prompt). Returns 0 when committed, -1 when the attempt ends here (a retryable failure:
+ * the walk goes on, or returns the cut answer if it runs out; on_up_done). */
+static int commit_large_answer(aor_proxy *p) {
+    aor_verdict v;
+    memset(&v, 0, sizeof v);
+    classify_held(p, &v);
+    if (v.kind != AOR_KIND_CLIENT)
+        return -1;
+    aor_info("%s/%s: %ld -> %s (%s), an answer over %d bytes: passed on as it comes",
+             cand_provider(p, p->cand), p->cand->key_name, p->status, aor_kind_name(v.kind),
+             "classified by its start", ERROR_BODY_MAX);
+    redact_headers(p, &p->hdrs, p->cand);
+    p->mode = MODE_STREAM;
+    write_head(p, p->status, &p->hdrs, p->cand, content_length_of(hset_content_length(&p->hdrs)));
+    if (write_stream_buffer(p, p->held) < 0)
+        return -1;
+    return 0;
+}
+
 static size_t on_up_data(void *arg, const char *data, size_t len) {
     aor_proxy *p = arg;
     /* Flow control: a paused transfer keeps the bytes and delivers them again on resume
@@ -1048,8 +1175,15 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         return len; /* body of a 1xx: none */
     case MODE_BUFFER:
         if (evbuffer_get_length(p->held) + len > ERROR_BODY_MAX) {
-            /* Keep exactly the first ERROR_BODY_MAX bytes: enough to classify; stop. */
-            evbuffer_add(p->held, data, ERROR_BODY_MAX - evbuffer_get_length(p->held));
+            /* Keep exactly the first ERROR_BODY_MAX bytes: enough to classify. */
+            size_t part = ERROR_BODY_MAX - evbuffer_get_length(p->held);
+            evbuffer_add(p->held, data, part);
+            if (commit_large_answer(p) == 0) {
+                /* returned as it came: the rest follows as it comes */
+                if (write_stream(p, data + part, len - part) < 0)
+                    return 0;
+                return len;
+            }
             p->cut = 1;
             p->held_cut = 1;
             return 0;
@@ -1090,13 +1224,15 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             if (h)
                 tail_add(p, h, hl);
         }
-        write_body_buffer(p, p->held);
+        if (write_stream_buffer(p, p->held) < 0)
+            return 0; /* out of memory: the answer ends unfinished (on_up_done) */
         break;
     }
     case MODE_STREAM:
         if (p->sse_tail)
             tail_add(p, data, len);
-        write_body(p, data, len);
+        if (write_stream(p, data, len) < 0)
+            return 0;
         break;
     }
     return len;
@@ -1190,6 +1326,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             p->ok_at_end = 0;
             record_stream_end(p, cand, AOR_KIND_OK);
         }
+        write_stream_end(p);
         if (p->chunked_out)
             evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
         finish(p, p->chunked_out || p->no_body || hset_content_length(&p->hdrs));
@@ -1226,7 +1363,11 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             /* A short stream that ended cleanly without a blank line: pass it on. */
             record(p, cand, AOR_KIND_OK, -1);
             write_head(p, p->status, &p->hdrs, cand, -1);
-            write_body_buffer(p, p->held);
+            if (write_stream_buffer(p, p->held) < 0) {
+                abort_client(p);
+                return;
+            }
+            write_stream_end(p);
             if (p->chunked_out)
                 evbuffer_add(aor_conn_output(p->c), "0\r\n\r\n", 5);
             finish(p, 1);

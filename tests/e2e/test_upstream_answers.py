@@ -494,24 +494,41 @@ def test_304_to_a_conditional_request_is_returned_without_a_body(env):
     eq(d.state()["backoff"], [], "no failure recorded")
 
 
-def test_error_body_over_the_buffer_limit_ends_unfinished(env):
-    """A 400 (client kind: returned as it came) whose body is larger than aord keeps for
-    classification (1 MiB): the client gets the first part in an unfinished chunked
-    response, never a cut body framed as whole (review: Content-Length of the cut part on
-    a kept-alive connection)."""
+def test_client_error_over_the_buffer_limit_is_returned_whole(env):
+    """A 400 (client kind: "returned to the client as is", §4.1) whose body is larger than
+    aord keeps for classification (1 MiB; a 422 that echoes a large prompt): classified by
+    its start, then passed on whole, with its Content-Length (QA: the client got the first
+    MiB and an unfinished answer)."""
     big = b'{"error":{"message":"' + b"x" * (2 * 1024 * 1024) + b'","type":"invalid_request_error"}}'
     d = start(env, always(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(big) + big))
+    status, head, body = ask(d)
+    eq(status, 400, "the 400 as it came")
+    check(b"content-length: %d" % len(big) in head.lower(), "its length: %r" % head)
+    check(body == big, "the whole body (%d of %d bytes)" % (len(body), len(big)))
+    eq(d.state()["backoff"], [], "a client error backs nothing off")
+
+
+def test_retryable_error_body_over_the_buffer_limit_ends_unfinished(env):
+    """A 500 (retryable) over the 1 MiB buffer: the attempt ends at the limit; when the
+    walk runs out the client gets the first part in an unfinished chunked response, never
+    a cut body framed as whole (review: Content-Length of the cut part on a kept-alive
+    connection)."""
+    big = b'{"error":{"message":"' + b"x" * (2 * 1024 * 1024) + b'","type":"server_error"}}'
+    d = start(env, always(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
                           b"Content-Length: %d\r\n\r\n" % len(big) + big))
     s = socket.create_connection(("127.0.0.1", d.port))
     s.sendall(request())
     raw = read_to_eof(s)
     s.close()
     head, _, body = raw.partition(b"\r\n\r\n")
-    check(head.startswith(b"HTTP/1.1 400 "), "the 400 as it came: %r" % head[:200])
+    check(head.startswith(b"HTTP/1.1 500 "), "the 500 as it came: %r" % head[:200])
     check(b"transfer-encoding: chunked" in head.lower() and b"content-length" not in head.lower(),
           "chunked, not a length: %r" % head)
     check(not body.endswith(b"0\r\n\r\n"), "no last chunk: the client sees an unfinished answer")
     eq(len(body), len(b"100000\r\n") + (1 << 20) + 2, "exactly the first MiB, in one chunk")
+    eq([(r["key"], r["last_error_kind"]) for r in d.state()["backoff"]], [("a", "transient")],
+       "the 500 backed the key off")
     st, _, _ = aortest.http("GET", d.url + "/healthz")
     eq(st, 200, "aord goes on")
 
@@ -527,3 +544,52 @@ def test_event_stream_that_is_an_html_page_is_a_configuration_error(env):
     eq(status, 502, "configuration error")
     check(b"aor_bad_upstream" in got and b"openai" in got, "names the provider: %r" % got)
     eq(d.state()["backoff"], [], "no backoff for a wrong base_url")
+
+
+def split_stream_upstream(parts, gap_s=0.15):
+    """An upstream that answers with a chunked SSE stream written in the given parts, each
+    flushed and followed by a pause (so aord reads them one at a time)."""
+    def handler(s, n):
+        up.read_request(s)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        for part in parts:
+            s.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+            time.sleep(gap_s)
+        s.sendall(b"0\r\n\r\n")
+
+    up = RawUpstream(handler)
+    return up
+
+
+def test_key_quoted_in_a_stream_after_its_start_is_masked(env):
+    """§3.2: a configured secret never reaches the client. An error event that quotes the
+    key after a stream started (bytes already sent, so not a failed attempt, §5.3) went to
+    the client as it came (QA). It is masked now, length kept, also when the key is cut
+    across two upstream reads; the rest of the stream is unchanged and ends cleanly."""
+    key = b"sk-test-raw-upstream"  # the key start() configures (20 bytes)
+    first = b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n'
+    err_a = b'data: {"error":{"message":"Incorrect API key provided: ' + key[:4]
+    err_b = key[4:] + b'. Rotate ' + key[:6] + b'!"}}\n\n'
+    parts = [first, err_a, err_b, b"data: [DONE]\n\n"]  # the key cut after 4 bytes
+    d = start(env, split_stream_upstream(parts))
+    status, head, got = ask(d, STREAM_BODY)
+    eq(status, 200, "status")
+    check(key not in got and key[4:] not in got, "no part of the key past its start: %r" % got)
+    masked = b"[redacted]" + b"*" * (len(key) - 10)
+    want = first + (err_a + err_b).replace(key, masked) + b"data: [DONE]\n\n"
+    eq(got, want, "the stream with the key masked, everything else as it came")
+    check(got.endswith(b"Rotate sk-tes!\"}}\n\ndata: [DONE]\n\n"),
+          "a start of the key that is not the key goes out at the next bytes")
+
+
+def test_key_start_at_the_end_of_a_stream_goes_out_at_its_end(env):
+    """Bytes held back because they could start the key are sent when the answer ends
+    cleanly (a Content-Length answer stays exactly as long as announced)."""
+    key = b"sk-test-raw-upstream"
+    body = b'{"id":"x","note":"ends with ' + key[:7]
+    d = start(env, always(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(body) + body))
+    status, head, got = ask(d)
+    eq((status, got), (200, body), "the whole body, its last bytes included")
