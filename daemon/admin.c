@@ -145,6 +145,27 @@ static int token_ok(aor_daemon *d, const aor_http_request *req) {
     return 0;
 }
 
+/* 0 when a browser sent req from a page of another origin: an Origin whose host:port is
+ * not the Host the request went to, or Sec-Fetch-Site "same-site" / "cross-site". The
+ * sidecar's guard (guard.c) lets any loopback page through; for the admin routes that is
+ * not enough: the session cookie is SameSite=Strict, and cookies ignore ports, so a page
+ * of any other local server (http://127.0.0.1:3000) would carry it and could reset
+ * backoff (QA). Requests without these headers (curl, scripts) are not from a page. */
+static int same_origin(const aor_http_request *req) {
+    const char *site = aor_http_request_known(req, AOR_HF_SEC_FETCH_SITE);
+    if (site && (strcasecmp(site, "same-site") == 0 || strcasecmp(site, "cross-site") == 0))
+        return 0;
+    const char *origin = aor_http_request_known(req, AOR_HF_ORIGIN);
+    if (!origin)
+        return 1;
+    const char *host = aor_http_request_known(req, AOR_HF_HOST);
+    if (strncasecmp(origin, "http://", 7) != 0 || !host)
+        return 0;
+    const char *oh = origin + 7;
+    size_t ol = strcspn(oh, "/");
+    return oh[ol] == '\0' && strlen(host) == ol && strncasecmp(oh, host, ol) == 0;
+}
+
 static void reply(aor_conn *c, const aor_http_request *req, int status, const char *ctype,
                   const char *const *extra, const char *body, size_t len) {
     /* HEAD: the same head (Content-Length of the GET body), no body (RFC 9110 §9.3.2). */
@@ -447,6 +468,12 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
     }
     if (strcmp(path, "/admin/api/clock/advance") == 0 && !aor_clock_is_fake()) {
         reply_error(c, req, 404, "no such route (the test clock is off)");
+        goto done;
+    }
+    if (strncmp(path, "/admin", 6) == 0 && !same_origin(req)) {
+        reply_error(c, req, 403,
+                    "cross-origin admin request refused: only the admin page itself (the same "
+                    "host and port) may call the admin routes from a browser");
         goto done;
     }
     if (!token_ok(d, req)) {

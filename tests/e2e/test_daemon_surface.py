@@ -67,6 +67,31 @@ def test_sidecar_refuses_other_uids(env):
     eq(d.healthz(), 200, "own uid served")
 
 
+def test_admin_routes_refuse_pages_of_other_local_origins(env):
+    """The session cookie is SameSite=Strict, but cookies ignore ports: a page served by any
+    other local server (http://127.0.0.1:3000) carried it, and its POST to
+    /admin/api/backoff/clear was answered 200 (QA). Admin routes now take browser requests
+    only from their own origin; requests without Origin (curl, scripts) are unchanged."""
+    mock, d = two_key_setup(env)
+    cookie = {"cookie": "aor_admin=" + d.token()}
+    own = "http://127.0.0.1:%d" % d.port
+    other = "http://127.0.0.1:%d" % (d.port + 1 if d.port < 65535 else d.port - 1)
+    for headers, want, what in (
+            ({"origin": other}, 403, "a page of another local port"),
+            ({"origin": "null"}, 403, "an opaque origin"),
+            ({"sec-fetch-site": "same-site"}, 403, "Sec-Fetch-Site: same-site"),
+            ({"origin": own, "sec-fetch-site": "same-origin"}, 200, "the admin page itself"),
+            ({}, 200, "no Origin: not a page")):
+        status, _, body = d.http("POST", "/admin/api/backoff/clear", body=b"",
+                                 headers=dict(cookie, **headers))
+        eq(status, want, "%s: %r" % (what, body[:200]))
+        if want == 403:
+            check(b"cross-origin" in body, "says why: %r" % body)
+    status, _, _ = d.http("GET", "/admin/api/state", headers=dict(cookie, origin=other))
+    eq(status, 403, "reading the state from another origin")
+    eq(d.healthz(), 200, "/healthz is not an admin route")
+
+
 def test_admin_token_and_local_routes(env):
     mock, d = two_key_setup(env)
     status, _, _ = d.http("GET", "/admin/api/state")
