@@ -117,7 +117,7 @@ static char *envfile_read(const char *path, size_t opt_line, aor_cfg_errs *errs,
     }
     if (st.st_mode & 077) {
         aor_cfg_err(errs, opt_line,
-                    "env_file %s has mode %04o, readable by others; it holds secrets and must "
+                    "env_file %s has mode %04o, open to group or others; it holds secrets and must "
                     "be 0600 or stricter: chmod 600 %s",
                     path, (unsigned)(st.st_mode & 07777), path);
         goto fail_fd;

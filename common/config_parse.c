@@ -451,7 +451,7 @@ static void opt_routing(aor_cfg_parse_ctx *c, size_t line, int id, const char *v
     case R_PROVIDER_PCT:
     case R_KEY_PCT:
         if (aor_cfg_parse_long(v, 0, INT_MAX, &n) != 0) {
-            err_number(c, line, opt, v, "a whole number >= 0");
+            err_number(c, line, opt, v, "a whole number from 0 to 2147483647");
             return;
         }
         if (id == R_PROVIDER_PCT)
@@ -524,7 +524,8 @@ static void opt_key(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
         return;
     case K_PRIORITY:
         if (aor_cfg_parse_long(v, -1000000, 1000000, &n) != 0)
-            err_number(c, line, "priority", v, "a whole number (lower is preferred)");
+            err_number(c, line, "priority", v,
+                       "a whole number from -1000000 to 1000000 (lower is preferred)");
         else
             k->priority = (int)n;
         return;
@@ -688,7 +689,8 @@ static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_sectio
         return;
     case P_PRIORITY:
         if (aor_cfg_parse_long(v, -1000000, 1000000, &n) != 0)
-            err_number(c, line, "priority", v, "a whole number (lower is preferred)");
+            err_number(c, line, "priority", v,
+                       "a whole number from -1000000 to 1000000 (lower is preferred)");
         else
             p->priority = (int)n;
         return;

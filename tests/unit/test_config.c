@@ -1225,7 +1225,7 @@ static void test_env_file_mode_checked(void **state) {
     char *text = envfile_config(ef);
     char *path = NULL;
     char *errs = load_err(text, &path);
-    assert_err(errs, path, 2, "has mode 0644, readable by others");
+    assert_err(errs, path, 2, "has mode 0644, open to group or others");
     assert_err(errs, path, 2, "chmod 600");
     assert_null(strstr(errs, "leaky-secret"));
     free(errs);
