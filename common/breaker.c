@@ -92,13 +92,14 @@ static aor_breaker_state breaker_state(const breaker_entry *e, double now) {
     return e->state;
 }
 
-/* Failures stored with time t > now - window_s. */
+/* Failures stored with time t >= now - window_s: within the window, its ends included
+ * (spec §4.4: failures exactly window_s apart are "within" it). */
 static int breaker_recent(const aor_breaker *b, const breaker_entry *e, double now) {
     if (!e)
         return 0;
     int recent = 0;
     for (int i = 0; i < e->n; i++)
-        if (e->times[i] > now - b->p.window_s)
+        if (e->times[i] >= now - b->p.window_s)
             recent++;
     return recent;
 }

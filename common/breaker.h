@@ -46,9 +46,11 @@ void aor_breaker_free(aor_breaker *b);
  * open until `until`, or half-open. An open circuit whose `until` has passed (until <=
  * now) is half-open as of now: get/foreach report it so, a failure reopens it, a success
  * closes it, and allow() lets exactly one request through: the probe. A failure is
- * "within the window" when its time t > now - window_s (sliding; a failure exactly
- * window_s old no longer counts). Failures recorded while the circuit is open and its
- * time has not passed (late answers of requests sent before it opened) change nothing.
+ * "within the window" when its time t >= now - window_s (sliding, both ends included:
+ * failures exactly window_s apart are within it, so with 3 and 60 s failures at +40,
+ * +80 and +100 open the circuit; a failure older than window_s no longer counts).
+ * Failures recorded while the circuit is open and its time has not passed (late answers
+ * of requests sent before it opened) change nothing.
  *
  * The probe's lease. While the probe is in flight every other request skips the circuit
  * as if it were open (§4.4: one probe, not a stampede onto a provider that just failed).

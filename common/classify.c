@@ -18,6 +18,9 @@ typedef struct {
     const char *limit_source; /* error.metadata.limit_source (OpenRouter) */
     const char *meta_reason;  /* error.metadata.reason / error_type (OpenRouter) */
     const char *info_reason;  /* last google.rpc.ErrorInfo reason (Gemini) */
+    int flagged;              /* error.metadata has "reasons" or "flagged_input": OpenRouter's
+                                 moderation refused the input (ModerationErrorMetadata) */
+    const char *flag_reason;  /* its first reason ("harassment"), or NULL */
     const char *message;      /* error.message, or the error string */
     int per_day;              /* a QuotaFailure quotaId per day/month */
     int per_minute;           /* a QuotaFailure quotaId per second/minute/hour */
@@ -90,6 +93,12 @@ static void read_error_object(const cJSON *err, errinfo *e) {
         e->meta_reason = jstr(meta, "reason");
         if (!e->meta_reason)
             e->meta_reason = jstr(meta, "error_type");
+        const cJSON *reasons = cJSON_GetObjectItemCaseSensitive(meta, "reasons");
+        if (cJSON_IsArray(reasons) ||
+            cJSON_GetObjectItemCaseSensitive(meta, "flagged_input") != NULL) {
+            e->flagged = 1;
+            e->flag_reason = cJSON_GetStringValue(cJSON_GetArrayItem(reasons, 0));
+        }
     }
 }
 
@@ -206,6 +215,10 @@ static aor_kind decide_error(long status, const errinfo *e, int dialect_like, in
      * http.server, a static site), not a provider's outage. */
     if (status == 501 && !dialect_like)
         return AOR_KIND_CONFIG;
+    /* OpenRouter's moderation flagged the input (403 with ModerationErrorMetadata): the
+     * request is at fault, every key would get the same answer (§4.1 client). */
+    if (status == 403 && e->flagged)
+        return AOR_KIND_CLIENT;
     if (in_flight(e))
         return AOR_KIND_TRANSIENT;
     if (is4xx && (any_code(e, is_quota_code) || e->per_day || e->limit_source))
@@ -252,6 +265,8 @@ static void clean(char *dst, size_t size, const char *s) {
 static const char *label_of(const errinfo *e, aor_kind kind) {
     if (kind == AOR_KIND_TRANSIENT && e->limit_source)
         return e->limit_source;
+    if (kind == AOR_KIND_CLIENT && e->flagged)
+        return "moderation_flagged";
     const char *order[] = {e->details_code, e->code, e->meta_reason, e->limit_source,
                            e->info_reason,  e->type, e->status};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
@@ -269,6 +284,11 @@ static void set_reason(aor_verdict *out, const char *prefix, long status, const 
         snprintf(extra, sizeof extra, " (per-minute quota)");
     else if (out->kind == AOR_KIND_CLIENT && status == 429)
         snprintf(extra, sizeof extra, " (request too large)");
+    else if (out->kind == AOR_KIND_CLIENT && e->flagged && e->flag_reason) {
+        char why[32]; /* a category name ("harassment"), never the flagged text */
+        clean(why, sizeof why, e->flag_reason);
+        snprintf(extra, sizeof extra, " (%s)", why);
+    }
     /* truncation of the fixed-size reason is fine */
     if (snprintf(out->reason, sizeof out->reason, "%s%ld %s%s", prefix, status,
                  label[0] ? label : aor_kind_name(out->kind), extra) < 0)

@@ -1,7 +1,8 @@
 /* Classification of an upstream answer and parsing of retry hints (spec §4.1, §4.3).
  * Sources: OpenAI error codes (platform docs "Error codes", "Rate limits" headers),
  * Anthropic "Errors" and "Rate limits" pages, Gemini google.rpc QuotaFailure / RetryInfo /
- * ErrorInfo, OpenRouter "Limits" (error.metadata.limit_source, X-RateLimit-Reset);
+ * ErrorInfo, OpenRouter "Limits" (error.metadata.limit_source, X-RateLimit-Reset) and
+ * "Errors" (ModerationErrorMetadata: reasons, flagged_input);
  * RFC 9110 §10.2.3 (Retry-After) and §5.6.7 (HTTP-date, all three forms); RFC 3339.
  * Test table: tests/fixtures/provider-answers.json.
  *
@@ -17,6 +18,8 @@
  *     {"error":"text"}, Anthropic {"type":"error","error":{...}}, Gemini {"error":{...}}
  *     or [{"error":{...}}]).
  *     - 401 -> auth, whatever the body says.
+ *     - 403 whose error.metadata has "reasons" (array) or "flagged_input" (OpenRouter's
+ *       moderation flagged the input) -> client: the request is at fault, not the key.
  *     - Config: a 4xx other than 401/402/403/408/413/429 whose body is not in a dialect's
  *       shape (HTML page, plain text, empty, JSON without "error" such as FastAPI's
  *       {"detail":"Not Found"}) shows the base_url is wrong -> config. A body that is not

@@ -695,6 +695,137 @@ static int replay_events(replay_ctx *rc) {
     return 0;
 }
 
+/* --- sanity of the loaded rows (aor_store_limits) ---------------------------------- */
+
+/* Row r as the limits allow it at now, in *out (strings shared with r): see
+ * aor_store_limits. 1 when its until or last_failure changed (window_s is cut then too),
+ * 0 when it stays as it is. Comparisons are written so that NaN fails them. */
+static int sane_backoff(const aor_backoff_row *r, double max_s, double now, aor_backoff_row *out) {
+    *out = *r;
+    if (!(r->last_failure <= now)) {
+        /* Written under a clock ahead of ours (or ours went back): the failure is taken
+         * as happening now, with what was left of its window when it happened. */
+        double left = r->until - r->last_failure;
+        if (!(left > 0))
+            left = 0;
+        out->last_failure = now;
+        out->until = now + (left < max_s ? left : max_s);
+    } else if (!(r->until <= now + max_s)) {
+        out->until = now + max_s;
+    } else {
+        return 0;
+    }
+    if (!(out->window_s <= max_s))
+        out->window_s = max_s;
+    return 1;
+}
+
+/* A backoff row to change: the new row (its own copies of the strings) and what it was. */
+typedef struct {
+    aor_backoff_row row;
+    double old_until;
+    int clock_back;
+} fixed_row;
+
+typedef struct {
+    fixed_row *items;
+    size_t n, cap;
+    double max_s, now;
+    int failed; /* out of memory */
+} fix_list;
+
+static void fix_list_free(fix_list *fl) {
+    for (size_t i = 0; i < fl->n; i++) {
+        free((char *)fl->items[i].row.provider);
+        free((char *)fl->items[i].row.key);
+    }
+    free(fl->items);
+}
+
+/* aor_backoff_foreach callback: notes the rows sane_backoff changes (the table must not
+ * change during the walk). */
+static void note_insane(const aor_backoff_row *row, void *arg) {
+    fix_list *fl = arg;
+    aor_backoff_row out;
+    if (fl->failed || !sane_backoff(row, fl->max_s, fl->now, &out))
+        return;
+    if (fl->n == fl->cap) {
+        size_t ncap = fl->cap ? fl->cap * 2 : 8;
+        fixed_row *ni = realloc(fl->items, ncap * sizeof *ni);
+        if (ni == NULL) {
+            fl->failed = 1;
+            return;
+        }
+        fl->items = ni;
+        fl->cap = ncap;
+    }
+    fixed_row *f = &fl->items[fl->n];
+    f->row = out;
+    f->row.provider = strdup(row->provider);
+    f->row.key = strdup(row->key);
+    f->old_until = row->until;
+    f->clock_back = !(row->last_failure <= fl->now);
+    if (f->row.provider == NULL || f->row.key == NULL) {
+        free((char *)f->row.provider);
+        free((char *)f->row.key);
+        fl->failed = 1;
+        return;
+    }
+    fl->n++;
+}
+
+/* Applies lim->backoff_max_s to every backoff row in memory (aor_store_limits). */
+static int sanitize_backoff(replay_ctx *rc, const aor_store_limits *lim, double now) {
+    fix_list fl = {.max_s = lim->backoff_max_s, .now = now};
+    int ret = -1;
+    if (!(lim->backoff_max_s >= 0))
+        return 0; /* not checked */
+    aor_backoff_foreach(rc->b, note_insane, &fl);
+    if (fl.failed) {
+        oom(rc->st, "checking the backoff rows");
+        goto done;
+    }
+    for (size_t i = 0; i < fl.n; i++) {
+        const fixed_row *f = &fl.items[i];
+        if (aor_backoff_restore(rc->b, &f->row) != 0) { /* overwrites: can't fail */
+            oom(rc->st, "restoring a backoff row");
+            goto done;
+        }
+        if (lim->clamped) {
+            aor_store_clamp c = {.what = "backoff",
+                                 .provider = f->row.provider,
+                                 .name = f->row.key,
+                                 .until = f->old_until,
+                                 .new_until = f->row.until,
+                                 .clock_back = f->clock_back};
+            lim->clamped(&c, lim->arg);
+        }
+    }
+    ret = 0;
+done:
+    fix_list_free(&fl);
+    return ret;
+}
+
+/* Applies lim->circuit_max_s to the circuits being rebuilt (aor_store_limits). */
+static void sanitize_circuits(replay_ctx *rc, const aor_store_limits *lim, double now) {
+    if (!(lim->circuit_max_s >= 0))
+        return; /* not checked */
+    for (size_t i = 0; i < rc->circuits.n; i++) {
+        circuit *c = &rc->circuits.items[i];
+        if (c->until <= now + lim->circuit_max_s)
+            continue;
+        aor_store_clamp cl = {.what = "circuit",
+                              .provider = c->provider,
+                              .name = c->model,
+                              .until = c->until,
+                              .new_until = now + lim->circuit_max_s};
+        c->until = cl.new_until;
+        if (lim->clamped)
+            lim->clamped(&cl, lim->arg);
+    }
+}
+
 /* Compaction: writing memory back. */
 typedef struct {
     aor_store *st;
@@ -813,7 +944,8 @@ static void vacuum_if_sparse(aor_store *st) {
         set_sql_err(st, "vacuum (the file keeps its size)");
 }
 
-int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now) {
+int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now,
+                     const aor_store_limits *lim) {
     if (st == NULL || b == NULL || br == NULL || s == NULL)
         return bad_arg(st, "replay needs the backoff, breaker and sticky tables");
     replay_ctx rc = {.st = st, .b = b, .br = br, .s = s};
@@ -821,9 +953,14 @@ int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky 
 
     if (load_tables(&rc) != 0 || replay_events(&rc) != 0)
         goto done;
+    if (lim != NULL) {
+        if (sanitize_backoff(&rc, lim, now) != 0)
+            goto done;
+        sanitize_circuits(&rc, lim, now);
+    }
     for (size_t i = 0; i < rc.circuits.n; i++) {
         const circuit *c = &rc.circuits.items[i];
-        if (c->until <= now)
+        if (!(c->until > now))
             continue; /* expired: the circuit is closed again (§4.5) */
         if (aor_breaker_restore(br, c->provider, c->model, c->until) != 0) {
             oom(st, "restoring a breaker");

@@ -62,17 +62,50 @@ int aor_store_log_reset_key(aor_store *st, const char *provider /* NULL = any */
  * NULL: 0. */
 unsigned long aor_store_writes(const aor_store *st);
 
+/* A row the replay changed because it lay too far in the future (see aor_store_limits). */
+typedef struct {
+    const char *what;     /* "backoff" or "circuit" */
+    const char *provider; /* borrowed: valid during the callback only */
+    const char *name;     /* the key name (backoff) or the model ("" for none) (circuit) */
+    double until;         /* as stored (Unix seconds; may be NaN or inf in a damaged row) */
+    double new_until;     /* as loaded (Unix seconds) */
+    int clock_back;       /* backoff: its last failure lay after now (the clock went back) */
+} aor_store_clamp;
+
+/* Sanity limits for the state replay loads (docs/store.md "Rows from the future"). A row
+ * written under a clock that was ahead (a VM restore, a machine without RTC, a test
+ * clock) would otherwise block a key or a circuit for as long as the clock was wrong.
+ *  backoff_max_s: the longest backoff window the config allows (the largest of
+ *    backoff_max_s, quota_cooldown_s and auth_cooldown_s), seconds. A backoff row whose
+ *    last failure lies after now is moved back to now (last_failure = now; until = now +
+ *    what was left of its window at its failure, at most backoff_max_s); any other row
+ *    ends at now + backoff_max_s at the latest. window_s is cut to backoff_max_s; the
+ *    failure count (curve level) is kept. NaN or < 0: backoff rows are not checked.
+ *  circuit_max_s: the longest a circuit stays open (breaker_open_s), seconds: an open
+ *    circuit ends at now + circuit_max_s at the latest. NaN or < 0: not checked.
+ *  clamped: when not NULL, called once for each row changed (c and its strings valid
+ *    only during the call), with arg. */
+typedef struct {
+    double backoff_max_s;
+    double circuit_max_s;
+    void (*clamped)(const aor_store_clamp *c, void *arg);
+    void *arg;
+} aor_store_limits;
+
 /* Rebuilds memory at start (§4.5): loads the compacted tables into b, br and s (which
  * should be empty), replays state_events in id order (newest wins), keeps expired backoff
- * rows (they carry the curve level, §4.2), drops circuits whose until <= now; then
- * compacts: rewrites the three tables from memory (breakers: those open at now) and
- * empties state_events, in one transaction. Safe to run after a crash at any point (an
- * interrupted compaction rolls back; the events are still there). A file then mostly
- * free pages (over 1024 pages, more than half free) is rewritten with VACUUM.
+ * rows (they carry the curve level, §4.2), applies lim (NULL: no check) to the backoff
+ * rows and circuits, drops circuits whose until <= now; then compacts: rewrites the
+ * three tables from memory (breakers: those open at now) and empties state_events, in
+ * one transaction, so the rows lim changed are stored changed. Safe to run after a crash
+ * at any point (an interrupted compaction rolls back; the events are still there). A file
+ * then mostly free pages (over 1024 pages, more than half free) is rewritten with VACUUM.
+ * now: Unix seconds.
  * Returns 0, or -1 (message in aor_store_errmsg; errno EINVAL for a NULL argument or a
  * malformed event row, ENOMEM). After a failure the tables may hold part of the state
  * and the database is unchanged: the caller should not start routing on them. */
-int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now);
+int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now,
+                     const aor_store_limits *lim);
 
 /* Compacts while running (§4.5): rewrites the three tables from b, br and s (the state in
  * memory, which is the truth; breakers: those open at now) and empties state_events, in

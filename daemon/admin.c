@@ -5,7 +5,6 @@
 #include "utf8.h"
 
 #define AOR_CLOCK_ADVANCE_MAX_S (10.0 * 365 * 86400) /* one advance, seconds */
-#define AOR_CLOCK_MAX 253402300799.0                 /* 9999-12-31T23:59:59Z */
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -514,7 +513,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         /* Bounded: the test clock must stay a plausible Unix time (state written at an
          * absurd time would replay for ever). */
         if (!sv || !*sv || errno || !end || *end || !isfinite(s) || s < 0 ||
-            s > AOR_CLOCK_ADVANCE_MAX_S || aor_clock_now() + s > AOR_CLOCK_MAX ||
+            s > AOR_CLOCK_ADVANCE_MAX_S || aor_clock_now() + s > AOR_CLOCK_FAKE_MAX ||
             aor_clock_advance(s) < 0) {
             reply_error(c, req, 400, "s=N (seconds, 0 to 10 years) is required");
         } else {

@@ -2,11 +2,14 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int fake;
 static double fake_now;
+static char init_err[160]; /* aor_clock_init's message (names the value, cut) */
 
 int aor_clock_init(const char **err) {
     const char *v = getenv("AOR_FAKE_CLOCK");
@@ -16,8 +19,13 @@ int aor_clock_init(const char **err) {
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    if (errno || *end || !isfinite(d) || d < 0) {
-        *err = "AOR_FAKE_CLOCK must be Unix seconds (a number >= 0)";
+    /* !(d <= MAX) also refuses NaN; ERANGE: an overflow (inf) or a value too small to hold */
+    if (errno || end == v || *end || !(d >= 0) || !(d <= AOR_CLOCK_FAKE_MAX)) {
+        snprintf(init_err, sizeof init_err,
+                 "AOR_FAKE_CLOCK must be Unix seconds from 0 to %.0f (9999-12-31T23:59:59Z), "
+                 "got '%.40s%s'",
+                 AOR_CLOCK_FAKE_MAX, v, strlen(v) > 40 ? "..." : "");
+        *err = init_err;
         return -1;
     }
     fake = 1;
@@ -38,7 +46,7 @@ double aor_clock_now(void) {
 }
 
 int aor_clock_advance(double s) {
-    if (!fake || !isfinite(s) || s < 0)
+    if (!fake || !isfinite(s) || s < 0 || !(fake_now + s <= AOR_CLOCK_FAKE_MAX))
         return -1;
     fake_now += s;
     return 0;

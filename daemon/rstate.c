@@ -49,13 +49,79 @@ static aor_breaker_params breaker_params(const aor_config *cfg) {
     return kp;
 }
 
-/* "2027-01-15T08:00:30Z" for a log line (UTC). */
+/* "2027-01-15T08:00:30Z" for a log line (UTC); a time outside years 1970..9999 (a
+ * damaged row: NaN, 1e300) as a number, never converted to time_t. */
 static const char *fmt_time(double t, char *buf, size_t cap) {
-    time_t tt = (time_t)t;
     struct tm tm;
+    if (!(t >= 0 && t < 253402300800.0)) {
+        snprintf(buf, cap, "%g", t);
+        return buf;
+    }
+    time_t tt = (time_t)t;
     if (!gmtime_r(&tt, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         snprintf(buf, cap, "%.0f", t);
     return buf;
+}
+
+/* The rows the replay clamped (aor_store_limits), gathered for one log line. */
+typedef struct {
+    int backoff, circuits, clock_back;
+    int listed;      /* rows named in text */
+    int full;        /* text has no room for another row */
+    char text[1024]; /* "key p/k until T, ...": names only, never a secret */
+    size_t used;     /* bytes of text used (without its NUL) */
+} clamp_note;
+
+#define CLAMP_NAMED_MAX 16 /* rows named in the log line; the others are counted */
+
+static void note_clamp(const aor_store_clamp *c, void *arg) {
+    clamp_note *n = arg;
+    int circuit = strcmp(c->what, "circuit") == 0;
+    if (circuit)
+        n->circuits++;
+    else
+        n->backoff++;
+    n->clock_back += c->clock_back;
+    if (n->listed >= CLAMP_NAMED_MAX || n->full)
+        return;
+    char was[40];
+    int w = snprintf(n->text + n->used, sizeof n->text - n->used, "%s%s %s/%s until %s%s",
+                     n->listed ? ", " : "", circuit ? "circuit" : "key", c->provider,
+                     *c->name ? c->name : "(none)", fmt_time(c->until, was, sizeof was),
+                     c->clock_back ? " (failed in the future)" : "");
+    if (w < 0 || (size_t)w >= sizeof n->text - n->used) {
+        n->text[n->used] = '\0'; /* no room: this row and the rest are counted only */
+        n->full = 1;
+        return;
+    }
+    n->used += (size_t)w;
+    n->listed++;
+}
+
+/* The sanity limits of the state loaded at start (store.h aor_store_limits): no backoff
+ * window longer than the longest the config allows, no circuit open longer than
+ * breaker_open_s. */
+static aor_store_limits start_limits(const aor_config *cfg, clamp_note *note) {
+    double max_s = cfg->backoff_max_s;
+    if (cfg->quota_cooldown_s > max_s)
+        max_s = cfg->quota_cooldown_s;
+    if (cfg->auth_cooldown_s > max_s)
+        max_s = cfg->auth_cooldown_s;
+    aor_store_limits lim = {max_s, cfg->breaker_open_s, note_clamp, note};
+    return lim;
+}
+
+/* One line naming what the replay clamped (provider and key or model; no secret). */
+static void log_clamps(const clamp_note *n, const aor_store_limits *lim) {
+    int total = n->backoff + n->circuits;
+    if (total == 0)
+        return;
+    aor_warn("state at start: %d backoff row%s and %d circuit%s ended later than this config "
+             "allows (written while the clock was ahead, or the clock went back): %s%s; limited "
+             "to end within %.0f s (backoff) and %.0f s (circuits) from now%s",
+             n->backoff, n->backoff == 1 ? "" : "s", n->circuits, n->circuits == 1 ? "" : "s",
+             n->text, total > n->listed ? ", ..." : "", lim->backoff_max_s, lim->circuit_max_s,
+             n->clock_back ? "; a failure in the future is taken as a failure now" : "");
 }
 
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
@@ -80,7 +146,9 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     rs->store = aor_store_open(db_path, err, errlen);
     if (!rs->store)
         goto fail;
-    if (aor_store_replay(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0) {
+    clamp_note note = {0};
+    aor_store_limits lim = start_limits(cfg, &note);
+    if (aor_store_replay(rs->store, rs->backoff, rs->breaker, rs->sticky, now, &lim) < 0) {
         const char *m = aor_store_errmsg(rs->store);
         snprintf(err, errlen, "replaying state from %s: %s%s", db_path, m,
                  strstr(m, "malformed") || strstr(m, "not a database")
@@ -90,6 +158,7 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
                      : "");
         goto fail;
     }
+    log_clamps(&note, &lim);
     return rs;
 fail:
     aor_rstate_close(rs);

@@ -17,7 +17,12 @@
 typedef struct aor_rstate aor_rstate;
 
 /* Opens the store at db_path, replays it (§4.5) and builds the tables with the
- * parameters of cfg. On error returns NULL with a message in err. */
+ * parameters of cfg. Rows from the future are limited (aor_store_limits, docs/store.md
+ * "Rows from the future"): no backoff window ends after now + the largest of
+ * backoff_max_s, quota_cooldown_s and auth_cooldown_s, no circuit after now +
+ * breaker_open_s, a failure dated after now is taken as a failure now; one warning
+ * names the rows changed (provider, key or model). now: Unix seconds. On error returns
+ * NULL with a message in err (errlen bytes). */
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
                             size_t errlen);
 void aor_rstate_close(aor_rstate *rs);

@@ -64,7 +64,7 @@ static void test_three_failures_open(void **state) {
 }
 
 /* 3 failures spread over more than 60 s don't open it (sliding window); a failure
- * exactly 60 s old no longer counts. */
+ * more than 60 s old no longer counts. */
 static void test_spread_failures_do_not_open(void **state) {
     aor_breaker *b = *state;
     aor_breaker_row row;
@@ -77,10 +77,34 @@ static void test_spread_failures_do_not_open(void **state) {
 
     assert_int_equal(aor_breaker_fail(b, "p", "m2", 100), 0);
     assert_int_equal(aor_breaker_fail(b, "p", "m2", 130), 0);
-    assert_int_equal(aor_breaker_fail(b, "p", "m2", 160), 0); /* 100 is exactly 60 s old */
-    /* 130, 160, 170 are within 60 s: opens. */
+    assert_int_equal(aor_breaker_fail(b, "p", "m2", 160.5), 0); /* 100 is 60.5 s old */
+    /* 130, 160.5, 170 are within 60 s: opens. */
     assert_int_equal(aor_breaker_fail(b, "p", "m2", 170), 1);
     assert_int_equal(aor_breaker_allow(b, "p", "m2", 171), 0);
+}
+
+/* QA: spec §4.4 "3 failures within 60 s": failures at +40, +80, +100 (exactly 60 s from
+ * the first to the last) did not open the circuit, +41, +80, +100 did. The window
+ * includes its ends. */
+static void test_window_includes_its_ends(void **state) {
+    aor_breaker *b = *state;
+    const double t0 = 1800000000.0;
+    aor_breaker_row row;
+    assert_int_equal(aor_breaker_fail(b, "p", "m", t0 + 40), 0);
+    assert_int_equal(aor_breaker_fail(b, "p", "m", t0 + 80), 0);
+    assert_int_equal(aor_breaker_get(b, "p", "m", t0 + 100, &row), 1);
+    assert_int_equal(row.recent_failures, 2); /* +40 is exactly 60 s old: still in */
+    double until = 0;
+    assert_int_equal(aor_breaker_preview_fail(b, "p", "m", t0 + 100, &until), 1);
+    assert_int_equal(aor_breaker_fail(b, "p", "m", t0 + 100), 1);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", t0 + 100), 0);
+    assert_time(until, t0 + 130);
+
+    /* Just over: +40, +80, +100.001 do not open. */
+    assert_int_equal(aor_breaker_fail(b, "p", "m2", t0 + 40), 0);
+    assert_int_equal(aor_breaker_fail(b, "p", "m2", t0 + 80), 0);
+    assert_int_equal(aor_breaker_fail(b, "p", "m2", t0 + 100.001), 0);
+    assert_int_equal(aor_breaker_allow(b, "p", "m2", t0 + 100.001), 1);
 }
 
 /* After the open time the first request is the probe (half-open); a success closes it. */
@@ -276,7 +300,7 @@ static void test_preview_fail(void **state) {
     assert_int_equal(row.recent_failures, 2);
     assert_int_equal(aor_breaker_allow(b, "p", "m", 20), 1);
     /* Later, the first failure fell out of the window: no longer opens. */
-    assert_int_equal(aor_breaker_preview_fail(b, "p", "m", 60, &until), 0);
+    assert_int_equal(aor_breaker_preview_fail(b, "p", "m", 60.5, &until), 0);
     assert_int_equal(aor_breaker_fail(b, "p", "m", 20), 1);
 }
 
@@ -405,6 +429,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_set_params, setup, teardown),
         cmocka_unit_test_setup_teardown(test_three_failures_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spread_failures_do_not_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_window_includes_its_ends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_after_expiry_and_success_closes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_probe_in_flight_holds_others, setup, teardown),

@@ -182,6 +182,23 @@ static const ccase cases[] = {
      "enabled.\",\"status\":\"PERMISSION_DENIED\",\"details\":[{\"@type\":\"type.googleapis.com/"
      "google.rpc.ErrorInfo\",\"reason\":\"BILLING_DISABLED\",\"domain\":\"googleapis.com\"}]}}",
      AOR_KIND_QUOTA, -1},
+    /* OpenRouter moderation (ModerationErrorMetadata): the input is at fault, not the key
+     * (QA: classified auth, every key got a 120 s cooldown and the circuit opened). */
+    {"403 openrouter moderation reasons only", OA, 403, JSON, NULL,
+     "{\"error\":{\"code\":403,\"message\":\"Your input was flagged\",\"metadata\":{"
+     "\"reasons\":[\"violence\",\"harassment\"]}}}",
+     AOR_KIND_CLIENT, -1},
+    {"403 openrouter moderation flagged_input only", OA, 403, JSON, "retry-after: 30",
+     "{\"error\":{\"code\":403,\"message\":\"flagged\",\"metadata\":{\"flagged_input\":"
+     "\"...\"}}}",
+     AOR_KIND_CLIENT, -1},
+    {"403 metadata without moderation fields", OA, 403, JSON, NULL,
+     "{\"error\":{\"code\":403,\"message\":\"Forbidden\",\"metadata\":{\"provider_name\":"
+     "\"OpenAI\"}}}",
+     AOR_KIND_AUTH, -1},
+    {"401 with moderation metadata stays auth", OA, 401, JSON, NULL,
+     "{\"error\":{\"code\":401,\"message\":\"x\",\"metadata\":{\"reasons\":[]}}}", AOR_KIND_AUTH,
+     -1},
     {"403 openrouter key limit", OA, 403, JSON, NULL,
      "{\"error\":{\"code\":403,\"message\":\"Key limit exceeded\",\"metadata\":{"
      "\"limit_source\":\"openrouter_key_limit\"}}}",
@@ -316,6 +333,14 @@ static void test_reasons(void **state) {
                    NOW, 0, &v);
     assert_int_equal(v.kind, AOR_KIND_QUOTA);
     assert_non_null(strstr(v.reason, "per-day"));
+    /* a moderation refusal names the category, never the flagged text or the message */
+    classify_exact(OA, 403, NULL, 0,
+                   "{\"error\":{\"code\":403,\"message\":\"Your input was flagged for "
+                   "\\\"harassment\\\"\",\"metadata\":{\"reasons\":[\"harassment\"],"
+                   "\"flagged_input\":\"secret words\",\"provider_name\":\"OpenAI\"}}}",
+                   NOW, 0, &v);
+    assert_int_equal(v.kind, AOR_KIND_CLIENT);
+    assert_string_equal(v.reason, "403 moderation_flagged (harassment)");
 }
 
 static void test_big_and_null_bodies(void **state) {
@@ -382,6 +407,10 @@ static void test_sse_errors(void **state) {
          AOR_KIND_RATE, -1},
         {"openrouter chunk 502", OA, "{\"error\":{\"code\":502,\"message\":\"upstream\"}}",
          AOR_KIND_TRANSIENT, -1},
+        {"openrouter chunk moderation 403", OA,
+         "{\"error\":{\"code\":403,\"message\":\"flagged\",\"metadata\":{\"reasons\":["
+         "\"sexual\"],\"flagged_input\":\"...\"}}}",
+         AOR_KIND_CLIENT, -1},
         {"responses error event", OA,
          "{\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"x\",\"param\":"
          "null}",

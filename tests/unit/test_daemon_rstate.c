@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "config.h"
+#include "log.h"
 #include "rstate.h"
 
 #define NOW 1800000000.0
@@ -490,6 +491,87 @@ static void test_compaction_while_running(void **state) {
     assert_int_equal(count_events(f), 0);
 }
 
+/* The whole of a small file, NUL-terminated (caller frees); NULL when unreadable. */
+static char *slurp(const char *path) {
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return NULL;
+    char *buf = calloc(1, 65536);
+    if (buf)
+        buf[fread(buf, 1, 65535, fp)] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+/* QA: with AOR_FAKE_CLOCK=4000000000 one transient failure, then a normal start: the key
+ * answered 429 "free again in 2203878330 s" (and a circuit would have stayed open as
+ * long). At start no backoff window may end later than now + the longest window the
+ * config allows, no circuit later than now + breaker_open_s; a failure in the future is
+ * taken as a failure now, with what was left of its window. One warning names the rows
+ * (provider/key, provider/model; never a secret). */
+static void test_rows_from_the_future_are_clamped_at_start(void **state) {
+    fx *f = *state;
+    const double ahead = 4000000000.0;
+    char db[128], err[256], logpath[128];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    snprintf(logpath, sizeof logpath, "%s/aord.log", f->dir);
+    assert_int_equal(aor_log_open(logpath), 0);
+    three_failures(f, AOR_KIND_RATE, 0); /* at NOW on k1..k3: opens (p, m) until NOW + 30 */
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "f1", "m3", "c", AOR_KIND_TRANSIENT, -1, ahead, ahead, 0), 0);
+    for (int i = 0; i < 3; i++) /* f2 climbs 5, 10, 20 s; (p, m2) opens far ahead */
+        assert_int_equal(aor_rstate_record(f->rs, "p", "f2", "m2", "c", AOR_KIND_RATE, -1,
+                                           ahead + i, ahead + i, 0),
+                         0);
+    aor_rstate_close(f->rs);
+
+    double now = NOW + 10;
+    f->rs = aor_rstate_open(f->cfg, db, now, err, sizeof err);
+    assert_non_null(f->rs);
+    aor_log_close();
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "f1", &row));
+    assert_true(row.until == now + 5);
+    assert_true(row.last_failure == now);
+    assert_int_equal(row.failure_count, 1);
+    assert_false(aor_backoff_blocked(aor_rstate_backoff(f->rs), "p", "f1", now + 5, NULL));
+    /* f2's row: failed at ahead + 2 with a 20 s window (third level): now + 20, level kept. */
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "f2", &row));
+    assert_true(row.until == now + 20);
+    assert_int_equal(row.failure_count, 3);
+    /* Rows within the limits keep their times. */
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k3", &row));
+    assert_true(row.until == NOW + 5 && row.last_failure == NOW);
+    aor_breaker_row br;
+    assert_true(aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m2", now, &br));
+    assert_int_equal(br.state, AOR_BREAKER_OPEN);
+    assert_true(br.until == now + 30);
+    assert_true(aor_breaker_get(aor_rstate_breaker(f->rs), "p", "m", now, &br));
+    assert_true(br.until == NOW + 30);
+
+    char *log = slurp(logpath);
+    assert_non_null(log);
+    const char *line = strstr(log, "state at start: 2 backoff rows and 1 circuit ended later");
+    if (!line)
+        fail_msg("no clamp warning in: %s", log);
+    assert_non_null(strstr(line, "key p/f1 until 2096-10-02T07:06:45Z (failed in the future)"));
+    assert_non_null(strstr(line, "circuit p/m2 until"));
+    assert_null(strstr(line, "p/k3"));
+    assert_null(strstr(log, "secret-a"));
+    free(log);
+
+    /* The fix is stored: the next start has nothing to clamp and logs nothing. */
+    aor_rstate_close(f->rs);
+    unlink(logpath);
+    assert_int_equal(aor_log_open(logpath), 0);
+    f->rs = aor_rstate_open(f->cfg, db, now, err, sizeof err);
+    aor_log_close();
+    assert_non_null(f->rs);
+    log = slurp(logpath);
+    assert_true(log == NULL || strstr(log, "state at start") == NULL);
+    free(log);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_in_flight_quota_gets_its_cooldown, setup, teardown),
@@ -516,6 +598,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_store_failure_keeps_routing_in_memory, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_compaction_while_running, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_from_the_future_are_clamped_at_start, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,7 +88,7 @@ static aor_store *open_ok(const char *path) {
 static void reopen_replay(const char *path, tables *t, double now) {
     aor_store *st = open_ok(path);
     tables_new(t);
-    if (aor_store_replay(st, t->b, t->br, t->s, now) != 0)
+    if (aor_store_replay(st, t->b, t->br, t->s, now, NULL) != 0)
         fail_msg("replay: %s", aor_store_errmsg(st));
     assert_int_equal(aor_store_writes(st), 0); /* replay is not an event */
     aor_store_close(st);
@@ -364,6 +364,105 @@ static void test_expired_entries(void **state) {
     tables_free(&t);
 }
 
+/* What the clamped callback saw. */
+typedef struct {
+    int n;
+    char seen[8][96]; /* "what provider/name old->new back" */
+} clamps;
+
+static void on_clamp(const aor_store_clamp *c, void *arg) {
+    clamps *cl = arg;
+    if (cl->n < 8)
+        snprintf(cl->seen[cl->n], sizeof cl->seen[0], "%s %s/%s %.0f->%.0f%s", c->what, c->provider,
+                 c->name, c->until, c->new_until, c->clock_back ? " back" : "");
+    cl->n++;
+}
+
+static int clamps_has(const clamps *cl, const char *line) {
+    for (int i = 0; i < cl->n && i < 8; i++)
+        if (strcmp(cl->seen[i], line) == 0)
+            return 1;
+    return 0;
+}
+
+/* QA: a row written while the clock was far ahead (AOR_FAKE_CLOCK=4000000000, a VM
+ * restore, no RTC) blocked its key for decades after a restart. Replay with limits:
+ * no backoff window ends later than now + backoff_max_s, no circuit later than now +
+ * open_s; a row whose last failure lies after now is taken as failing now, with what was
+ * left of its window; rows within the limits are untouched; the fixed rows are what the
+ * compaction stores (a second replay changes nothing). */
+static void test_replay_limits(void **state) {
+    fixture *f = *state;
+    const double ahead = 4000000000.0;
+    aor_store *st = open_ok(f->path);
+    aor_backoff_row r;
+    /* Failed at a clock 2.3e9 s ahead: transient, 5 s window. */
+    r = bo_row("openai", "ahead", ahead + 5, 5, 1, AOR_KIND_TRANSIENT, ahead);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    /* Failed in the past (by our clock) but ends far ahead: a damaged or huge until. */
+    r = bo_row("openai", "long", NOW + 1e9, 86400, 20, AOR_KIND_RATE, NOW - 10);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    /* Failed ahead with a window longer than the limit: cut to the limit. */
+    r = bo_row("openai", "aheadlong", ahead + 5e6, 5e6, 9, AOR_KIND_RATE, ahead);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    /* Within the limits: untouched. */
+    r = bo_row("openai", "fine", NOW + 100, 120, 1, AOR_KIND_QUOTA, NOW - 20);
+    assert_int_equal(aor_store_log_backoff(st, &r), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o", ahead + 30, ahead), 0);
+    assert_int_equal(aor_store_log_breaker_open(st, "openai", "gpt-4o-mini", NOW + 20, NOW - 10),
+                     0);
+    aor_store_close(st);
+    /* And rows of the compacted table, not only events: one more from the future. */
+    exec_raw(f->path, "INSERT INTO backoff VALUES('router', 'tab', 4000000060, 60, 4, 'rate',"
+                      " 4000000000)");
+    exec_raw(f->path, "INSERT INTO breakers VALUES('router', 'm', 4000000030)");
+
+    clamps cl = {0};
+    aor_store_limits lim = {86400, 30, on_clamp, &cl};
+    tables t;
+    st = open_ok(f->path);
+    tables_new(&t);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW, &lim), 0);
+    aor_store_close(st);
+    assert_backoff(&t, "openai", "ahead", NOW + 5, 5, 1, AOR_KIND_TRANSIENT, NOW);
+    assert_backoff(&t, "openai", "long", NOW + 86400, 86400, 20, AOR_KIND_RATE, NOW - 10);
+    assert_backoff(&t, "openai", "aheadlong", NOW + 86400, 86400, 9, AOR_KIND_RATE, NOW);
+    assert_backoff(&t, "openai", "fine", NOW + 100, 120, 1, AOR_KIND_QUOTA, NOW - 20);
+    assert_backoff(&t, "router", "tab", NOW + 60, 60, 4, AOR_KIND_RATE, NOW);
+    assert_open_until(&t, "openai", "gpt-4o", NOW + 30, NOW);
+    assert_open_until(&t, "openai", "gpt-4o-mini", NOW + 20, NOW);
+    assert_open_until(&t, "router", "m", NOW + 30, NOW);
+    assert_int_equal(cl.n, 6);
+    assert_true(clamps_has(&cl, "backoff openai/ahead 4000000005->1700000005 back"));
+    assert_true(clamps_has(&cl, "backoff openai/long 2700000000->1700086400"));
+    assert_true(clamps_has(&cl, "circuit openai/gpt-4o 4000000030->1700000030"));
+    assert_true(clamps_has(&cl, "circuit router/m 4000000030->1700000030"));
+    tables_free(&t);
+
+    /* Stored as fixed: a replay without limits sees the same rows. */
+    reopen_replay(f->path, &t, NOW);
+    assert_backoff(&t, "openai", "ahead", NOW + 5, 5, 1, AOR_KIND_TRANSIENT, NOW);
+    assert_backoff(&t, "router", "tab", NOW + 60, 60, 4, AOR_KIND_RATE, NOW);
+    assert_open_until(&t, "router", "m", NOW + 30, NOW);
+    tables_free(&t);
+
+    /* Infinite times (a damaged file) are limited too; last_failure +inf is taken as now. */
+    exec_raw(f->path, "UPDATE backoff SET until = 9e999 WHERE \"key\" = 'fine';"
+                      "UPDATE backoff SET until = 9e999, last_failure = 9e999 WHERE \"key\" = "
+                      "'tab'; UPDATE breakers SET until = 9e999 WHERE model = 'm'");
+    cl.n = 0;
+    st = open_ok(f->path);
+    tables_new(&t);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW, &lim), 0);
+    aor_store_close(st);
+    assert_int_equal(cl.n, 3);
+    assert_backoff(&t, "openai", "fine", NOW + 86400, 120, 1, AOR_KIND_QUOTA, NOW - 20);
+    assert_backoff(&t, "router", "tab", NOW, 60, 4, AOR_KIND_RATE, NOW);
+    assert_int_equal(aor_backoff_blocked(t.b, "router", "tab", NOW, NULL), 0);
+    assert_open_until(&t, "router", "m", NOW + 30, NOW);
+    tables_free(&t);
+}
+
 /* reset of one provider removes its backoff rows and circuits, not the others'; reset of
  * all removes everything but sticky rows. Later events still apply. */
 static void test_reset_events(void **state) {
@@ -443,7 +542,7 @@ static void test_memory_store(void **state) {
     aor_store *st = open_ok(":memory:");
     log_scenario(st);
     tables_new(&t);
-    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW + 6), 0);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW + 6, NULL), 0);
     check_scenario(&t, NOW + 6);
     tables_free(&t);
     aor_store_close(st);
@@ -480,10 +579,10 @@ static void test_errors(void **state) {
     st = open_ok(f->path);
     tables t;
     tables_new(&t);
-    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW), -1);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW, NULL), -1);
     assert_non_null(strstr(aor_store_errmsg(st), "row 42"));
     assert_non_null(strstr(aor_store_errmsg(st), "bogus"));
-    assert_int_equal(aor_store_replay(st, NULL, t.br, t.s, NOW), -1);
+    assert_int_equal(aor_store_replay(st, NULL, t.br, t.s, NOW, NULL), -1);
     tables_free(&t);
     aor_store_close(st);
     assert_int_equal(count_rows(f->path, "state_events"), 1);
@@ -598,6 +697,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_events_after_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_after_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expired_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_events, setup, teardown),
         cmocka_unit_test(test_memory_store),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
