@@ -17,6 +17,7 @@
 #include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -686,6 +687,34 @@ static int fd_peer_closed(int fd) {
     return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* 1 when name is an IPv4 or IPv6 address: never an intercepted host as an SNI (RFC 6066
+ * §3 allows no address there) or as a plain-HTTP Host; aord intercepts names only. */
+static int ip_literal(const char *name) {
+    unsigned char a[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
+}
+
+/* Decides whether aord serves a shim connection (spec §2) from r, the result of
+ * aor_sni_parse (tls) or aor_sni_http_host (plain HTTP) for the client's first bytes,
+ * and name, the host they named. Served (why set to "") only when they name an
+ * intercepted host; otherwise why (whylen bytes) says why the connection is passed
+ * through: no name, an address, another host, bytes that cannot be read. */
+static void pass_reason(const aor_daemon *d, int tls, int r, const char *name, char *why,
+                        size_t whylen) {
+    const char *what = tls ? "SNI" : "plain HTTP Host";
+    why[0] = '\0';
+    if (r == 1 && ip_literal(name))
+        snprintf(why, whylen, "%s %s is an address, not a provider host name", what, name);
+    else if (r == 1 && !aor_publish_host_intercepted(d->cfg, name))
+        snprintf(why, whylen, "%s %s is not a provider host", what, name);
+    else if (r == 0)
+        snprintf(why, whylen, "%s", tls ? "TLS without SNI" : "plain HTTP without a Host header");
+    else if (r != 1)
+        snprintf(why, whylen, "%s not readable (malformed, or no decision within %d bytes)",
+                 tls ? "TLS ClientHello" : "plain HTTP request head",
+                 tls ? AOR_SNI_MAX_HELLO : AOR_SNI_MAX_HTTP_HEAD);
+}
+
 static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     pending_unix *p = arg;
     aor_daemon *d = p->d;
@@ -697,12 +726,16 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
         pending_free(p, 1);
         return;
     }
-    /* Peek the preamble and, for TLS, the whole ClientHello (for its SNI). */
+    /* Peek the preamble and the client's first bytes: for TLS the whole ClientHello
+     * (for its SNI), for plain HTTP the request head up to its Host header. */
     static char buf[AOR_PREAMBLE_MAX + 1 + AOR_SNI_MAX_HELLO];
     ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
+        if (n == 0)
+            aor_debug("shim connection ended before its first byte (the shim's check that "
+                      "aord is up, or a probe)");
         pending_free(p, 1);
         return;
     }
@@ -722,15 +755,28 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     if (n == used)
         goto need_more; /* the first client byte tells TLS from plain HTTP */
     int tls = (unsigned char)buf[used] == 0x16;
-    char sni[AOR_HOST_MAX + 1] = "";
+    const char *first = buf + used;
+    size_t first_len = (size_t)n - (size_t)used;
+    /* The host the client's bytes name: the SNI, or for plain HTTP recognised by address
+     * only (preamble host "-") the Host header, which then plays the role of SNI. A
+     * plain-HTTP preamble host stands for itself (docs/shim.md "Pass-through"). */
+    char name[AOR_HOST_MAX + 1] = "";
+    char why[AOR_HOST_MAX + 128] = "";
     if (tls) {
-        int r = aor_sni_parse((const unsigned char *)buf + used, (size_t)n - (size_t)used, sni,
-                              sizeof sni);
+        int r = aor_sni_parse((const unsigned char *)first, first_len, name, sizeof name);
         if (r == -2)
             goto need_more; /* the rest of the ClientHello is on its way */
-        if (r != 1)
-            sni[0] = '\0';
+        pass_reason(d, 1, r, name, why, sizeof why);
+    } else if (!pre.host[0]) {
+        int r = aor_sni_http_host(first, first_len, name, sizeof name);
+        if (r == -2)
+            goto need_more; /* the rest of the request head is on its way */
+        pass_reason(d, 0, r, name, why, sizeof why);
+    } else if (!aor_publish_host_intercepted(d->cfg, pre.host)) {
+        snprintf(why, sizeof why, "plain HTTP to %s is not a provider host", pre.host);
     }
+    if (why[0])
+        name[0] = '\0';
     /* Consume exactly the preamble; the client's bytes stay for TLS / HTTP. */
     char sink[AOR_PREAMBLE_MAX + 1];
     if (recv(fd, sink, (size_t)used, 0) != used) {
@@ -739,22 +785,14 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     }
     int sfd = p->fd;
     pending_free(p, 0);
-    if (!tls && pre.host[0] && !aor_publish_host_intercepted(d->cfg, pre.host)) {
-        aor_debug("shim connection: plain HTTP to %s is not a provider host; passing through "
-                  "to %s:%d",
-                  pre.host, pre.ip, pre.port);
+    if (why[0]) {
+        aor_debug("shim connection: %s; passing through to %s:%d", why, pre.ip, pre.port);
         aor_passthru_start(d, sfd, pre.ip, pre.port);
         return;
     }
-    if (sni[0] && !aor_publish_host_intercepted(d->cfg, sni)) {
-        aor_debug("shim connection: SNI %s is not a provider host; passing through to %s:%d", sni,
-                  pre.ip, pre.port);
-        aor_passthru_start(d, sfd, pre.ip, pre.port);
-        return;
-    }
-    if (sni[0]) {
-        size_t hl = strlen(sni);
-        memcpy(pre.host, sni, hl + 1);
+    if (name[0]) {
+        size_t hl = strlen(name);
+        memcpy(pre.host, name, hl + 1);
     }
     aor_debug("shim connection: host=%s ip=%s port=%d %s", pre.host[0] ? pre.host : "-", pre.ip,
               pre.port, tls ? "tls" : "plain");

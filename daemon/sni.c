@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 /* Copies the handshake bytes out of the records into hs (at most cap bytes).
  * Returns bytes copied, -2 need more, -1 malformed. */
@@ -113,4 +114,119 @@ int aor_sni_parse(const unsigned char *buf, size_t len, char *host, size_t hostl
         p += el;
     }
     return 0;
+}
+
+/* 1 when c may be part of an HTTP token (a method, a field name; RFC 9110 §5.6.2). */
+static int is_tchar(unsigned char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return 1;
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* The Host field value v/vl (spaces around it already trimmed) into host. 1, or -1. */
+static int host_value(const char *v, size_t vl, char *host, size_t hostlen) {
+    size_t i = 0, start, end;
+    if (vl == 0)
+        return -1;
+    if (v[0] == '[') { /* IP-literal: [v6 address] */
+        start = end = 1;
+        while (end < vl && v[end] != ']') {
+            unsigned char c = (unsigned char)v[end];
+            if (!isxdigit(c) && c != ':' && c != '.')
+                return -1;
+            end++;
+        }
+        if (end == vl || end == start)
+            return -1;
+        i = end + 1;
+    } else { /* reg-name or IPv4 address */
+        start = end = 0;
+        while (end < vl && v[end] != ':') {
+            unsigned char c = (unsigned char)v[end];
+            if (!isalnum(c) && c != '-' && c != '.' && c != '_')
+                return -1;
+            end++;
+        }
+        if (end == start)
+            return -1;
+        i = end;
+    }
+    if (i < vl) { /* ":" port, port = *DIGIT */
+        if (v[i] != ':' || vl - i - 1 > 5)
+            return -1;
+        for (size_t k = i + 1; k < vl; k++) {
+            if (!isdigit((unsigned char)v[k]))
+                return -1;
+        }
+    }
+    if (end - start >= hostlen)
+        return -1;
+    for (size_t k = start; k < end; k++)
+        host[k - start] = (char)tolower((unsigned char)v[k]);
+    host[end - start] = '\0';
+    return 1;
+}
+
+/* 1 when line/ll (no line end) is an HTTP/1.x request line: method SP target SP
+ * HTTP/1.d (RFC 9112 §3). */
+static int request_line(const char *line, size_t ll) {
+    size_t p = 0;
+    while (p < ll && is_tchar((unsigned char)line[p]))
+        p++;
+    if (p == 0 || p >= ll || line[p] != ' ')
+        return 0;
+    size_t t = ++p;
+    while (p < ll && (unsigned char)line[p] > 0x20 && (unsigned char)line[p] < 0x7f)
+        p++;
+    if (p == t || p >= ll || line[p] != ' ')
+        return 0;
+    p++;
+    return ll - p == 8 && memcmp(line + p, "HTTP/1.", 7) == 0 &&
+           isdigit((unsigned char)line[p + 7]);
+}
+
+int aor_sni_http_host(const char *buf, size_t len, char *host, size_t hostlen) {
+    /* need more, unless the limit is reached: then no decision is possible */
+    int more = len >= AOR_SNI_MAX_HTTP_HEAD ? -1 : -2;
+    if (len > AOR_SNI_MAX_HTTP_HEAD)
+        len = AOR_SNI_MAX_HTTP_HEAD;
+    /* The method's first bytes tell a request from other bytes before a line ends. */
+    size_t m = 0;
+    while (m < len && is_tchar((unsigned char)buf[m]))
+        m++;
+    if (m < len && (m == 0 || buf[m] != ' '))
+        return -1;
+    size_t p = 0;
+    for (int first = 1;; first = 0) {
+        const char *nl = memchr(buf + p, '\n', len - p);
+        if (!nl)
+            return more;
+        const char *line = buf + p;
+        size_t ll = (size_t)(nl - line);
+        p += ll + 1;
+        if (ll > 0 && line[ll - 1] == '\r')
+            ll--;
+        if (first) {
+            if (!request_line(line, ll))
+                return -1;
+            continue;
+        }
+        if (ll == 0)
+            return 0; /* the end of the head: no Host */
+        if (line[0] == ' ' || line[0] == '\t')
+            return -1; /* obsolete line folding */
+        size_t c = 0;
+        while (c < ll && is_tchar((unsigned char)line[c]))
+            c++;
+        if (c == 0 || c >= ll || line[c] != ':')
+            return -1;
+        if (c != 4 || strncasecmp(line, "host", 4) != 0)
+            continue;
+        size_t vs = c + 1, ve = ll;
+        while (vs < ve && (line[vs] == ' ' || line[vs] == '\t'))
+            vs++;
+        while (ve > vs && (line[ve - 1] == ' ' || line[ve - 1] == '\t'))
+            ve--;
+        return host_value(line + vs, ve - vs, host, hostlen);
+    }
 }

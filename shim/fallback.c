@@ -1,11 +1,16 @@
 /* libaor.so: offline fallback addresses and answers (see fallback.h). */
 #include "fallback.h"
 
+#include "real.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 /* FNV-1a 32-bit; then a murmur3 finaliser so nearby names spread over the range. */
 static uint32_t hash_host(const char *host, unsigned attempt) {
@@ -177,4 +182,35 @@ int aor_fallback_hostent(const char *host, const aor_ip *ip, struct hostent *ret
     ret->h_length = 4;
     ret->h_addr_list = &ptrs[1];
     return 0;
+}
+
+int aor_fallback_daemon_up(const char *path) {
+    int saved = errno;
+    int up = 0;
+    struct sockaddr_un sun;
+    size_t pl = path != NULL ? strlen(path) : 0;
+    if (pl == 0 || pl >= sizeof(sun.sun_path))
+        goto out;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, path, pl + 1);
+    int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (u < 0)
+        goto out;
+    int rc, tries = 0;
+    do {
+        rc = aor_real.connect(u, (struct sockaddr *)&sun, sizeof(sun));
+    } while (rc != 0 && errno == EINTR && ++tries < 5);
+    if (rc == 0) {
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        up = aor_real.getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+             cl == sizeof(cred) && cred.uid == getuid();
+    } else {
+        up = errno == EAGAIN || errno == EWOULDBLOCK; /* a listener, its queue full */
+    }
+    aor_real.close(u);
+out:
+    errno = saved;
+    return up;
 }

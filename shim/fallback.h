@@ -2,7 +2,7 @@
  * for an intercepted host and the daemon is up, the host gets a stable address from
  * 198.18.0.0/15 (RFC 2544 benchmarking range, never routed on the Internet), and the
  * connect() to it is redirected to the daemon, which knows the real host from the
- * preamble. Pure code. */
+ * preamble. Pure code, except aor_fallback_daemon_up (one non-blocking connect). */
 #ifndef AOR_SHIM_FALLBACK_H
 #define AOR_SHIM_FALLBACK_H
 
@@ -37,5 +37,17 @@ int aor_fallback_addrinfo(const char *host, const char *service, const struct ad
  * buf (buflen bytes; no static storage). Returns 0, or ERANGE when buf is too small. */
 int aor_fallback_hostent(const char *host, const aor_ip *ip, struct hostent *ret, char *buf,
                          size_t buflen);
+
+/* 1 when the daemon is up (spec §2 step 3 "and the daemon is up"): a Unix stream socket
+ * listening at path (NUL-ended) takes a connection now. A new non-blocking socket
+ * connects (the real connect, never blocking) and is closed at once, so the shim keeps
+ * no fd; aord drops a connection that ends before its first byte with a debug line
+ * only. Up: the connect succeeded and the listener runs as this uid (SO_PEERCRED, as
+ * the redirect checks), or the listener's queue is full (EAGAIN: a listener exists).
+ * Not up: no file, a socket file left by a daemon that died (ECONNREFUSED), anything
+ * that is not a socket, a path too long for sun_path, another user's listener, any
+ * other error. Only for the resolver-failure path: it costs a socket, a connect and a
+ * close. Keeps errno. Thread-safe. */
+int aor_fallback_daemon_up(const char *path);
 
 #endif

@@ -1,7 +1,8 @@
 /* libaor.so: name resolution hooks (spec §2 steps 1 and 3): getaddrinfo, gethostbyname,
  * gethostbyname_r. The real answer is returned unchanged and its addresses recorded
  * for intercepted hosts; when the real resolver fails for an intercepted host and the
- * daemon socket exists, a stable 198.18.0.0/15 address is answered instead. */
+ * daemon is up (its socket takes a connection: aor_fallback_daemon_up), a stable
+ * 198.18.0.0/15 address is answered instead. */
 #include "env.h"
 #include "fallback.h"
 #include "hosts.h"
@@ -11,6 +12,14 @@
 #include <errno.h>
 #include <netdb.h>
 #include <string.h>
+
+/* 1 when the daemon is up (spec §2 step 3): its socket takes a connection now. A socket
+ * file alone is not enough: a daemon killed with SIGKILL leaves its socket behind, and
+ * a fallback address then leads nowhere. Only on the resolver-failure path. */
+static int daemon_up(void) {
+    const aor_shim_env *env = aor_env();
+    return env->sock_ok && aor_fallback_daemon_up(env->sock_path);
+}
 
 /* Resolver failures after which the offline fallback may answer. Argument errors
  * (bad flags, family, socktype, service) and EAI_MEMORY are returned as they are. */
@@ -87,9 +96,10 @@ __attribute__((noinline)) static int resolve_intercepted(const char *node, const
         return 0;
     }
     int after = errno;
-    if (!fallback_worthy(rc) || !aor_daemon_socket_exists()) {
+    if (!fallback_worthy(rc) || !daemon_up()) {
         aor_debug("resolve %s: resolver failed (%s), no fallback (%s)", host, gai_strerror(rc),
-                  fallback_worthy(rc) ? "daemon socket missing" : "not a lookup failure");
+                  fallback_worthy(rc) ? "daemon not up: its socket takes no connection"
+                                      : "not a lookup failure");
         errno = after;
         return rc;
     }
@@ -145,7 +155,7 @@ AOR_EXPORT struct hostent *gethostbyname(const char *name) {
     }
     int herr = h_errno;
     int after = errno;
-    if (!aor_daemon_socket_exists()) {
+    if (!daemon_up()) {
         errno = after;
         h_errno = herr;
         return NULL;
@@ -179,7 +189,7 @@ AOR_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
         errno = after;
         return 0;
     }
-    if (rc == ERANGE || !aor_daemon_socket_exists())
+    if (rc == ERANGE || !daemon_up())
         return rc; /* the caller retries with a bigger buffer / a real failure */
     aor_ip ip;
     aor_hosts_fallback(host, &ip);

@@ -46,6 +46,8 @@ def read_preamble(conn):
 def serve(conn, log):
     try:
         line, rest = read_preamble(conn)
+        if line is None and not rest:
+            return  # ended before any byte: the shim's check that the daemon is up
         m = PREAMBLE_RE.match(line) if line is not None else None
         if m is None or not (1 <= int(m.group(3)) <= 65535):
             log_line(log, b"BAD " + (line if line is not None else rest)[:80])

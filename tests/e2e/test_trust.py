@@ -4,8 +4,9 @@
   trusts both the user's own CA (a second mock provider with its own test CA, reached
   directly) and aor's CA (api.openai.com through the shim and aord).
 * The local CA carries critical name constraints: real OpenSSL clients (curl, Python,
-  Node) accept it for the intercepted hosts and reject a leaf aord makes for any other
-  name (a connection without SNI for a host only the shim's AOR_HOSTS knows)."""
+  Node) accept it for the intercepted hosts and reject a leaf of that CA for any other
+  name (made in the test with the CA's key: aord passes connections without an
+  intercepted SNI through, spec §2)."""
 import glob
 import os
 import subprocess
@@ -119,43 +120,82 @@ def test_node_extra_ca_certs_merged(env):
 
 test_node_extra_ca_certs_merged.timeout = 90
 
-# Python: TLS to api.openai.com with SNI (hostname checked), then to AOR_HOSTS'
-# "localhost" without SNI: aord makes a leaf for "localhost", outside the CA's name
-# constraints. Prints "sni ok" / "nosni <verify message>".
+# Python: TLS to api.openai.com through the shim with SNI (hostname checked), then to a
+# test server (argv[2] = port) whose leaf for "evil.example" is signed with aor's CA key:
+# outside the CA's name constraints. Prints "sni ok ..." / "outside <verify message>".
 PY_CLIENT = r"""
 import socket, ssl, sys
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 with socket.create_connection(("api.openai.com", 443), timeout=10) as s:
     with ctx.wrap_socket(s, server_hostname="api.openai.com") as t:
         print("sni ok", t.version())
-ctx.check_hostname = False
-with socket.create_connection(("localhost", 443), timeout=10) as s:
+with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10) as s:
     try:
-        with ctx.wrap_socket(s, server_hostname=None) as t:
-            print("nosni accepted")
+        with ctx.wrap_socket(s, server_hostname="evil.example") as t:
+            print("outside accepted")
     except ssl.SSLCertVerificationError as e:
-        print("nosni", e.verify_message)
+        print("outside", e.verify_message)
 """
 
-NODE_NOSNI = r"""
+NODE_CLIENT_NC = r"""
 const tls = require('tls'), fs = require('fs');
 const ca = fs.readFileSync(process.argv[1]);
 function go(opts) {
   return new Promise((resolve) => {
-    const s = tls.connect(Object.assign({ port: 443, ca }, opts), () => {
+    const s = tls.connect(Object.assign({ ca }, opts), () => {
       resolve('ok ' + s.authorized); s.end(); });
     s.on('error', (e) => resolve('error ' + e.message));
   });
 }
 (async () => {
-  console.log('sni ' + await go({ host: 'api.openai.com', servername: 'api.openai.com' }));
-  console.log('nosni ' + await go({ host: 'localhost', servername: '',
-                                    checkServerIdentity: () => undefined }));
+  console.log('sni ' + await go({ host: 'api.openai.com', port: 443,
+                                  servername: 'api.openai.com' }));
+  console.log('outside ' + await go({ host: '127.0.0.1', port: +process.argv[2],
+                                      servername: 'evil.example' }));
 })();
 """
 
 
+def _outside_server(env, tmp):
+    """A TLS server on loopback with a leaf for evil.example signed by aor's own CA key
+    (a name outside its constraints; since 2026-12-01 aord never makes such a leaf: a
+    connection without an intercepted SNI is passed through). Returns its port."""
+    import socket
+    import ssl
+    import threading
+    ca_key = os.path.join(os.path.dirname(env.ca_path), "ca.key")
+    key, csr, crt, ext = (os.path.join(tmp, n) for n in ("l.key", "l.csr", "l.pem", "l.ext"))
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:evil.example\n")
+    for cmd in (["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                 "-nodes", "-keyout", key, "-subj", "/CN=evil.example", "-out", csr],
+                ["openssl", "x509", "-req", "-in", csr, "-CA", env.ca_path, "-CAkey", ca_key,
+                 "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", crt]):
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(crt, key)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            try:
+                with sctx.wrap_socket(c, server_side=True) as t:
+                    t.recv(1)
+            except (OSError, ssl.SSLError):
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lsock.getsockname()[1]
+
+
 def test_ca_name_constraints_in_real_clients(env):
+    import tempfile
     mock, d = setup(env)
     txt = subprocess.run(["openssl", "x509", "-in", env.ca_path, "-noout", "-text"],
                          stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -171,24 +211,23 @@ def test_ca_name_constraints_in_real_clients(env):
                   "-d", CHAT])
     eq(r.status, 200, "curl through the shim (stderr %s)" % r.stderr)
 
-    # Python (OpenSSL): accepted with SNI; a leaf for a name outside the constraints is
-    # rejected by the client itself
-    rc, out, err = env.run_client(["python3", "-c", PY_CLIENT, env.ca_path],
-                                  extra_env={"AOR_HOSTS": "api.openai.com,localhost"})
+    # Python (OpenSSL): accepted with SNI; a leaf of aor's CA for a name outside the
+    # constraints is rejected by the client itself
+    port = _outside_server(env, tempfile.mkdtemp(prefix="aor-nc-"))
+    rc, out, err = env.run_client(["python3", "-c", PY_CLIENT, env.ca_path, str(port)])
     eq(rc, 0, "python exit (stderr %s)" % err[-2000:])
     lines = out.splitlines()
     check(lines and lines[0].startswith("sni ok"), "python with SNI: %r" % out)
-    eq(lines[1:], ["nosni permitted subtree violation"], "python without SNI")
+    eq(lines[1:], ["outside permitted subtree violation"], "python, a name outside")
 
     if subprocess.run(["sh", "-c", "command -v node"], stdout=subprocess.DEVNULL).returncode:
         return
-    rc, out, err = env.run_client(["node", "-e", NODE_NOSNI, env.ca_path],
-                                  extra_env={"AOR_HOSTS": "api.openai.com,localhost"})
+    rc, out, err = env.run_client(["node", "-e", NODE_CLIENT_NC, env.ca_path, str(port)])
     eq(rc, 0, "node exit (stderr %s)" % err[-2000:])
     lines = out.splitlines()
     eq(lines[0], "sni ok true", "node with SNI")
     # Node's error code for this X509 error is "UNSPECIFIED"; the message is OpenSSL's
-    eq(lines[1], "nosni error permitted subtree violation", "node without SNI")
+    eq(lines[1], "outside error permitted subtree violation", "node, a name outside")
 
 
 test_ca_name_constraints_in_real_clients.timeout = 90

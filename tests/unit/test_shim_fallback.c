@@ -9,6 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -180,6 +184,80 @@ static void test_fallback_picks_free_address(void **state) {
     assert_int_equal(aor_hosts_recognise(&a, 80, host, sizeof(host), &syn), 0);
 }
 
+/* A Unix stream socket bound at path; listening with backlog when listen_q >= 0. */
+static int unix_listener(const char *path, int listen_q) {
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    assert_int_equal(bind(s, (struct sockaddr *)&sun, sizeof(sun)), 0);
+    if (listen_q >= 0)
+        assert_int_equal(listen(s, listen_q), 0);
+    return s;
+}
+
+static void test_daemon_up(void **state) {
+    char dir[] = "/tmp/aor-unit-fbXXXXXX", path[64], other[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/aor.sock", dir);
+    snprintf(other, sizeof(other), "%s/file", dir);
+
+    /* no file */
+    errno = 1234;
+    assert_false(aor_fallback_daemon_up(path));
+    assert_int_equal(errno, 1234); /* kept */
+    /* a listener of this user: up; the probe's connection ends at once */
+    int s = unix_listener(path, 16);
+    assert_true(aor_fallback_daemon_up(path));
+    int a = accept(s, NULL, NULL);
+    assert_true(a >= 0);
+    char c;
+    assert_int_equal(recv(a, &c, 1, 0), 0); /* no byte, then the end */
+    close(a);
+    /* its queue full (backlog 0 takes one): still a listener, so up, never blocking */
+    close(s);
+    unlink(path);
+    s = unix_listener(path, 0);
+    int q = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    assert_int_equal(connect(q, (struct sockaddr *)&sun, sizeof(sun)), 0);
+    assert_true(aor_fallback_daemon_up(path));
+    close(q);
+    /* the daemon died (kill -9): the socket file stays, nobody listens */
+    close(s);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    errno = 1234;
+    assert_false(aor_fallback_daemon_up(path));
+    assert_int_equal(errno, 1234);
+    unlink(path);
+    /* bound, never listening */
+    s = unix_listener(path, -1);
+    assert_false(aor_fallback_daemon_up(path));
+    close(s);
+    unlink(path);
+    /* not a socket; no path; a path too long for sun_path */
+    FILE *f = fopen(other, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_false(aor_fallback_daemon_up(other));
+    unlink(other);
+    assert_false(aor_fallback_daemon_up(NULL));
+    assert_false(aor_fallback_daemon_up(""));
+    char longp[200];
+    memset(longp, 'a', sizeof(longp) - 1);
+    longp[0] = '/';
+    longp[sizeof(longp) - 1] = '\0';
+    assert_false(aor_fallback_daemon_up(longp));
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stable_and_in_range),
@@ -188,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_addrinfo_errors),
         cmocka_unit_test(test_hostent),
         cmocka_unit_test(test_fallback_picks_free_address),
+        cmocka_unit_test(test_daemon_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
