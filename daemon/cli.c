@@ -41,7 +41,8 @@ static void usage(FILE *f) {
                "exits with\nthe program's status. See docs/cli.md.\n");
 }
 
-/* `aor check-config`: the validation of `aord --check-config` (spec §3.1). */
+/* `aor check-config`: the validation of `aord --check-config` (spec §3.1), including
+ * what aord's start would refuse about the socket (common/paths.h). */
 static int cmd_check_config(aor_cli *c, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         int t = aor_cli_take_config(c, argc, argv, &i);
@@ -55,6 +56,11 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
     aor_config *cfg = aor_cli_load_config(c);
     if (!cfg)
         return AOR_CLI_USAGE;
+    /* What aord would refuse about the socket at start is a configuration error too. */
+    if (aor_cli_check_socket(cfg, 1) < 0) {
+        aor_config_free(cfg);
+        return AOR_CLI_USAGE;
+    }
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     printf("aor: configuration OK (%s): %zu provider%s, %zu key%s\n",
            cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,

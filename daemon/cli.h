@@ -56,17 +56,33 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv); /* cli_servi
 int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
 
 /* Loads the configuration (c->config_arg, else $AOR_CONFIG, else the default). On
- * errors prints "aor: configuration errors:" and the file:line list on stderr and
- * returns NULL; when a key variable is not set, notes follow: the service's env file
- * (aor_cli_service_env_file) when it exists, and that aord needs the variable in its
- * own environment (a running aord never sees one exported later: restart it with the
- * variable set, or use env_file). Free with aor_config_free. */
+ * errors (a relative socket path included: aor_cli_check_socket with full 0) prints "aor:
+ * configuration errors:" and the file:line list on stderr and returns NULL; when a key variable is
+ * not set, notes follow: the service's env file (aor_cli_service_env_file) when it exists, and that
+ * aord needs the variable in its own environment (a running aord never sees one exported later:
+ * restart it with the variable set, or use env_file). Free with aor_config_free. */
 aor_config *aor_cli_load_config(const aor_cli *c);
 
 /* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key
  * whose variable is not in this process's environment is no error (its secret is NULL;
  * AOR_CONFIG_SECRETS_OPTIONAL), since the daemon may have it from its own. */
 aor_config *aor_cli_load_config_no_secrets(const aor_cli *c);
+
+/* A configuration file the user chose (--config, $AOR_CONFIG) must exist: a missing or
+ * unreadable one is an error for every command (docs/config.md), never a reason to fall
+ * back to the defaults (which may name another aord). Returns 0 when none was chosen or
+ * it can be opened as a regular file, else -1 after printing "aor: configuration file
+ * FILE (named by --config|AOR_CONFIG): why" on stderr (the caller exits
+ * AOR_CLI_USAGE). */
+int aor_cli_check_chosen_config(const aor_cli *c);
+
+/* The socket check of aor_path_config_socket_problem (common/paths.h) on a loaded
+ * configuration: full 0 refuses a relative socket path only (every load does), full 1
+ * also what aord's start would refuse about the socket directory, the path and the hosts
+ * file next to it (check-config, install-service). Returns 0, or -1 after printing
+ * "aor: configuration errors:" and the problem (naming AOR_SOCKET or FILE:LINE) on
+ * stderr. */
+int aor_cli_check_socket(const aor_config *cfg, int full);
 
 /* The configuration file the user chose: c->config_arg, else $AOR_CONFIG (non-empty),
  * else NULL (none chosen: the default file or the embedded default, found by aord itself).

@@ -70,12 +70,20 @@ out:
     free(dir);
 }
 
-/* 0, or -1 after printing (out of memory). The keys' variables need not be set here
- * (no secret is used; aord may have them from a service's env file). */
+/* 0; AOR_CLI_USAGE after printing when the chosen configuration file cannot be read or
+ * the socket path is relative (configuration errors: the defaults could reach another
+ * aord); -1 after printing (out of memory). The keys' variables need not be set here (no
+ * secret is used; aord may have them from a service's env file). */
 static int target_open(aor_cli *c, target *t) {
     memset(t, 0, sizeof *t);
+    if (aor_cli_check_chosen_config(c) < 0)
+        return AOR_CLI_USAGE;
     char *errors = NULL;
     aor_config *cfg = aor_config_load_flags(c->config_arg, AOR_CONFIG_SECRETS_OPTIONAL, &errors);
+    if (cfg && aor_cli_check_socket(cfg, 0) < 0) {
+        aor_config_free(cfg);
+        return AOR_CLI_USAGE;
+    }
     if (cfg) {
         t->socket_path = strdup(cfg->socket_path);
         t->listen = cfg->listen ? strdup(cfg->listen) : NULL;
@@ -86,8 +94,15 @@ static int target_open(aor_cli *c, target *t) {
         free(errors);
         if (aor_config_daemon_addrs(c->config_arg, &t->socket_path, &t->listen) < 0)
             goto fail_oom;
-        /* Say which values are used: the file's [daemon] ones, or the defaults when the
-         * file cannot be read at all. */
+        char *why = NULL;
+        if (aor_path_config_socket_problem(t->socket_path, aor_cli_chosen_config(c), 0, &why) < 0) {
+            fprintf(stderr, "aor: configuration errors:\n%s\n", why ? why : "out of memory");
+            free(why);
+            target_free(t);
+            return AOR_CLI_USAGE;
+        }
+        /* Say which values are used: the file's [daemon] ones, or the defaults when there
+         * is no file (a chosen file that cannot be read was refused above). */
         const char *file = aor_cli_chosen_config(c);
         char *def = NULL;
         if (!file) {
@@ -103,7 +118,7 @@ static int target_open(aor_cli *c, target *t) {
                     "aor: warning: the configuration has errors (see `aor check-config`); "
                     "using socket %s and %s%s from its [daemon] section (defaults where unset)\n",
                     t->socket_path, lp, lv);
-        else if (file && (def == NULL || err != ENOENT))
+        else if (file && err != ENOENT)
             fprintf(stderr,
                     "aor: warning: cannot read the configuration file %s (%s); using the "
                     "default socket %s and %s%s\n",
@@ -456,8 +471,9 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
         return AOR_CLI_USAGE;
     }
     target t;
-    if (target_open(c, &t) < 0)
-        return AOR_CLI_FAIL;
+    int topen = target_open(c, &t);
+    if (topen != 0)
+        return topen < 0 ? AOR_CLI_FAIL : topen;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int rc = AOR_CLI_FAIL;
     pid_t pid = 0;
@@ -671,8 +687,9 @@ int aor_cli_cmd_backoff(aor_cli *c, int argc, char **argv) {
         op = 2; /* clear: the only other word accepted above */
     }
     target t;
-    if (target_open(c, &t) < 0)
-        return AOR_CLI_FAIL;
+    int topen = target_open(c, &t);
+    if (topen != 0)
+        return topen < 0 ? AOR_CLI_FAIL : topen;
     int rc = AOR_CLI_FAIL;
     if (!t.listen) {
         fprintf(stderr, "aor: the sidecar is off (listen = off): the admin API is not "

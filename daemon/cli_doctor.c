@@ -120,7 +120,56 @@ static size_t discard(char *p, size_t s, size_t n, void *ud) {
     return s * n;
 }
 
-static void check_daemon(const aor_config *cfg, tally *t) {
+/* The places aord checks before it starts (spec §7; daemon/listen.c, daemon/main.c,
+ * daemon/tls_ca.c): a refused start only leaves aord's exit status behind, so each
+ * problem is a failure with aord's own explanation. Returns the number of failures. */
+static int check_places(const aor_config *cfg, tally *t) {
+    int fails = t->fails;
+    char *why = NULL, *fallback = NULL;
+    const char *sock = cfg ? cfg->socket_path : (fallback = aor_path_socket());
+    if (!sock) {
+        say(t, FAIL, "cannot work out the daemon socket path: %s", strerror(errno));
+    } else if (aor_path_config_socket_problem(sock, cfg ? cfg->source : NULL, 1, &why) < 0) {
+        say(t, FAIL, "%s (aord refuses to start)", why ? why : "out of memory");
+    } else {
+        say(t, OK,
+            "socket %s: nothing aord's start would refuse (its directory is yours, closed to "
+            "others or created 0700)",
+            sock);
+    }
+    free(why);
+    free(fallback);
+    static const struct {
+        const char *label;
+        const char *holds;
+        char *(*dir)(void);
+    } dirs[] = {
+        {"state directory", "admin.token, aord.log, aor.db", aor_path_state_dir},
+        {"data directory", "the CA and its key", aor_path_data_dir},
+    };
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char *dir = dirs[i].dir();
+        if (!dir) {
+            say(t, FAIL, "cannot find the %s (set HOME or its XDG variable): %s", dirs[i].label,
+                strerror(errno));
+            continue;
+        }
+        why = NULL;
+        int r = aor_path_dir_problem(dir, dirs[i].label, NULL, "chmod 700 it", &why);
+        if (r < 0)
+            say(t, FAIL, "%s (aord refuses to start: it keeps %s there)",
+                why ? why : "out of memory", dirs[i].holds);
+        else if (r > 0)
+            say(t, OK, "%s %s does not exist yet (aord creates it, mode 0700)", dirs[i].label, dir);
+        else
+            say(t, OK, "%s %s: yours, not writable by group or others", dirs[i].label, dir);
+        free(why);
+        free(dir);
+    }
+    return t->fails - fails;
+}
+
+static void check_daemon(const aor_config *cfg, tally *t, int refused) {
     const char *sock = cfg ? cfg->socket_path : NULL;
     char *fallback = NULL;
     if (!sock)
@@ -133,6 +182,11 @@ static void check_daemon(const aor_config *cfg, tally *t) {
     int up = aor_cli_socket_answers(sock, &pid);
     if (up)
         say(t, OK, "aord answers on %s (pid %ld)", sock, (long)pid);
+    else if (refused)
+        say(t, WARN,
+            "aord is not running (nothing answers on %s): programs connect directly; it "
+            "cannot start until the failure%s above %s fixed",
+            sock, refused == 1 ? "" : "s", refused == 1 ? "is" : "are");
     else
         say(t, WARN,
             "aord is not running (nothing answers on %s): programs connect directly; start it "
@@ -288,8 +342,7 @@ static void check_trust(tally *t, const char *data, int have_ca) {
         say(t, WARN, "AOR_NO_TRUST is set: the shim and `aor run` leave the CA variables alone");
     char *ca = aor_path_join(data, "ca.pem");
     char *bundle = aor_path_join(data, "bundle.pem");
-    char *merged = aor_path_join(data, "node-extra-ca.pem");
-    if (!ca || !bundle || !merged) {
+    if (!ca || !bundle) {
         say(t, FAIL, "out of memory");
         goto out;
     }
@@ -301,7 +354,8 @@ static void check_trust(tally *t, const char *data, int have_ca) {
             say(t, OK, "%s is not set (`aor run` and the shim point it at %s)", v->var, v->what);
             continue;
         }
-        if (strcmp(val, node ? ca : bundle) == 0 || (node && strcmp(val, merged) == 0)) {
+        /* A merged node-extra-ca-<hash>.pem contains the CA: reported below. */
+        if (strcmp(val, node ? ca : bundle) == 0) {
             say(t, OK, "%s points to aor's %s", v->var, node ? "CA" : "bundle");
             continue;
         }
@@ -331,7 +385,6 @@ static void check_trust(tally *t, const char *data, int have_ca) {
 out:
     free(ca);
     free(bundle);
-    free(merged);
 }
 
 int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
@@ -344,9 +397,12 @@ int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
         fprintf(stderr, "aor doctor: unknown argument '%s'\n", argv[i]);
         return AOR_CLI_USAGE;
     }
+    if (aor_cli_check_chosen_config(c) < 0)
+        return AOR_CLI_USAGE;
     tally t = {0, 0};
     aor_config *cfg = check_config(c, &t);
-    check_daemon(cfg, &t);
+    int refused = check_places(cfg, &t);
+    check_daemon(cfg, &t, refused);
 
     char *data = aor_path_data_dir();
     int have_ca = 0;

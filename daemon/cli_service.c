@@ -3,7 +3,8 @@
  * same text as scripts/aord.service and scripts/aord.plist, with the absolute path of
  * aord filled in, followed by `--config FILE` when the user chose a configuration file,
  * and the XDG base directories of this environment), then enables it when the service
- * manager is reachable. */
+ * manager is reachable. The configuration is validated first (as check-config, keys'
+ * variables optional): a unit for one aord refuses would fail for good. */
 #include "cli.h"
 #include "paths.h"
 
@@ -553,6 +554,19 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     char *config = NULL;
     if (service_config(c, &config) < 0)
         return AOR_CLI_USAGE;
+    /* A unit for a configuration aord refuses would fail with status 2, which the unit's
+     * RestartPreventExitStatus makes final: validate it first, as check-config does, but
+     * without the keys' variables (the service gets them from its EnvironmentFile or
+     * env_file, not from this shell). */
+    aor_config *cfg = aor_cli_load_config_no_secrets(c);
+    if (!cfg || aor_cli_check_socket(cfg, 1) < 0) {
+        fprintf(stderr, "aor: no service %s: fix the configuration first (`aor check-config`)\n",
+                print_only ? "printed" : "written");
+        aor_config_free(cfg);
+        free(config);
+        return AOR_CLI_USAGE;
+    }
+    aor_config_free(cfg);
     int rc = AOR_CLI_FAIL;
     char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL, *xdgenv = NULL;
     char *self = aor_cli_self_dir(c->argv0);

@@ -6,6 +6,8 @@
 #include "sysca.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,7 +16,24 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#define NODE_MERGED_NAME "node-extra-ca.pem"
+#define NODE_MERGED_PREFIX "node-extra-ca-" /* shim/trust.c's MERGED_PREFIX */
+
+/* Name of the merged NODE_EXTRA_CA_CERTS file for this merged content, by the shim's
+ * rule (aor_trust_merged_name in shim/trust.c, docs/shim.md "Trust"), so both write and
+ * find the same file: "node-extra-ca-<FNV-1a 64 of the bytes, 16 hex digits>.pem". One
+ * file per distinct content: two programs started at once with different user files
+ * never overwrite each other's file. malloc'd, or NULL on ENOMEM. */
+static char *node_merged_name(const char *data, size_t len) {
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a 64 offset basis */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)data[i];
+        h *= 1099511628211ULL; /* FNV-1a 64 prime */
+    }
+    char *out = NULL;
+    if (asprintf(&out, NODE_MERGED_PREFIX "%016llx.pem", (unsigned long long)h) < 0)
+        return NULL;
+    return out;
+}
 
 int aor_cli_plan_add(aor_cli_plan *p, const char *name, const char *value) {
     aor_cli_var *nv = realloc(p->v, (p->n + 1) * sizeof *nv);
@@ -93,7 +112,9 @@ static int on(const char *name) {
 }
 
 /* NODE_EXTRA_CA_CERTS takes one file: a user's file that lacks the CA is merged with
- * ca.pem into data_dir/node-extra-ca.pem. Returns 0 (plan or note done), -1 ENOMEM. */
+ * ca.pem into data_dir/node-extra-ca-<hash>.pem (node_merged_name), written atomically
+ * (aor_cli_write_file: a temp file renamed over the name) and only when it differs.
+ * Returns 0 (plan or note done), -1 ENOMEM. */
 static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
     const char *user = getenv("NODE_EXTRA_CA_CERTS");
     if (!user || !*user)
@@ -103,7 +124,7 @@ static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
     int has = aor_cli_file_has_ca(user, ca);
     if (has == 1)
         return 0; /* already trusts aor (e.g. our merged file from an earlier `aor env`) */
-    char *ubuf = NULL, *cbuf = NULL, *merged = NULL, *out = NULL;
+    char *ubuf = NULL, *cbuf = NULL, *merged = NULL, *out = NULL, *name = NULL;
     size_t ulen = 0, clen = 0;
     int rc = 0;
     if (aor_cli_read_file(user, AOR_CLI_FILE_MAX, &ubuf, &ulen) < 0) {
@@ -126,8 +147,7 @@ static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
     int nl = ulen > 0 && ubuf[ulen - 1] != '\n';
     size_t total = ulen + (size_t)nl + clen;
     out = malloc(total ? total : 1);
-    merged = aor_path_join(data_dir, NODE_MERGED_NAME);
-    if (!out || !merged) {
+    if (!out) {
         rc = -1;
         goto out;
     }
@@ -135,6 +155,12 @@ static int plan_node(aor_cli_plan *p, const char *data_dir, const char *ca) {
     if (nl)
         out[ulen] = '\n';
     memcpy(out + ulen + nl, cbuf, clen);
+    name = node_merged_name(out, total);
+    merged = name ? aor_path_join(data_dir, name) : NULL;
+    if (!merged) {
+        rc = -1;
+        goto out;
+    }
     if (aor_cli_write_file(merged, out, total, 0644) < 0) {
         fprintf(stderr, "aor: cannot write %s: %s; NODE_EXTRA_CA_CERTS left as %s\n", merged,
                 strerror(errno), user);
@@ -146,6 +172,7 @@ out:
     free(cbuf);
     free(out);
     free(merged);
+    free(name);
     return rc;
 }
 

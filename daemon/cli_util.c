@@ -57,9 +57,46 @@ char *aor_cli_service_env_file(void) {
     return found;
 }
 
+int aor_cli_check_chosen_config(const aor_cli *c) {
+    const char *file = aor_cli_chosen_config(c);
+    if (!file)
+        return 0;
+    const char *by = c->config_arg && *c->config_arg ? "--config" : "AOR_CONFIG";
+    struct stat st;
+    const char *why = NULL;
+    /* O_NONBLOCK: a FIFO must not hang aor (the loader refuses it too). */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        why = strerror(errno);
+    else if (fstat(fd, &st) < 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (fd >= 0)
+        close(fd);
+    if (!why)
+        return 0;
+    fprintf(stderr, "aor: configuration file %s (named by %s): %s\n", file, by, why);
+    return -1;
+}
+
+int aor_cli_check_socket(const aor_config *cfg, int full) {
+    char *why = NULL;
+    if (aor_path_config_socket_problem(cfg->socket_path, cfg->source, full, &why) == 0)
+        return 0;
+    fprintf(stderr, "aor: configuration errors:\n%s\n",
+            why ? why : "out of memory while checking the socket path");
+    free(why);
+    return -1;
+}
+
 static aor_config *load_config(const aor_cli *c, unsigned flags) {
     char *errors = NULL;
     aor_config *cfg = aor_config_load_flags(c->config_arg, flags, &errors);
+    if (cfg && aor_cli_check_socket(cfg, 0) < 0) {
+        aor_config_free(cfg);
+        return NULL;
+    }
     if (cfg)
         return cfg;
     fprintf(stderr, "aor: configuration errors:\n%s", errors ? errors : "(out of memory)\n");

@@ -305,6 +305,18 @@ int main(int argc, char **argv) {
         free(errors);
         return 2;
     }
+    /* The socket path: a relative one would put the socket and the published hosts file
+     * in aord's working directory, where no shim started elsewhere looks (refused at every
+     * start, exit 2: a configuration error). --check-config also reports what the socket
+     * directory check at start (daemon/listen.c) would refuse. */
+    char *sock_why = NULL;
+    if (aor_path_config_socket_problem(cfg->socket_path, cfg->source, check_only, &sock_why) < 0) {
+        fprintf(stderr, "aord: configuration errors:\n%s\n",
+                sock_why ? sock_why : "out of memory while checking the socket path");
+        free(sock_why);
+        aor_config_free(cfg);
+        return 2;
+    }
     if (check_only) {
         size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
         printf("aord: configuration OK (%s): %zu provider%s, %zu key%s\n",
@@ -339,6 +351,16 @@ int main(int argc, char **argv) {
     }
     if (mkdirs(d.state_dir, 0700) < 0) {
         fprintf(stderr, "aord: cannot create %s: %s\n", d.state_dir, strerror(errno));
+        goto out;
+    }
+    /* The state directory holds admin.token, aord.log and (by default) aor.db: refused,
+     * like the socket and data directories, when another user owns it or group or others
+     * can write to it (they could replace the token or the log with a link). Said on
+     * stderr only: the log is not opened in such a directory. */
+    char *why = NULL;
+    if (aor_path_dir_problem(d.state_dir, "state directory", NULL, "chmod 700 it", &why) < 0) {
+        aor_error("%s", why ? why : "out of memory while checking the state directory");
+        free(why);
         goto out;
     }
     char *state_parent = dir_of(cfg->state_path);

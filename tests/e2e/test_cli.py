@@ -235,6 +235,20 @@ def test_env_prints_preload_and_trust(env):
     eq(sorted(parse_exports(out)), ["LD_PRELOAD"], "AOR_NO_TRUST=1 keeps only LD_PRELOAD")
 
 
+def fnv1a64(data):
+    """FNV-1a 64 of bytes: the hash in a merged file's name (shim/trust.c)."""
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def merged_node_path(env, content):
+    """Where the shim and `aor run` put a merged NODE_EXTRA_CA_CERTS file of content."""
+    return os.path.join(env.env["XDG_DATA_HOME"], "aor",
+                        "node-extra-ca-%016x.pem" % fnv1a64(content.encode()))
+
+
 def test_env_merges_user_node_extra_ca_certs(env):
     setup(env)
     user_pem = other_cert_pem()
@@ -244,12 +258,13 @@ def test_env_merges_user_node_extra_ca_certs(env):
     rc, out, err = aor(env, "env", extra_env={"NODE_EXTRA_CA_CERTS": user_file})
     eq(rc, 0, "aor env exit code (stderr %r)" % err)
     v = parse_exports(out)
-    merged = os.path.join(env.env["XDG_DATA_HOME"], "aor", "node-extra-ca.pem")
-    eq(v.get("NODE_EXTRA_CA_CERTS"), merged, "NODE_EXTRA_CA_CERTS -> merged file")
     with open(env.ca_path) as f:
         ca = f.read()
+    want = user_pem.rstrip("\n") + "\n" + ca
+    merged = merged_node_path(env, want)
+    eq(v.get("NODE_EXTRA_CA_CERTS"), merged, "NODE_EXTRA_CA_CERTS -> merged file")
     with open(merged) as f:
-        eq(f.read(), user_pem.rstrip("\n") + "\n" + ca, "merged = user's file + ca.pem")
+        eq(f.read(), want, "merged = user's file + ca.pem")
     with open(user_file) as f:
         eq(f.read(), user_pem.rstrip("\n"), "the user's own file is not modified")
 
@@ -260,6 +275,48 @@ def test_env_merges_user_node_extra_ca_certs(env):
     rc, out, err = aor(env, "run", "sh", "-c", 'printf "%s" "$NODE_EXTRA_CA_CERTS"',
                        extra_env={"NODE_EXTRA_CA_CERTS": user_file})
     eq((rc, out), (0, merged), "aor run: NODE_EXTRA_CA_CERTS (stderr %r)" % err)
+
+
+def test_run_merged_node_file_is_per_user_file(env):
+    """QA: `aor run` merged every user's NODE_EXTRA_CA_CERTS into one fixed
+    node-extra-ca.pem, so a second `aor run` with another file rewrote the file a running
+    program had been given (its Node then lost its own CAs). Now the file is named by a
+    hash of its content, as the shim names it: one file per user file, the same name
+    from the shim and from `aor run`, and no temporary file left behind."""
+    setup(env)
+    with open(env.ca_path) as f:
+        ca = f.read()
+    try:
+        with open("/etc/ssl/certs/ca-certificates.crt") as f:
+            pems = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n",
+                              f.read(), re.S)
+    except OSError:
+        pems = []
+    if len(pems) < 2:
+        raise aortest.Skip("needs two system CA certificates as the users' files")
+    users = []
+    for name, pem in (("userA.pem", pems[0]), ("userB.pem", pems[1])):
+        path = env.path(name)
+        with open(path, "w") as f:
+            f.write(pem)
+        users.append((path, pem))
+    show = 'printf "%s" "$NODE_EXTRA_CA_CERTS"'
+    given = []
+    for path, pem in users:
+        rc, out, err = aor(env, "run", "sh", "-c", show, extra_env={"NODE_EXTRA_CA_CERTS": path})
+        eq(rc, 0, "aor run (stderr %r)" % err)
+        given.append(out)
+        eq(out, merged_node_path(env, pem + ca), "the merged file is named by its content")
+    check(given[0] != given[1], "two user files, two merged files: %r" % given)
+    for (path, pem), merged in zip(users, given):
+        with open(merged) as f:
+            eq(f.read(), pem + ca, "%s still holds its own user's CAs" % merged)
+    # The shim (a program started with LD_PRELOAD alone) names it the same way.
+    rc, out, err = env.run_client(["sh", "-c", show],
+                                  extra_env={"NODE_EXTRA_CA_CERTS": users[0][0]})
+    eq((rc, out), (0, given[0]), "the shim and `aor run` agree on the file (stderr %r)" % err)
+    left = [n for n in os.listdir(os.path.dirname(env.ca_path)) if ".tmp" in n]
+    eq(left, [], "no temporary file left in the data directory")
 
 
 def test_run_and_env_warn_about_user_ca_bundles(env):
@@ -752,6 +809,53 @@ def test_doctor(env):
     check("warn: aord is not running" in out, "daemon down is reported:\n" + out)
 
 
+def test_doctor_explains_a_refused_start(env):
+    """QA: with $XDG_DATA_HOME/aor at 0777 aord exits 1 ("TLS: ... writable by group or
+    others"), but doctor said only "warn: aord is not running" and "0 failed". It now
+    checks the places aord checks before it starts (socket, state and data directories)
+    and fails with aord's explanation; the "not running" line points at it."""
+    setup(env, start=False)
+    data = os.path.join(env.env["XDG_DATA_HOME"], "aor")
+    state = os.path.join(env.env["XDG_STATE_HOME"], "aor")
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 0, "nothing exists yet: doctor passes (%s)" % out)
+    check("ok: data directory %s does not exist yet (aord creates it, mode 0700)" % data in out,
+          out)
+    d = env.start_daemon()
+    d.stop()
+    os.chmod(data, 0o777)
+    rc = subprocess.run([os.path.join(env.build, "aord")], env=env.env, capture_output=True,
+                        timeout=30).returncode
+    eq(rc, 1, "aord refuses the 0777 data directory")
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "doctor fails: %s" % out)
+    check("fail: data directory %s: writable by group or others (mode 0777); chmod 700 it "
+          "(aord refuses to start: it keeps the CA and its key there)" % data in out.splitlines(),
+          "doctor explains the refusal:\n" + out)
+    check(re.search(r"^warn: aord is not running \(nothing answers on .*\): programs connect "
+                    r"directly; it cannot start until the failure above is fixed$", out, re.M),
+          "the not-running line points at it:\n" + out)
+    os.chmod(data, 0o700)
+    os.chmod(state, 0o770)
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "a group-writable state directory fails doctor")
+    check("fail: state directory %s: writable by group or others (mode 0770); chmod 700 it "
+          "(aord refuses to start: it keeps admin.token, aord.log, aor.db there)" % state
+          in out.splitlines(), out)
+    os.chmod(state, 0o700)
+    shared = env.path("shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    rc, out, err = aor(env, "doctor", extra_env={"AOR_SOCKET": os.path.join(shared, "s.sock")})
+    eq(rc, 1, "a socket in a 1777 directory fails doctor")
+    check("fail: AOR_SOCKET=%s/s.sock: socket directory %s: writable by group or others "
+          "(mode 1777); chmod 700 it or choose a socket in a directory of your own (aord "
+          "refuses to start)" % (shared, shared) in out.splitlines(), out)
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 0, "all fixed: %s" % out)
+    check("ok: socket %s: nothing aord's start would refuse" % env.socket_path in out, out)
+
+
 def test_doctor_warns_without_any_key(env):
     """QA: with the embedded default and no key variable set, doctor said "ok ... (10
     providers, 0 keys)": it now warns that aor is pass-through only."""
@@ -1139,6 +1243,50 @@ def test_install_service_passes_the_chosen_config(env):
     eq(out, "", "prints no unit")
 
 
+def test_install_service_refuses_a_config_aord_refuses(env):
+    """QA: install-service wrote a unit for a configuration with errors and exited 0; the
+    service then failed with status 2, which RestartPreventExitStatus makes final. It now
+    validates like check-config (all errors, exit 2, nothing written or printed), except
+    that the keys' variables may be missing here: the service gets them from its
+    EnvironmentFile or env_file. The socket is checked as aord's start checks it."""
+    setup(env, start=False)
+    unit = os.path.join(env.env["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
+    good = open(env.config_path).read()
+    with open(env.config_path, "a") as f:
+        f.write("[routing]\nstrategy = fastest\n[provider \"extra\"]\nbogus = 1\n")
+    for args in (["--print", "--systemd"], ["--systemd", "--no-start"],
+                 ["--print", "--launchd"]):
+        rc, out, err = aor(env, "install-service", *args)
+        eq(rc, 2, "install-service %s with errors: exit 2 (stderr %r)" % (" ".join(args), err))
+        eq(out, "", "nothing printed on stdout")
+        check("aor: configuration errors:" in err and "%s:" % env.config_path in err,
+              "the errors, file:line: %r" % err)
+        check("strategy" in err and "bogus" in err, "every error at once: %r" % err)
+        check("fix the configuration first" in err, "says nothing was installed: %r" % err)
+        check(not os.path.exists(unit), "no unit written")
+    # The keys' variables unset in this shell: not an error for the service.
+    with open(env.config_path, "w") as f:
+        f.write(good)
+    unset = ["env", "-u", "KEY_A", "-u", "KEY_B"]
+    rc, out, err = env.run_client(unset + [aor_path(env), "install-service", "--systemd",
+                                           "--no-start"], preload=False)
+    no_secret(out, err)
+    eq(rc, 0, "keys from the service's environment: installed (stderr %r)" % err)
+    check(os.path.isfile(unit), "unit written")
+    os.unlink(unit)
+    # A socket in a directory others can write to: aord would refuse to start.
+    shared = env.path("shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    with open(env.config_path, "w") as f:
+        f.write(good.replace("[daemon]\n", "[daemon]\nsocket = %s/x.sock\n" % shared))
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start")
+    eq(rc, 2, "socket directory 1777: exit 2 (stderr %r)" % err)
+    check("%s:2: socket = %s/x.sock: socket directory %s: writable by group or others "
+          "(mode 1777)" % (env.config_path, shared, shared) in err, err)
+    check(not os.path.exists(unit), "no unit written")
+
+
 def test_keys_only_in_the_service_env_file(env):
     """QA: keys kept only in the service env file (as install-service recommends) made
     `aor doctor` fail and `aor status`/`aor backoff` warn on every call. status and backoff
@@ -1197,12 +1345,33 @@ def test_status_with_a_broken_or_missing_config(env):
     eq(rc, 0, "status reaches the running daemon (%s %s)" % (out, err))
     check("using socket %s and http://127.0.0.1:%d from its [daemon] section"
           % (env.socket_path, port) in err, "says which values: %r" % err)
+
+
+def test_a_missing_chosen_config_is_an_error_everywhere(env):
+    """QA: `aor --config nonexist.ini status` only warned, then asked the default
+    127.0.0.1:8787, where another user's or another test's aord may answer. A file named
+    by --config or AOR_CONFIG that is not there is an error for every command (exit 2,
+    naming the file), as docs/config.md says; nothing is asked of any daemon."""
+    setup(env)  # a daemon answers on the default socket: status must not report it
     missing = env.path("nonexist.ini")
-    rc, out, err = aor(env, "--config", missing, "status")
-    check(("cannot read the configuration file %s (No such file or directory); using the "
-           "default socket %s and http://127.0.0.1:8787" % (missing, env.socket_path)) in err,
-          "says the file cannot be read and which defaults: %r" % err)
-    check("[daemon]" not in err, "does not claim the file's values: %r" % err)
+    commands = [["status"], ["status", "--json"], ["backoff"], ["backoff", "clear"],
+                ["doctor"], ["env"], ["run", "true"], ["check-config"],
+                ["install-service", "--print", "--systemd"]]
+    for args in commands:
+        rc, out, err = aor(env, "--config", missing, *args)
+        eq(rc, 2, "aor --config MISSING %s: exit 2 (stdout %r, stderr %r)"
+           % (" ".join(args), out, err))
+        check(missing in err and "No such file or directory" in err,
+              "aor %s names the file and why: %r" % (" ".join(args), err))
+        eq(out, "", "aor %s reported nothing" % " ".join(args))
+    rc, out, err = aor(env, "status", extra_env={"AOR_CONFIG": missing})
+    eq(rc, 2, "AOR_CONFIG=MISSING status: exit 2 (%r)" % err)
+    eq(err, "aor: configuration file %s (named by AOR_CONFIG): No such file or directory\n"
+       % missing, "names the file and the variable")
+    rc, out, err = aor(env, "doctor", "--config", missing)
+    eq(err, "aor: configuration file %s (named by --config): No such file or directory\n"
+       % missing, "doctor names the file and the option")
+    eq(out, "", "doctor checks nothing else")
 
 
 def test_cli_arguments_and_counts(env):

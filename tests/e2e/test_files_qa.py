@@ -383,3 +383,115 @@ def test_sighup_reopens_a_rotated_log(env):
     eq(mode(log), "0600", "mode of the new aord.log")
     check("config reloaded" not in open(log + ".1").read(), "the rotated file got no more lines")
     eq(d.stop(), 0, "aord exit code on SIGTERM")
+
+
+# --- the places aord refuses, refused or reported before it starts (QA) ------------------
+
+
+def run_bin(env, name, args, extra_env=None, cwd=None):
+    """Runs build/<name> (aor or aord) to its end with this env; (rc, stdout, stderr)."""
+    return env.run_client([os.path.join(env.build, name)] + list(args), preload=False,
+                          extra_env=extra_env, cwd=cwd, timeout=30)
+
+
+def test_relative_socket_path_is_refused(env):
+    """QA: AOR_SOCKET=relative.sock made aord create the socket and the hosts file in its
+    own working directory, where no shim started in another directory finds them. A
+    relative socket path (AOR_SOCKET, or a `socket =` left relative) is a configuration
+    error for aord (exit 2, before it creates anything) and for aor."""
+    minimal_config(env)
+    work = env.path("work")
+    os.mkdir(work, 0o700)
+    rc, out, err = run_bin(env, "aord", [], extra_env={"AOR_SOCKET": "relative.sock"}, cwd=work)
+    eq(rc, 2, "aord with AOR_SOCKET=relative.sock: exit 2 (stderr %r)" % err)
+    check("AOR_SOCKET=relative.sock: socket path relative.sock is not absolute" in err, err)
+    eq(os.listdir(work), [], "nothing created in the working directory")
+    check(not os.path.exists(os.path.join(env.env["XDG_STATE_HOME"], "aor", "aor.db")),
+          "no state opened")
+    for args in (["--check-config"],):
+        rc, out, err = run_bin(env, "aord", args, extra_env={"AOR_SOCKET": "relative.sock"})
+        eq(rc, 2, "aord --check-config: exit 2 (stderr %r)" % err)
+        check("not absolute" in err, err)
+    for args in (["check-config"], ["status"], ["backoff"], ["env"], ["run", "true"]):
+        rc, out, err = run_bin(env, "aor", args, extra_env={"AOR_SOCKET": "relative.sock"})
+        eq(rc, 2, "aor %s with a relative AOR_SOCKET: exit 2 (stderr %r)" % (args[0], err))
+        check("AOR_SOCKET=relative.sock: socket path relative.sock is not absolute" in err,
+              "aor %s says why: %r" % (args[0], err))
+    rc, out, err = run_bin(env, "aor", ["doctor"], extra_env={"AOR_SOCKET": "relative.sock"})
+    eq(rc, 1, "doctor fails")
+    check("fail: AOR_SOCKET=relative.sock: socket path relative.sock is not absolute" in out,
+          out)
+    # `socket =` stays relative when the config is named without a directory.
+    with open(os.path.join(work, "aor.ini"), "w") as f:
+        f.write("[daemon]\nlisten = off\nsocket = here.sock\n")
+    rc, out, err = run_bin(env, "aord", ["--config", "aor.ini"], cwd=work)
+    eq(rc, 2, "aord with socket = here.sock: exit 2 (stderr %r)" % err)
+    check("aor.ini:3: socket = here.sock: socket path here.sock is not absolute" in err, err)
+    eq(sorted(os.listdir(work)), ["aor.ini"], "nothing created in the working directory")
+
+
+def test_check_config_reports_a_socket_directory_aord_refuses(env):
+    """QA: check-config said OK for `socket = /tmp/x.sock`, and aord then refused to start
+    ("socket directory /tmp: writable by group or others"). Both check-configs now report
+    what aord's start would refuse about the socket, naming the line (or AOR_SOCKET)."""
+    shared = env.path("shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    group = env.path("group")
+    os.mkdir(group)
+    os.chmod(group, 0o770)
+    for d, m in ((shared, "1777"), (group, "0770")):
+        env.write_config("[daemon]\nlisten = off\nsocket = %s/x.sock\n" % d)
+        want = ("%s:3: socket = %s/x.sock: socket directory %s: writable by group or others "
+                "(mode %s); chmod 700 it or choose a socket in a directory of your own"
+                % (env.config_path, d, d, m))
+        rc, out, err = run_bin(env, "aor", ["check-config"])
+        eq(rc, 2, "aor check-config, socket in a %s directory (stdout %r)" % (m, out))
+        eq(err, "aor: configuration errors:\n%s\n" % want, "aor check-config says why")
+        rc, out, err = run_bin(env, "aord", ["--check-config"])
+        eq(rc, 2, "aord --check-config (stdout %r)" % out)
+        eq(err, "aord: configuration errors:\n%s\n" % want, "aord --check-config says why")
+        eq(mode(d), m, "the directory is left as it is")
+    minimal_config(env)
+    rc, out, err = run_bin(env, "aor", ["check-config"],
+                           extra_env={"AOR_SOCKET": os.path.join(shared, "y.sock")})
+    eq(rc, 2, "AOR_SOCKET in a 1777 directory")
+    check("AOR_SOCKET=%s/y.sock: socket directory %s: writable by group or others" %
+          (shared, shared) in err, err)
+    # Something else at the socket path, a foreign hosts file: aord refuses those too.
+    mine = env.path("mine")
+    os.mkdir(mine, 0o700)
+    with open(os.path.join(mine, "hosts"), "w") as f:
+        f.write("127.0.0.1 myhost\n")
+    rc, out, err = run_bin(env, "aor", ["check-config"],
+                           extra_env={"AOR_SOCKET": os.path.join(mine, "aor.sock")})
+    eq(rc, 2, "a foreign hosts file")
+    check("%s/hosts exists and is not aord's published address set" % mine in err, err)
+    # Fine: a directory of one's own (created 0700 when missing), and the default one.
+    for sock in (os.path.join(env.path("new"), "aor.sock"), None):
+        rc, out, err = run_bin(env, "aor", ["check-config"],
+                               extra_env={"AOR_SOCKET": sock} if sock else None)
+        eq((rc, err), (0, ""), "check-config OK for socket %s" % sock)
+        check(out.startswith("aor: configuration OK"), out)
+    check(not os.path.exists(env.path("new")), "check-config creates nothing")
+
+
+def test_state_directory_open_to_others_is_refused(env):
+    """QA: with $XDG_STATE_HOME/aor at 0777 (it holds admin.token, aord.log and aor.db)
+    aord started silently, while it refuses such a socket or data directory. It now
+    refuses it the same way, before it writes anything there."""
+    minimal_config(env)
+    state = os.path.join(env.env["XDG_STATE_HOME"], "aor")
+    os.mkdir(state)
+    os.chmod(state, 0o777)
+    d = env.start_daemon(wait=False)
+    rc = d.proc.wait(timeout=30)
+    text = d.stderr_text()
+    eq(rc, 1, "aord exit code with a 0777 state directory: %s" % text[-1500:])
+    check("state directory %s: writable by group or others (mode 0777); chmod 700 it" % state
+          in text, "names the directory, its mode and the fix: " + text)
+    eq(os.listdir(state), [], "nothing written into it (no log, token or state)")
+    eq(mode(state), "0777", "its mode is left as it is")
+    os.chmod(state, 0o700)
+    d = env.start_daemon()
+    eq(d.stop(), 0, "starts once it is 0700")

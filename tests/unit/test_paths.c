@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "paths.h"
@@ -77,12 +80,151 @@ static void test_from_environment(void **state) {
     unsetenv("AOR_SOCKET");
 }
 
+/* A fresh 0700 directory under /tmp for the file checks; the caller frees the name. */
+static char *tmp_dir(void) {
+    char *d = strdup("/tmp/aor-paths-XXXXXX");
+    assert_non_null(d);
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static char *sub(const char *dir, const char *name) {
+    char *p = aor_path_join(dir, name);
+    assert_non_null(p);
+    return p;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The state/data directory check aord applies at start, and its wording. */
+static void test_dir_problem(void **state) {
+    char *d = tmp_dir(), *why = (char *)"x";
+    assert_int_equal(aor_path_dir_problem(d, "state directory", NULL, "chmod 700 it", &why), 0);
+    assert_null(why);
+    char *missing = sub(d, "nope");
+    assert_int_equal(aor_path_dir_problem(missing, "state directory", NULL, NULL, &why), 1);
+    assert_null(why);
+    assert_int_equal(chmod(d, 0777), 0);
+    assert_int_equal(aor_path_dir_problem(d, "state directory", NULL, "chmod 700 it", &why), -1);
+    char want[256];
+    snprintf(want, sizeof want,
+             "state directory %s: writable by group or others (mode 0777); chmod 700 it", d);
+    assert_string_equal(why, want);
+    free(why);
+    assert_int_equal(chmod(d, 0750), 0); /* group may read: fine */
+    assert_int_equal(aor_path_dir_problem(d, NULL, NULL, NULL, &why), 0);
+    assert_int_equal(chmod(d, 0720), 0);
+    assert_int_equal(aor_path_dir_problem(d, NULL, NULL, "chmod 700 it", &why), -1);
+    snprintf(want, sizeof want, "%s: writable by group or others (mode 0720); chmod 700 it", d);
+    assert_string_equal(why, want);
+    free(why);
+    char *file = sub(d, "f");
+    write_text(file, "x");
+    assert_int_equal(aor_path_dir_problem(file, "data directory", NULL, NULL, &why), -1);
+    snprintf(want, sizeof want, "data directory %s: not a directory", file);
+    assert_string_equal(why, want);
+    free(why);
+    unlink(file);
+    rmdir(d);
+    free(file);
+    free(missing);
+    free(d);
+}
+
+/* What aord refuses about its socket path (daemon/listen.c), found without a change. */
+static void test_socket_problem(void **state) {
+    char *d = tmp_dir(), *why = NULL;
+    char *sock = sub(d, "aor.sock");
+    setenv("XDG_RUNTIME_DIR", "/nonexistent-run", 1);
+    assert_int_equal(aor_path_socket_problem(sock, &why), 0);
+    assert_null(why);
+    /* relative: aord would make it in its own working directory */
+    assert_int_equal(aor_path_socket_problem("rel.sock", &why), -1);
+    assert_non_null(strstr(why, "socket path rel.sock is not absolute"));
+    free(why);
+    /* a sticky world-writable directory (/tmp-like) */
+    assert_int_equal(chmod(d, 01777), 0);
+    assert_int_equal(aor_path_socket_problem(sock, &why), -1);
+    char want[512];
+    snprintf(want, sizeof want,
+             "socket directory %s: writable by group or others (mode 1777); chmod 700 it or "
+             "choose a socket in a directory of your own",
+             d);
+    assert_string_equal(why, want);
+    free(why);
+    /* ... unless it is the default directory ($XDG_RUNTIME_DIR/aor), which aord
+     * tightens itself: then only its owner counts */
+    assert_int_equal(aor_path_is_default_socket_dir(d), 0);
+    char *def = sub(d, "aor");
+    assert_int_equal(mkdir(def, 0777), 0);
+    assert_int_equal(chmod(def, 0777), 0);
+    setenv("XDG_RUNTIME_DIR", d, 1);
+    assert_int_equal(aor_path_is_default_socket_dir(def), 1);
+    char *defsock = sub(def, "aor.sock");
+    assert_int_equal(aor_path_socket_problem(defsock, &why), 0);
+    setenv("XDG_RUNTIME_DIR", "/nonexistent-run", 1);
+    assert_int_equal(aor_path_socket_problem(defsock, &why), -1);
+    free(why);
+    assert_int_equal(chmod(def, 0700), 0);
+    /* something other than a socket at the path */
+    assert_int_equal(chmod(d, 0700), 0);
+    write_text(sock, "notes");
+    assert_int_equal(aor_path_socket_problem(sock, &why), -1);
+    snprintf(want, sizeof want,
+             "socket %s: the path exists and is not a socket; refusing to replace it (remove "
+             "it or choose another socket path)",
+             sock);
+    assert_string_equal(why, want);
+    free(why);
+    unlink(sock);
+    /* a hosts file that is not aord's; aord's own is fine */
+    char *hosts = sub(d, "hosts");
+    write_text(hosts, "127.0.0.1 myhost\n");
+    assert_int_equal(aor_path_socket_problem(sock, &why), -1);
+    assert_non_null(strstr(why, "is not aord's published address set"));
+    free(why);
+    write_text(hosts, "aor-hosts 1\n");
+    assert_int_equal(aor_path_socket_problem(sock, &why), 0);
+    unlink(hosts);
+    rmdir(def);
+    rmdir(d);
+    free(hosts);
+    free(defsock);
+    free(def);
+    free(sock);
+    free(d);
+}
+
+/* The line of an option, for "FILE:LINE:" messages. */
+static void test_ini_line(void **state) {
+    char *d = tmp_dir();
+    char *f = sub(d, "a.ini");
+    write_text(f, "; socket = /c\n[routing]\nsocket = /r\n\n  [ daemon ]\n"
+                  "# socket = /x\nlisten = off\n  socket\t= /tmp/x.sock  \n");
+    assert_int_equal(aor_path_ini_line(f, "daemon", "socket"), 8);
+    assert_int_equal(aor_path_ini_line(f, "daemon", "listen"), 7);
+    assert_int_equal(aor_path_ini_line(f, "daemon", "state"), 0);
+    assert_int_equal(aor_path_ini_line(f, "routing", "socket"), 3);
+    char *none = sub(d, "none.ini");
+    assert_int_equal(aor_path_ini_line(none, "daemon", "socket"), 0);
+    unlink(f);
+    rmdir(d);
+    free(none);
+    free(f);
+    free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_xdg_dir_rule),
-        cmocka_unit_test(test_socket_rule),
-        cmocka_unit_test(test_join),
-        cmocka_unit_test(test_from_environment),
+        cmocka_unit_test(test_xdg_dir_rule), cmocka_unit_test(test_socket_rule),
+        cmocka_unit_test(test_join),         cmocka_unit_test(test_from_environment),
+        cmocka_unit_test(test_dir_problem),  cmocka_unit_test(test_socket_problem),
+        cmocka_unit_test(test_ini_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
