@@ -117,6 +117,17 @@ static void on_stop(evutil_socket_t sig, short what, void *arg) {
 
 /* Opens (again) $XDG_STATE_HOME/aor/aord.log; at start, and on SIGHUP so a rotated log
  * (logrotate's rename, then `kill -HUP`) is followed by a new file. */
+/* libevent's own messages (evdns: "Nameserver 127.0.0.1:53 has failed", ...) go to aord's
+ * log like every other line, marked as libevent's, instead of bare "[msg] ..." lines on
+ * stderr only (QA). */
+static void libevent_log(int severity, const char *msg) {
+    aor_log_level lv = severity == EVENT_LOG_DEBUG  ? AOR_LOG_DEBUG
+                       : severity == EVENT_LOG_MSG  ? AOR_LOG_INFO
+                       : severity == EVENT_LOG_WARN ? AOR_LOG_WARN
+                                                    : AOR_LOG_ERROR;
+    aor_log(lv, "libevent: %s", msg ? msg : "");
+}
+
 static void open_log(const char *state_dir) {
     char *path = NULL;
     if (asprintf(&path, "%s/aord.log", state_dir) < 0) {
@@ -291,6 +302,7 @@ int main(int argc, char **argv) {
     if (getenv("AOR_DEBUG") && strcmp(getenv("AOR_DEBUG"), "1") == 0)
         aor_log_set_level(AOR_LOG_DEBUG);
 
+    event_set_log_callback(libevent_log);
     const char *cerr = NULL;
     if (aor_clock_init(&cerr) < 0) {
         fprintf(stderr, "aord: %s\n", cerr);

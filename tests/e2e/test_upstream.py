@@ -457,3 +457,31 @@ def test_accept_at_the_descriptor_limit_does_not_spin(env):
             c.close()
     resource.prlimit(d.pid, resource.RLIMIT_NOFILE, old)
     aortest.wait_until(lambda: d.healthz() == 200, 10, what="aord serves again")
+
+
+def test_libevent_messages_are_aord_log_lines(env):
+    """libevent's own messages (its DNS resolver's "Nameserver ... has failed") were bare
+    "[msg] ..." lines on stderr, missing from aord.log (QA). They are aord's log lines now,
+    marked as libevent's. A private network namespace whose only nameserver is down."""
+    import netns
+    why = netns.unavailable()
+    if why:
+        raise aortest.Skip(why)
+    with netns.NetNS(env, {"other.test": ["127.0.0.1"]}) as ns:
+        ns._dnsmasq.kill()
+        ns._dnsmasq.wait()
+        port = aortest.free_port()
+        env.set_keys(KEY_A="secret-A")
+        env.write_config('[daemon]\nlisten = 127.0.0.1:%d\n[key "A"]\nenv = KEY_A\n'
+                         '[provider "p"]\ndialect = openai\nbase_url = https://api.nowhere.test\n'
+                         "keys = A\nmodels = *\n" % port)
+        d = env.start_daemon()
+        st, _, body = d.http("POST", "/v1/chat/completions",
+                             json.dumps({"model": "m", "messages": []}).encode(),
+                             {"authorization": "Bearer c", "content-type": "application/json"})
+        eq(st, 502, "no DNS: the upstream is unreachable (%r)" % body[:200])
+        aortest.wait_until(lambda: "libevent: Nameserver 127.0.0.1:53 has failed" in
+                           d.stderr_text(), what="the resolver's message as an aord line")
+        check("[msg]" not in d.stderr_text(), "no bare libevent line: %s" % d.stderr_text()[-800:])
+        log = open(os.path.join(env.env["XDG_STATE_HOME"], "aor", "aord.log")).read()
+        check("libevent: Nameserver" in log, "in aord.log too")
