@@ -17,7 +17,8 @@ typedef struct {
 static int cmd_check_config(aor_cli *c, int argc, char **argv);
 
 static const command commands[] = {
-    {"run", "[--config FILE] [--] CMD [ARGS...]", "run CMD with its LLM traffic routed by aor",
+    {"run", "[--config FILE] [--sidecar] [--] CMD [ARGS...]",
+     "run CMD with its LLM traffic routed by aor (--sidecar: base-URL variables, no preload)",
      aor_cli_cmd_run},
     {"env", "[--sidecar] [--config FILE]", "print the variables `aor run` sets, as `export` lines",
      aor_cli_cmd_env},

@@ -358,13 +358,17 @@ static int keys_missing_for_aord(const aor_config *cfg) {
 }
 
 int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
-    int i = 0;
+    int i = 0, sidecar = 0;
     for (; i < argc; i++) {
         int t = aor_cli_take_config(c, argc, argv, &i);
         if (t < 0)
             return AOR_CLI_USAGE;
         if (t > 0)
             continue;
+        if (strcmp(argv[i], "--sidecar") == 0) {
+            sidecar = 1; /* as for a static program: base-URL variables, no LD_PRELOAD */
+            continue;
+        }
         if (strcmp(argv[i], "--") == 0) {
             i++;
             break;
@@ -379,7 +383,7 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
         break;
     }
     if (i >= argc) {
-        fprintf(stderr, "usage: aor run [--config FILE] [--] CMD [ARGS...]\n");
+        fprintf(stderr, "usage: aor run [--config FILE] [--sidecar] [--] CMD [ARGS...]\n");
         return AOR_CLI_USAGE;
     }
     char **cmd = argv + i;
@@ -409,7 +413,14 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     self_dir = aor_cli_self_dir(c->argv0);
     aor_binkind kind = aor_binkind_of_file(path);
     int is_static = kind == AOR_BIN_STATIC;
-    if (!is_static) {
+    if (sidecar && !cfg->listen) {
+        fprintf(stderr, "aor: --sidecar: the sidecar is off (listen = off)%s\n",
+                on("AOR_STRICT") ? "; AOR_STRICT=1: not running it" : "; running it without aor");
+        if (on("AOR_STRICT"))
+            goto out;
+        goto exec;
+    }
+    if (!is_static && !sidecar) {
         /* Nothing to route through without the shim: no aord to start for it (spec §1
          * fail-open: the program runs unrouted, unless AOR_STRICT=1). */
         find_preload_lib(self_dir, &lib);
@@ -441,13 +452,25 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
                 "(fail-open)\n",
                 cmd[0]);
     }
-    if (build_plan(&plan, cfg, lib, is_static ? cmd[0] : NULL, 0) < 0) {
+    if (build_plan(&plan, cfg, lib, is_static && !sidecar ? cmd[0] : NULL, sidecar) < 0) {
         fprintf(stderr, "aor: out of memory\n");
         goto out;
     }
-    /* The CA-variable warning only for a preloaded program: a static one talks plain
-     * HTTP to the sidecar. */
-    if (plan_trust(&plan, is_static ? NULL : "aor: ") < 0 || aor_cli_plan_apply(&plan) < 0) {
+    if (sidecar) {
+        char names[256];
+        if (plan.n)
+            fprintf(stderr, "aor: --sidecar: %s uses the sidecar at http://%s (%s set)\n", cmd[0],
+                    cfg->listen, names_of(&plan, 0, names, sizeof names));
+        else
+            fprintf(stderr,
+                    "aor: --sidecar: %s uses the sidecar at http://%s (the base-URL "
+                    "variables were already set)\n",
+                    cmd[0], cfg->listen);
+    }
+    /* The CA-variable warning only for a preloaded program: one in sidecar mode talks
+     * plain HTTP to the sidecar. */
+    if (plan_trust(&plan, is_static || sidecar ? NULL : "aor: ") < 0 ||
+        aor_cli_plan_apply(&plan) < 0) {
         fprintf(stderr, "aor: cannot set the environment: %s\n", strerror(errno));
         goto out;
     }

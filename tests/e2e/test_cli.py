@@ -465,6 +465,26 @@ def test_run_static_program_uses_sidecar(env):
         eq(out.splitlines()[0], url + "/v1", "static-pie gets the sidecar (stderr %r)" % err)
 
 
+def test_run_sidecar_option_for_launchers_of_static_programs(env):
+    """`aor run --sidecar`: for a dynamic launcher that starts a static program (a Node
+    wrapper around a static binary, as some agent CLIs ship): the base-URL variables
+    instead of LD_PRELOAD, which the static child would ignore (QA: such a child's
+    traffic went direct, silently)."""
+    port, _ = setup(env)
+    url = "http://127.0.0.1:%d" % port
+    script = 'echo "$OPENAI_BASE_URL"; echo "$ANTHROPIC_BASE_URL"; echo "${LD_PRELOAD:--}"'
+    rc, out, err = aor(env, "run", "--sidecar", "sh", "-c", script)
+    eq(rc, 0, "exit code (stderr %r)" % err)
+    eq(out.splitlines(), [url + "/v1", url, "-"], "base URLs set, no LD_PRELOAD")
+    check("aor: --sidecar: sh uses the sidecar at %s (OPENAI_BASE_URL," % url in err,
+          "said on stderr: %r" % err)
+    rc, out, err = aor(env, "run", "--sidecar", "--", "sh", "-c", script,
+                       extra_env={"OPENAI_BASE_URL": "http://mine/v1"})
+    eq(out.splitlines()[0], "http://mine/v1", "a base URL the user set wins")
+    rc, out, err = aor(env, "run", "--bogus", "true")
+    eq(rc, 2, "an unknown option is still refused")
+
+
 def test_run_starts_aord(env):
     port, _ = setup(env, start=False)
     check(not os.path.exists(env.socket_path), "no daemon yet")
