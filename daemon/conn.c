@@ -694,6 +694,15 @@ static int ip_literal(const char *name) {
     return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
 }
 
+/* 1 when ip (text) lies in 198.18.0.0/15, the range the shim answers from when the real
+ * resolver fails (spec §2 step 3): an address no packet may go to. */
+static int fallback_address(const char *ip) {
+    struct in_addr a;
+    if (inet_pton(AF_INET, ip, &a) != 1)
+        return 0;
+    return (ntohl(a.s_addr) & 0xfffe0000u) == 0xc6120000u;
+}
+
 /* Decides whether aord serves a shim connection (spec §2) from r, the result of
  * aor_sni_parse (tls) or aor_sni_http_host (plain HTTP) for the client's first bytes,
  * and name, the host they named. Served (why set to "") only when they name an
@@ -786,6 +795,15 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     int sfd = p->fd;
     pending_free(p, 0);
     if (why[0]) {
+        if (fallback_address(pre.ip)) {
+            /* The shim's offline stand-in (spec §2 step 3): nothing is there to pass to,
+             * and a connect would only hang until the kernel gives up. */
+            aor_warn("shim connection: %s, to the offline stand-in address %s: nothing to "
+                     "pass it to, closed",
+                     why, pre.ip);
+            close(sfd);
+            return;
+        }
         aor_debug("shim connection: %s; passing through to %s:%d", why, pre.ip, pre.port);
         aor_passthru_start(d, sfd, pre.ip, pre.port);
         return;

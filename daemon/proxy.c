@@ -596,14 +596,34 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
         evbuffer_add(out, "\r\n", 2);
 }
 
+/* Shorter configured keys are not looked for in answers forwarded as they come: a
+ * placeholder key for a local server ("ollama", "EMPTY", "lm-studio", "sk-1234") is an
+ * everyday word that model output may contain, and masking it rewrote good answers
+ * (QA). Real provider keys are 32 to 110 characters. Error bodies, buffered, are still
+ * looked at from 4 characters on (redact_body). */
+#define STREAM_SECRET_MIN 16
+
 /* The configured secret an attempt sent upstream (length in *sl), which no answer may
- * carry to the client (§3.2), or NULL: the client's own credential, or none. */
+ * carry to the client (§3.2), or NULL: the client's own credential, none, or one shorter
+ * than STREAM_SECRET_MIN. */
 static const char *stream_secret(const aor_proxy *p, size_t *sl) {
     if (!p->cand || p->cand->key < 0)
         return NULL;
     const char *secret = p->cfg->keys[p->cand->key].secret;
     *sl = secret ? strlen(secret) : 0;
-    return *sl >= 4 ? secret : NULL;
+    return *sl >= STREAM_SECRET_MIN ? secret : NULL;
+}
+
+/* Keeps from the client every header of a forwarded answer's head (hs) that quotes the
+ * configured secret (stream_secret), as redact_headers does for buffered answers. Most
+ * values are shorter than a key and are skipped by length alone. */
+static void redact_stream_headers(const aor_proxy *p, hdr_set *hs) {
+    size_t sl = 0;
+    const char *secret = stream_secret(p, &sl);
+    for (size_t i = 0; secret && i < hs->n; i++)
+        if (hs->len[i].fwd && hs->len[i].value >= sl &&
+            memmem(hs->h[i].value, hs->len[i].value, secret, sl))
+            hs->len[i].fwd = 0;
 }
 
 /* The length of the longest end of text (len bytes) that is a proper start of secret
@@ -729,6 +749,41 @@ static void redact_headers(const aor_proxy *p, hdr_set *hs, const aor_candidate 
             hs->len[i].fwd = 0;
 }
 
+/* The kept part of a cut answer (b) may end inside the configured key, whose rest was
+ * never read: those last bytes, which could be its start, are dropped (QA: 28 of a
+ * key's 32 characters went out at the cut). */
+static void drop_secret_start(const aor_proxy *p, struct evbuffer *b, const aor_candidate *cand) {
+    if (!cand || cand->key < 0)
+        return;
+    const char *secret = p->cfg->keys[cand->key].secret;
+    size_t sl = secret ? strlen(secret) : 0, len = evbuffer_get_length(b);
+    if (sl < 4 || len == 0)
+        return;
+    size_t tail = len < sl ? len : sl - 1;
+    struct evbuffer_ptr at;
+    if (evbuffer_ptr_set(b, &at, len - tail, EVBUFFER_PTR_SET) < 0)
+        return;
+    char *end = malloc(tail);
+    if (!end || evbuffer_copyout_from(b, &at, end, tail) != (ev_ssize_t)tail) {
+        free(end);
+        evbuffer_drain(b, len); /* cannot tell: nothing rather than part of the key */
+        return;
+    }
+    size_t keep = secret_start_at_end(end, tail, secret, sl);
+    free(end);
+    if (!keep)
+        return;
+    struct evbuffer *t = evbuffer_new();
+    if (!t) {
+        evbuffer_drain(b, len);
+        return;
+    }
+    evbuffer_remove_buffer(b, t, len - keep);
+    evbuffer_drain(b, evbuffer_get_length(b));
+    evbuffer_add_buffer(b, t);
+    evbuffer_free(t);
+}
+
 /* Sends a buffered answer as it came (but for the redactions), with a Content-Length. */
 static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffer *b,
                           const aor_candidate *cand, int cut) {
@@ -741,6 +796,7 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
         aor_warn("%s: answer %ld of over %d bytes: the client gets its first %d and an "
                  "unfinished response",
                  cand_provider(p, cand), status, ERROR_BODY_MAX, ERROR_BODY_MAX);
+        drop_secret_start(p, b, cand);
         write_head(p, status, hs, cand, -1);
         write_body_buffer(p, b);
         abort_client(p);
@@ -896,6 +952,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             p->ok_pending = 1;
             probe_answered(p);
             aor_conn_on_flushed(p->c, on_flushed, p);
+            redact_stream_headers(p, &p->hdrs);
             write_head(p, p->status, &p->hdrs, p->cand, n);
         }
         return;
@@ -1214,6 +1271,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         p->mode = MODE_STREAM;
         p->ok_at_end = 1; /* usage was observed with the head; success at the clean end */
         probe_answered(p);
+        redact_stream_headers(p, &p->hdrs);
         write_head(p, p->status, &p->hdrs, p->cand, -1);
         if (!p->sse_tail)
             p->sse_tail = malloc(SSE_TAIL_MAX);
@@ -1362,6 +1420,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         } else {
             /* A short stream that ended cleanly without a blank line: pass it on. */
             record(p, cand, AOR_KIND_OK, -1);
+            redact_stream_headers(p, &p->hdrs);
             write_head(p, p->status, &p->hdrs, cand, -1);
             if (write_stream_buffer(p, p->held) < 0) {
                 abort_client(p);

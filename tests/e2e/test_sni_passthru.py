@@ -281,3 +281,21 @@ def test_no_fallback_address_when_the_daemon_was_killed(env):
     check(out.startswith("gaierror"), "aord gone: the resolver's own failure, not a fallback "
           "address: %r" % out)  # fmt: skip
     check("daemon not up" in err, "AOR_DEBUG says why: %s" % err[-800:])
+
+
+def test_no_pass_through_to_the_offline_stand_in_address(env):
+    """A connection to the shim's offline stand-in (198.18.0.0/15, spec §2 step 3) that is
+    not served has nowhere to go: closed at once with a warning, never a connect that
+    hangs until the kernel gives up (QA, from reading the code). aord makes no connection
+    (the address is never routed)."""
+    mock, d = setup(env)
+    import time
+    t0 = time.monotonic()
+    try:
+        got = exchange(env, b"AOR/1 - 198.18.3.4 443\n", client_hello(None))
+    except ConnectionResetError:
+        got = b""  # closed with the hello unread
+    eq(got, b"", "closed without an answer")
+    check(time.monotonic() - t0 < 10, "at once")
+    aortest.wait_until(lambda: "to the offline stand-in address 198.18.3.4: nothing to pass it "
+                       "to, closed" in d.stderr_text(), what="the warning")

@@ -75,11 +75,12 @@ class RawUpstream:
         self.lsock.close()
 
 
-def start(env, up, extra_env=None, scheme="http", provider_lines=""):
-    """aord with one openai provider at up (scheme://127.0.0.1:up.port), one key, the
-    sidecar on a free port; provider_lines go into the provider section."""
+def start(env, up, extra_env=None, scheme="http", provider_lines="", key="sk-test-raw-upstream"):
+    """aord with one openai provider at up (scheme://127.0.0.1:up.port), one key (its
+    secret: key), the sidecar on a free port; provider_lines go into the provider
+    section."""
     port = aortest.free_port()
-    env.set_keys(OPENAI_API_KEY="sk-" + "test-raw-upstream")
+    env.set_keys(OPENAI_API_KEY=key)
     env.write_config(f"""
         [daemon]
         listen = 127.0.0.1:{port}
@@ -593,3 +594,65 @@ def test_key_start_at_the_end_of_a_stream_goes_out_at_its_end(env):
                           b"Content-Length: %d\r\n\r\n" % len(body) + body))
     status, head, got = ask(d)
     eq((status, got), (200, body), "the whole body, its last bytes included")
+
+
+def test_placeholder_key_in_a_good_answer_is_left_alone(env):
+    """A short placeholder key for a local server ("ollama") is an everyday word: answers
+    forwarded as they come are not rewritten for it (QA: "run: ollama pull" became
+    "run: ****** pull" after keys were masked in streams). Real keys (16 characters and
+    more) are masked; a buffered error body still has even a short key redacted."""
+    text = b'data: {"choices":[{"delta":{"content":"run: ollama pull llama3"}}]}\n\n'
+    d = start(env, split_stream_upstream([text, b"data: [DONE]\n\n"], gap_s=0.05), key="ollama")
+    status, head, got = ask(d, STREAM_BODY)
+    eq((status, got), (200, text + b"data: [DONE]\n\n"), "the stream as it came")
+
+
+def test_key_in_a_header_of_a_forwarded_answer_is_dropped(env):
+    """A header that quotes the configured key is kept from the client in answers
+    forwarded as they come (2xx JSON and SSE), as in buffered ones (QA: only error answers
+    had it dropped)."""
+    key = b"sk-test-raw-upstream"
+    body = b'{"id":"x"}'
+
+    def handler(s, n):
+        while True:
+            head, req = up.read_request(s)
+            if head is None:
+                return
+            if b'"stream":true' in req:
+                ev = b"data: {}\n\ndata: [DONE]\n\n"
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                          b"X-Debug-Auth: Bearer " + key + b"\r\nX-Other: fine\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(ev) + ev)
+            else:
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"X-Debug-Auth: Bearer " + key + b"\r\nX-Other: fine\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    for req_body, what in ((BODY, "JSON"), (STREAM_BODY, "SSE")):
+        status, head, got = ask(d, req_body)
+        eq(status, 200, what)
+        check(key not in head and b"x-debug-auth" not in head.lower(),
+              "%s: the header with the key is not forwarded: %r" % (what, head))
+        check(b"x-other: fine" in head.lower(), "%s: other headers are: %r" % (what, head))
+
+
+def test_cut_error_answer_does_not_end_with_the_start_of_the_key(env):
+    """A retryable error over the 1 MiB buffer goes out cut when the walk runs out; when
+    the key straddles the cut, the kept part ended with most of it (QA: 28 of 32
+    characters). Those last bytes are dropped now."""
+    key = b"sk-test-raw-upstream"
+    pad = (1 << 20) - len(b'{"error":{"message":"') - 12
+    big = (b'{"error":{"message":"' + b"x" * pad + key + b"x" * 500000 + b'","type":"server_error"}}')
+    d = start(env, always(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(big) + big))
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request())
+    raw = read_to_eof(s)
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 500 "), "the 500, cut: %r" % head[:200])
+    check(key[:12] not in body and key[:4] not in body[-40:],
+          "no start of the key at the cut: %r" % body[-60:])
