@@ -208,9 +208,7 @@ int aor_path_is_default_socket_dir(const char *dir) {
     return yes;
 }
 
-/* 1 when the regular file at path (not a link) starts with HOSTS_MAGIC, 0 when it does
- * not or is something else, -1 when nothing is there (or it cannot be looked at). */
-static int hosts_is_ours(const char *path) {
+int aor_path_hosts_is_ours(const char *path) {
     struct stat st;
     if (lstat(path, &st) < 0)
         return -1;
@@ -289,7 +287,7 @@ int aor_path_socket_problem(const char *sock, char **why) {
     hosts = aor_path_join(dir, "hosts");
     if (!hosts)
         goto out;
-    if (hosts_is_ours(hosts) == 0) {
+    if (aor_path_hosts_is_ours(hosts) == 0) {
         n = asprintf(why,
                      "%s exists and is not aord's published address set (no \"aor-hosts\" "
                      "header); refusing to overwrite it: choose a socket in a directory of its "

@@ -103,4 +103,13 @@ int aor_path_config_socket_problem(const char *socket_path, const char *config_f
  * there is none, or the file cannot be read (only its first 1 MiB is read). */
 size_t aor_path_ini_line(const char *path, const char *section, const char *key);
 
+/* Whether the file at path is a published address set that aord wrote (spec §2, §9: the
+ * "hosts" file next to the socket): 1 when it is a regular file, not a symbolic link,
+ * whose first bytes are "aor-hosts "; 0 when it is something else (another file, a
+ * link, a directory, unreadable); -1 with errno from lstat when nothing can be looked at
+ * there (ENOENT: no file). Reads at most 10 bytes; opens without blocking (a FIFO never
+ * hangs). Shared by daemon/publish.c (before replacing the file) and the socket checks
+ * of aor_path_socket_problem. */
+int aor_path_hosts_is_ours(const char *path);
+
 #endif

@@ -1,4 +1,5 @@
 #include "publish.h"
+#include "paths.h"
 
 #include "builtin_hosts.h"
 #include "log.h"
@@ -120,34 +121,14 @@ fail:
     return -1;
 }
 
-#define PUB_MAGIC "aor-hosts "
-
 /* What is at path: 0 nothing, 1 an address set aord wrote (a regular file, not a link,
- * that starts with PUB_MAGIC), -1 anything else (then errno: EEXIST, or the open/read
- * error). */
+ * that starts with "aor-hosts ": aor_path_hosts_is_ours), -1 anything else (then errno:
+ * EEXIST, or lstat's error). */
 static int file_state(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) < 0)
+    int r = aor_path_hosts_is_ours(path);
+    if (r < 0)
         return errno == ENOENT ? 0 : -1;
-    if (!S_ISREG(st.st_mode)) {
-        errno = EEXIST;
-        return -1;
-    }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -1;
-    char head[sizeof PUB_MAGIC - 1];
-    size_t got = 0;
-    while (got < sizeof head) {
-        ssize_t n = read(fd, head + got, sizeof head - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    if (got == sizeof head && memcmp(head, PUB_MAGIC, sizeof head) == 0)
+    if (r == 1)
         return 1;
     errno = EEXIST;
     return -1;
