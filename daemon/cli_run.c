@@ -137,6 +137,19 @@ static pid_t spawn_aord(const char *aord, const char *config_abs) {
  * AORD_EXIT_RUNNING lost to another one on the state file: that one is starting (its
  * socket answers soon) or stopping (a SIGTERM drain, up to AORD_DRAIN_S; its socket is
  * gone already), so ours is started again until one answers, within the drain's time. */
+/* Where to look when the aord started here stopped or did not answer: its log, or, when
+ * it stopped before opening one (a refused directory, a bad socket place), the commands
+ * that say why (QA: the hint named a log that did not exist). */
+static void say_where(const char *log_hint) {
+    if (access(log_hint, F_OK) == 0)
+        fprintf(stderr, "; see %s\n", log_hint);
+    else
+        fprintf(stderr,
+                "; it wrote no log (it stopped before opening %s): `aor doctor`, or "
+                "aord run in a terminal, says why\n",
+                log_hint);
+}
+
 static void start_helper(const char *aord, const char *config_abs, const char *sock,
                          const char *log_hint) {
     pid_t gc = spawn_aord(aord, config_abs);
@@ -161,16 +174,18 @@ static void start_helper(const char *aord, const char *config_abs, const char *s
                 continue;
             }
             if (WIFEXITED(status))
-                fprintf(stderr, "aor: aord exited with status %d while starting; see %s\n",
-                        WEXITSTATUS(status), log_hint);
+                fprintf(stderr, "aor: aord exited with status %d while starting",
+                        WEXITSTATUS(status));
             else
-                fprintf(stderr, "aor: aord was killed by signal %d while starting; see %s\n",
-                        WIFSIGNALED(status) ? WTERMSIG(status) : 0, log_hint);
+                fprintf(stderr, "aor: aord was killed by signal %d while starting",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            say_where(log_hint);
             _exit(START_EXITED);
         }
         if (mono_s() > end) {
-            fprintf(stderr, "aor: aord did not answer on %s within %d s; see %s\n", sock,
-                    AOR_CLI_START_WAIT_S, log_hint);
+            fprintf(stderr, "aor: aord did not answer on %s within %d s", sock,
+                    AOR_CLI_START_WAIT_S);
+            say_where(log_hint);
             _exit(START_TIMEOUT);
         }
         sleep_poll();
@@ -451,6 +466,10 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
                 "aor: running %s anyway; its provider traffic goes direct "
                 "(fail-open)\n",
                 cmd[0]);
+        /* The base-URL variables would point at a sidecar nobody serves (QA): direct, as
+         * said. A preloaded program's shim gets out of the way by itself. */
+        if (is_static || sidecar)
+            goto exec;
     }
     if (build_plan(&plan, cfg, lib, is_static && !sidecar ? cmd[0] : NULL, sidecar) < 0) {
         fprintf(stderr, "aor: out of memory\n");

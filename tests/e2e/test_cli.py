@@ -176,6 +176,12 @@ def test_run_fails_open_when_aord_cannot_get_the_keys(env):
     check("running sh anyway; its provider traffic goes direct (fail-open)" in err, err)
     check(not os.path.exists(env.socket_path), "no aord was started")
 
+    # --sidecar (and a static CMD): direct as said, no base URL of a sidecar nobody
+    # serves (QA: OPENAI_BASE_URL pointed at the dead sidecar, so the program failed).
+    rc, out, err = run("--sidecar", "--", "sh", "-c", 'echo "${OPENAI_BASE_URL:--}"')
+    eq((rc, out), (0, "-\n"), "no base-URL variable when aord is not up (stderr %r)" % err)
+    check("goes direct (fail-open)" in err and "uses the sidecar" not in err, err)
+
     # The service's env file exists: named, with how to start the service.
     envfile = os.path.join(env.env["XDG_CONFIG_HOME"], "aor", "env")
     with open(envfile, "w") as f:
@@ -463,6 +469,20 @@ def test_run_static_program_uses_sidecar(env):
     if pie:
         rc, out, err = aor(env, "run", pie)
         eq(out.splitlines()[0], url + "/v1", "static-pie gets the sidecar (stderr %r)" % err)
+
+
+def test_run_says_how_to_learn_why_aord_stopped_without_a_log(env):
+    """aord refused to start before it opened its log (a state directory open to others):
+    `aor run` named that log, which did not exist (QA). It says how to learn why now."""
+    setup(env, start=False)
+    state = os.path.join(env.env["XDG_STATE_HOME"], "aor")
+    os.makedirs(state, exist_ok=True)
+    os.chmod(state, 0o777)
+    rc, out, err = aor(env, "run", "true")
+    eq(rc, 0, "fail-open (stderr %r)" % err)
+    check("aord exited with status 1 while starting; it wrote no log" in err and
+          "`aor doctor`" in err, "says how to learn why: %r" % err)
+    check(not os.path.exists(os.path.join(state, "aord.log")), "there is no log")
 
 
 def test_run_sidecar_option_for_launchers_of_static_programs(env):
