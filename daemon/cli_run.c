@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -372,6 +374,37 @@ static int keys_missing_for_aord(const aor_config *cfg) {
     return 1;
 }
 
+/* 1 when something accepts a TCP connection at listen ("host:port", "[v6]:port"; the
+ * config's loopback listen address), 0 when not. A loopback connect is answered at
+ * once (accepted or refused), so this does not wait. */
+static int sidecar_answers(const char *listen) {
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof host)
+        return 0;
+    size_t hl = (size_t)(colon - listen);
+    memcpy(host, listen, hl);
+    host[hl] = '\0';
+    const char *h = host;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        h = host + 1;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(h, colon + 1, &hints, &ai) != 0 || !ai)
+        return 0;
+    int ok = 0;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return ok;
+}
+
 int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     int i = 0, sidecar = 0;
     for (; i < argc; i++) {
@@ -470,6 +503,18 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
          * said. A preloaded program's shim gets out of the way by itself. */
         if (is_static || sidecar)
             goto exec;
+    } else if ((is_static || sidecar) && cfg->listen && !sidecar_answers(cfg->listen)) {
+        /* The aord that answers is not on this listen address (a reload that moved it,
+         * another config's aord on the socket): the variables would name a dead port. */
+        fprintf(stderr,
+                "aor: nothing answers on the sidecar address %s (aord runs with another "
+                "listen; `aor status` says which)%s\n",
+                cfg->listen,
+                on("AOR_STRICT") ? "; AOR_STRICT=1: not running it"
+                                 : "; running it anyway, its traffic goes direct (fail-open)");
+        if (on("AOR_STRICT"))
+            goto out;
+        goto exec;
     }
     if (build_plan(&plan, cfg, lib, is_static && !sidecar ? cmd[0] : NULL, sidecar) < 0) {
         fprintf(stderr, "aor: out of memory\n");

@@ -485,6 +485,24 @@ def test_run_says_how_to_learn_why_aord_stopped_without_a_log(env):
     check(not os.path.exists(os.path.join(state, "aord.log")), "there is no log")
 
 
+def test_run_sidecar_checks_the_sidecar_answers(env):
+    """The aord on the socket listens elsewhere (the file's listen was changed after it
+    started): `aor run --sidecar` handed out a base URL nobody serves, and the program
+    failed (QA). It says so and runs the program direct; AOR_STRICT=1 refuses."""
+    port, d = setup(env)
+    other = aortest.free_port()
+    text = open(env.config_path).read()
+    open(env.config_path, "w").write(text.replace("127.0.0.1:%d" % port, "127.0.0.1:%d" % other))
+    script = 'echo "${OPENAI_BASE_URL:--}"'
+    rc, out, err = aor(env, "run", "--sidecar", "sh", "-c", script)
+    eq((rc, out), (0, "-\n"), "no base URL of a dead port (stderr %r)" % err)
+    check("nothing answers on the sidecar address 127.0.0.1:%d" % other in err, err)
+    rc, out, err = aor(env, "run", "--sidecar", "sh", "-c", script,
+                       extra_env={"AOR_STRICT": "1"})
+    eq((rc, out), (1, ""), "AOR_STRICT=1 refuses (stderr %r)" % err)
+    check(d.alive(), "aord untouched")
+
+
 def test_run_sidecar_option_for_launchers_of_static_programs(env):
     """`aor run --sidecar`: for a dynamic launcher that starts a static program (a Node
     wrapper around a static binary, as some agent CLIs ship): the base-URL variables
