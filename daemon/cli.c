@@ -54,14 +54,10 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
         fprintf(stderr, "aor check-config: unknown argument '%s'\n", argv[i]);
         return AOR_CLI_USAGE;
     }
-    aor_config *cfg = aor_cli_load_config(c);
+    /* What aord would refuse about the socket at start is a configuration error too. */
+    aor_config *cfg = aor_cli_load_config_full(c);
     if (!cfg)
         return AOR_CLI_USAGE;
-    /* What aord would refuse about the socket at start is a configuration error too. */
-    if (aor_cli_check_socket(cfg, 1) < 0) {
-        aor_config_free(cfg);
-        return AOR_CLI_USAGE;
-    }
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     printf("aor: configuration OK (%s): %zu provider%s, %zu key%s\n",
            cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,

@@ -63,6 +63,12 @@ int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
  * restart it with the variable set, or use env_file). Free with aor_config_free. */
 aor_config *aor_cli_load_config(const aor_cli *c);
 
+/* aor_cli_load_config with everything aord's start would refuse about the socket
+ * (aor_cli_check_socket with full 1), for `aor check-config`. A socket problem is listed
+ * with the other errors even when those keep the file from loading (spec §3.1: all
+ * errors at once), as far as the file loads without its secrets. */
+aor_config *aor_cli_load_config_full(const aor_cli *c);
+
 /* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key
  * whose variable is not in this process's environment is no error (its secret is NULL;
  * AOR_CONFIG_SECRETS_OPTIONAL), since the daemon may have it from its own. */

@@ -90,10 +90,25 @@ int aor_cli_check_socket(const aor_config *cfg, int full) {
     return -1;
 }
 
-static aor_config *load_config(const aor_cli *c, unsigned flags) {
+/* The socket problem of the configuration at c, loaded without secrets, for the error
+ * list of a load that failed (spec §3.1: all errors at once): a malloc'd line, or NULL
+ * when there is none or the file has other errors that keep it from loading at all. */
+static char *socket_problem_anyway(const aor_cli *c, int full) {
+    char *errors = NULL, *why = NULL;
+    aor_config *cfg = aor_config_load_flags(c->config_arg, AOR_CONFIG_SECRETS_OPTIONAL, &errors);
+    free(errors);
+    if (cfg && aor_path_config_socket_problem(cfg->socket_path, cfg->source, full, &why) == 0) {
+        free(why);
+        why = NULL;
+    }
+    aor_config_free(cfg);
+    return why;
+}
+
+static aor_config *load_config(const aor_cli *c, unsigned flags, int full) {
     char *errors = NULL;
     aor_config *cfg = aor_config_load_flags(c->config_arg, flags, &errors);
-    if (cfg && aor_cli_check_socket(cfg, 0) < 0) {
+    if (cfg && aor_cli_check_socket(cfg, full) < 0) {
         aor_config_free(cfg);
         return NULL;
     }
@@ -102,6 +117,10 @@ static aor_config *load_config(const aor_cli *c, unsigned flags) {
     fprintf(stderr, "aor: configuration errors:\n%s", errors ? errors : "(out of memory)\n");
     if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
         fputc('\n', stderr);
+    char *sock_why = flags & AOR_CONFIG_SECRETS_OPTIONAL ? NULL : socket_problem_anyway(c, full);
+    if (sock_why)
+        fprintf(stderr, "%s\n", sock_why);
+    free(sock_why);
     if (errors && strstr(errors, " is not set")) {
         /* Keys kept only in the service's env file are unset here: say where they may be. */
         char *envf = aor_cli_service_env_file();
@@ -126,11 +145,15 @@ static aor_config *load_config(const aor_cli *c, unsigned flags) {
 }
 
 aor_config *aor_cli_load_config(const aor_cli *c) {
-    return load_config(c, 0);
+    return load_config(c, 0, 0);
+}
+
+aor_config *aor_cli_load_config_full(const aor_cli *c) {
+    return load_config(c, 0, 1);
 }
 
 aor_config *aor_cli_load_config_no_secrets(const aor_cli *c) {
-    return load_config(c, AOR_CONFIG_SECRETS_OPTIONAL);
+    return load_config(c, AOR_CONFIG_SECRETS_OPTIONAL, 0);
 }
 
 static int is_exec_file(const char *path) {

@@ -315,6 +315,19 @@ int main(int argc, char **argv) {
         if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
             fputc('\n', stderr);
         free(errors);
+        /* Spec §3.1, all errors at once: a socket path aord would refuse is listed with
+         * the others, as far as the file loads without its secrets. */
+        errors = NULL;
+        aor_config *plain = aor_config_load_flags(config_arg, AOR_CONFIG_SECRETS_OPTIONAL, &errors);
+        char *why = NULL;
+        if (plain &&
+            aor_path_config_socket_problem(plain->socket_path, plain->source, check_only, &why) <
+                0 &&
+            why)
+            fprintf(stderr, "%s\n", why);
+        free(why);
+        free(errors);
+        aor_config_free(plain);
         return 2;
     }
     /* The socket path: a relative one would put the socket and the published hosts file

@@ -452,6 +452,16 @@ def test_check_config_reports_a_socket_directory_aord_refuses(env):
         eq(rc, 2, "aord --check-config (stdout %r)" % out)
         eq(err, "aord: configuration errors:\n%s\n" % want, "aord --check-config says why")
         eq(mode(d), m, "the directory is left as it is")
+    # With other errors (an unset key variable) it is listed too: all errors at once
+    # (spec §3.1; fresh-user pass: it showed only after the others were fixed).
+    env.write_config('[daemon]\nlisten = off\nsocket = %s/x.sock\n[key "k"]\nenv = AOR_QA_UNSET_KEY\n'
+                     '[provider "p"]\ndialect = openai\nbase_url = https://api.openai.com\n'
+                     "keys = k\nmodels = gpt-4o\n" % shared)
+    for binary, arg in (("aor", "check-config"), ("aord", "--check-config")):
+        rc, out, err = run_bin(env, binary, [arg])
+        eq(rc, 2, "%s %s with two errors" % (binary, arg))
+        check("AOR_QA_UNSET_KEY" in err and "socket directory %s: writable" % shared in err,
+              "%s lists both errors: %r" % (binary, err))
     minimal_config(env)
     rc, out, err = run_bin(env, "aor", ["check-config"],
                            extra_env={"AOR_SOCKET": os.path.join(shared, "y.sock")})
