@@ -337,6 +337,23 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
+/* The directory of the config file at path, made absolute against the working directory
+ * when path is relative ("aor.ini", "./aor.ini"), so that paths in the file relative to
+ * it (socket, state, env_file, ca_file) are absolute too: aord refuses a relative socket
+ * (QA: `--config ./aor.ini` with `socket = my.sock` was refused). NULL when out of memory
+ * or the working directory cannot be named. */
+static char *abs_dir_of(const char *path) {
+    if (path[0] == '/')
+        return dir_of(path);
+    char *cwd = getcwd(NULL, 0), *rel = dir_of(path), *out = NULL;
+    if (cwd && (rel || !strchr(path, '/')) &&
+        asprintf(&out, "%s%s%s", cwd, rel ? "/" : "", rel ? rel : "") < 0)
+        out = NULL;
+    free(cwd);
+    free(rel);
+    return out;
+}
+
 /* Adds (host, port) to a list of distinct pairs (hosts borrowed). 1 when new, 0 when
  * there, -1 out of memory. */
 static int pair_add(const char ***hosts, int **ports, size_t *n, size_t *cap, const char *host,
@@ -504,8 +521,8 @@ aor_config *aor_config_load_flags(const char *path, unsigned flags, char **error
             errs.oom = 1;
     } else if (text) {
         cfg->source = strdup(path);
-        dir = dir_of(path);
-        if (!cfg->source || (!dir && strchr(path, '/')))
+        dir = abs_dir_of(path);
+        if (!cfg->source || !dir)
             errs.oom = 1;
         else
             load_text(cfg, &errs, text, len, dir);
