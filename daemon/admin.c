@@ -477,9 +477,16 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
     }
     if (!token_ok(d, req)) {
         const char *extra[] = {"WWW-Authenticate: Bearer realm=\"aor\"", NULL};
-        const char *msg = "{\"error\":{\"message\":\"admin token required: send "
-                          "'Authorization: Bearer <token>' with the token from "
-                          "$XDG_STATE_HOME/aor/admin.token\"}}";
+        const char *auth = aor_http_request_field(req, "authorization");
+        /* A token that was sent but is not this aord's: most often one read from another
+         * state directory (another XDG_STATE_HOME than aord's). */
+        const char *msg = auth ? "{\"error\":{\"message\":\"admin token not accepted: it is "
+                                 "not the one in this aord's $XDG_STATE_HOME/aor/admin.token "
+                                 "(read from another XDG_STATE_HOME? aord writes a new token "
+                                 "when the file is open to others)\"}}"
+                               : "{\"error\":{\"message\":\"admin token required: send "
+                                 "'Authorization: Bearer <token>' with the token from "
+                                 "$XDG_STATE_HOME/aor/admin.token\"}}";
         reply(c, req, 401, "application/json", extra, msg, strlen(msg));
         goto done;
     }

@@ -448,7 +448,9 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
                     cmd[0]);
             rc = 126;
         } else {
-            fprintf(stderr, "aor: %s: command not found\n", cmd[0]);
+            /* A path is not looked up on $PATH: not "command not found" (fresh-user pass). */
+            fprintf(stderr, "aor: %s: %s\n", cmd[0],
+                    strchr(cmd[0], '/') ? "No such file or directory" : "command not found");
             rc = 127;
         }
         goto out;

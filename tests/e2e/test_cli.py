@@ -199,6 +199,9 @@ def test_run_fails_open_when_aord_cannot_get_the_keys(env):
     rc, out, err = run("no-such-program-aor-test")
     eq(rc, 127, "unknown program with aord down and no keys (stderr %r)" % err)
     eq(err, "aor: no-such-program-aor-test: command not found\n", "only that is said")
+    rc, out, err = run("/no/such/program-aor-test")
+    eq((rc, err), (127, "aor: /no/such/program-aor-test: No such file or directory\n"),
+       "a path is not a command looked up on $PATH")
     # ... even before a configuration that has errors (otherwise exit 2).
     with open(env.config_path, "a") as f:
         f.write("[provider \"extra\"]\nbogus = 1\n")

@@ -96,8 +96,11 @@ def test_admin_token_and_local_routes(env):
     mock, d = two_key_setup(env)
     status, _, _ = d.http("GET", "/admin/api/state")
     eq(status, 401, "no token")
-    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + "0" * 64})
+    status, _, body = d.http("GET", "/admin/api/state",
+                             headers={"authorization": "Bearer " + "0" * 64})
     eq(status, 401, "wrong token")
+    check(b"admin token not accepted" in body and b"another XDG_STATE_HOME" in body,
+          "a wrong token is told apart from a missing one: %r" % body)
     # Spec §8: admin routes need the token, the page included (it was served to anyone).
     status, hdrs, body = d.http("GET", "/admin")
     eq(status, 401, "admin page without the token")
