@@ -103,8 +103,8 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
             /* Perhaps it is in the file: say so instead of "add it". */
             aor_cfg_err(c->errs, env_line,
                         "key \"%s\": environment variable %s is not set, and env_file %s is "
-                        "not used: it has errors (listed with it; one bad line keeps the whole "
-                        "file out)",
+                        "not used: see its error (listed with it: its mode, its owner, or a "
+                        "bad line, any of which keeps the whole file out)",
                         k->name, k->env, cfg->env_file);
             continue;
         }
