@@ -122,6 +122,7 @@ struct aor_proxy {
     size_t tail_total;
     int cut;             /* we stopped the transfer */
     int held_cut;        /* held has only the first ERROR_BODY_MAX bytes of the body */
+    int err_stream;      /* an error body forwarded as it comes (commit_large_answer) */
     char *upstream_body; /* rewritten body when the model id differs */
     hblock hb;           /* the attempt's request headers for the upstream (wiped after) */
     hblock url;          /* the attempt's upstream URL */
@@ -605,13 +606,14 @@ static void write_body_buffer(aor_proxy *p, struct evbuffer *b) {
 
 /* The configured secret an attempt sent upstream (length in *sl), which no answer may
  * carry to the client (§3.2), or NULL: the client's own credential, none, or one shorter
- * than STREAM_SECRET_MIN. */
+ * than STREAM_SECRET_MIN (4 for an error body forwarded as it comes, err_stream, as
+ * redact_body does for the buffered ones). */
 static const char *stream_secret(const aor_proxy *p, size_t *sl) {
     if (!p->cand || p->cand->key < 0)
         return NULL;
     const char *secret = p->cfg->keys[p->cand->key].secret;
     *sl = secret ? strlen(secret) : 0;
-    return *sl >= STREAM_SECRET_MIN ? secret : NULL;
+    return *sl >= (p->err_stream ? 4 : STREAM_SECRET_MIN) ? secret : NULL;
 }
 
 /* Keeps from the client every header of a forwarded answer's head (hs) that quotes the
@@ -833,6 +835,7 @@ static void reset_attempt(aor_proxy *p) {
     p->sse_sniffed = 0;
     p->cut = 0;
     p->held_cut = 0;
+    p->err_stream = 0;
     p->no_body = 0;
     if (p->held)
         evbuffer_drain(p->held, evbuffer_get_length(p->held));
@@ -1215,6 +1218,7 @@ static int commit_large_answer(aor_proxy *p) {
              "classified by its start", ERROR_BODY_MAX);
     redact_headers(p, &p->hdrs, p->cand);
     p->mode = MODE_STREAM;
+    p->err_stream = 1;
     write_head(p, p->status, &p->hdrs, p->cand, content_length_of(hset_content_length(&p->hdrs)));
     if (write_stream_buffer(p, p->held) < 0)
         return -1;

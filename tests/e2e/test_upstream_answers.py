@@ -510,6 +510,23 @@ def test_client_error_over_the_buffer_limit_is_returned_whole(env):
     eq(d.state()["backoff"], [], "a client error backs nothing off")
 
 
+def test_short_key_in_a_client_error_over_the_buffer_limit_is_masked(env):
+    """A 400 over the 1 MiB buffer goes on as it comes; a key shorter than 16 characters
+    that it quotes past the first MiB is masked there too, as in a buffered error body
+    (keys from 4 characters on). Before, only keys of 16 or more were looked for once
+    the answer was forwarded as it comes (QA)."""
+    key = b"sk-short1"
+    head_part = b'{"error":{"message":"' + b"x" * (1024 * 1024) + b" Incorrect API key provided: "
+    big = head_part + key + b". Rotate " + key + b'","type":"invalid_request_error"}}'
+    d = start(env, always(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(big) + big), key=key.decode())
+    status, head, body = ask(d)
+    eq(status, 400, "the 400 as it came")
+    eq(len(body), len(big), "its length kept")
+    check(key not in body, "the short key is not in the body: %r" % body[-120:])
+    eq(body, big.replace(key, b"*" * len(key)), "the key masked, the rest as it came")
+
+
 def test_retryable_error_body_over_the_buffer_limit_ends_unfinished(env):
     """A 500 (retryable) over the 1 MiB buffer: the attempt ends at the limit; when the
     walk runs out the client gets the first part in an unfinished chunked response, never
