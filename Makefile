@@ -64,10 +64,15 @@ UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BINS   := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
 
 PHONY_EXTRA := deps-demo deps-test fuzz
-.PHONY: all deps $(PHONY_EXTRA) test unit e2e check format format-check banned demo bench install clean tsan
+.PHONY: all binaries deps $(PHONY_EXTRA) test unit e2e check format format-check banned demo bench install clean tsan
 .DEFAULT_GOAL := all
 
-all: deps $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
+# The binaries are made by a second make once deps has run, so that with -j nothing is
+# compiled or looked up (llhttp's sources) before missing packages are installed.
+all: deps
+	@$(MAKE) --no-print-directory binaries
+
+binaries: $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
 
 # Install missing Debian packages / npm clients (scripts/install-deps) when needed:
 # deps for building, deps-demo for the demo, deps-test for the tests.
@@ -87,16 +92,18 @@ deps-test: deps-demo
 	  && [ ! tests/clients/package-lock.json -nt tests/clients/node_modules/.stamp ] \
 	  || scripts/install-deps
 
-$(BUILD)/obj/%.o: %.c
+# Order-only on deps: with -j the compilers must not start before missing headers are
+# installed (a fresh machine's `make -j2` failed on curl/curl.h).
+$(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 # Generated third-party code: its own warnings are not ours to fix (-w), sanitizers still apply.
-$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(WARN),$(CFLAGS_ALL)) -w -c $< -o $@
 
-$(BUILD)/shimobj/%.o: %.c
+$(BUILD)/shimobj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
