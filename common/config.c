@@ -354,14 +354,15 @@ static char *abs_dir_of(const char *path) {
     return out;
 }
 
-/* Adds (host, port) to a list of distinct pairs (hosts borrowed). 1 when new, 0 when
- * there, -1 out of memory. */
+/* Adds (host, port) to a list of distinct pairs (hosts borrowed); named: an intercept
+ * name (localhost counts), else a base_url host. 1 when new, 0 when there, -1 out of
+ * memory. */
 static int pair_add(const char ***hosts, int **ports, size_t *n, size_t *cap, const char *host,
-                    int port) {
+                    int port, int named) {
     unsigned char ip[16];
-    /* Not published (daemon/publish.c): addresses and localhost are never intercepted. */
+    /* Not published (daemon/publish.c): addresses, and localhost in a base_url. */
     if (!host || !*host || inet_pton(AF_INET, host, ip) == 1 ||
-        inet_pton(AF_INET6, host, ip) == 1 || strcmp(host, "localhost") == 0)
+        inet_pton(AF_INET6, host, ip) == 1 || (!named && strcmp(host, "localhost") == 0))
         return 0;
     for (size_t i = 0; i < *n; i++)
         if ((*ports)[i] == port && strcmp((*hosts)[i], host) == 0)
@@ -396,14 +397,14 @@ static void check_intercept_count(aor_cfg_parse_ctx *c) {
     size_t n = 0, cap = 0;
     int r = 0;
     for (size_t i = 0; aor_builtin_hosts[i] && r >= 0; i++)
-        r = pair_add(&hosts, &ports, &n, &cap, aor_builtin_hosts[i], 443);
+        r = pair_add(&hosts, &ports, &n, &cap, aor_builtin_hosts[i], 443, 1);
     for (size_t i = 0; i < cfg->nproviders && r >= 0; i++) {
         const aor_provider_cfg *p = &cfg->providers[i];
-        r = pair_add(&hosts, &ports, &n, &cap, p->host, p->port);
+        r = pair_add(&hosts, &ports, &n, &cap, p->host, p->port, 0);
         for (size_t k = 0; k < p->nintercept && r >= 0; k++) {
-            r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], 443);
+            r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], 443, 1);
             if (r >= 0 && p->port != 443)
-                r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], p->port);
+                r = pair_add(&hosts, &ports, &n, &cap, p->intercept[k], p->port, 1);
         }
         if (r >= 0 && n > AOR_HOSTS_MAX) {
             char b[AOR_CFG_SHOWBUF];

@@ -70,8 +70,11 @@ static int is_ip_literal(const char *h) {
     return inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1;
 }
 
-static int add_host(pub_host **list, size_t *n, const char *host, int port) {
-    if (!host || !*host || is_ip_literal(host) || strcmp(host, "localhost") == 0)
+/* Adds (host, port) to the list unless there; named: an intercept name, which may be
+ * localhost (spec §2: every name of an intercept list), else a base_url host, where
+ * localhost is a local provider that needs no aor before it. IP literals never. */
+static int add_host(pub_host **list, size_t *n, const char *host, int port, int named) {
+    if (!host || !*host || is_ip_literal(host) || (!named && strcmp(host, "localhost") == 0))
         return 0;
     for (size_t i = 0; i < *n; i++) {
         if (strcmp((*list)[i].host, host) == 0 && (*list)[i].port == port)
@@ -99,17 +102,17 @@ static int build(const aor_config *cfg, pub_host **out, size_t *nout) {
     pub_host *list = NULL;
     size_t n = 0;
     for (size_t i = 0; aor_builtin_hosts[i]; i++) {
-        if (add_host(&list, &n, aor_builtin_hosts[i], 443) < 0)
+        if (add_host(&list, &n, aor_builtin_hosts[i], 443, 1) < 0)
             goto fail;
     }
     for (size_t i = 0; i < cfg->nproviders; i++) {
         const aor_provider_cfg *p = &cfg->providers[i];
-        if (add_host(&list, &n, p->host, p->port) < 0)
+        if (add_host(&list, &n, p->host, p->port, 0) < 0)
             goto fail;
         for (size_t k = 0; k < p->nintercept; k++) {
-            if (add_host(&list, &n, p->intercept[k], 443) < 0)
+            if (add_host(&list, &n, p->intercept[k], 443, 1) < 0)
                 goto fail;
-            if (p->port != 443 && add_host(&list, &n, p->intercept[k], p->port) < 0)
+            if (p->port != 443 && add_host(&list, &n, p->intercept[k], p->port, 1) < 0)
                 goto fail;
         }
     }
