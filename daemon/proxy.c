@@ -58,6 +58,7 @@ typedef enum {
     MODE_HEADERS = 0, /* waiting for the header block */
     MODE_BUFFER,      /* error (or suspicious) answer: buffer, classify at the end */
     MODE_SSE_PEEK,    /* 200 SSE: hold until the first event is seen */
+    MODE_HEAD_HELD,   /* other 2xx with a body: the head waits for its first byte */
     MODE_STREAM       /* committed: bytes go to the client as they arrive */
 } attempt_mode;
 
@@ -147,7 +148,7 @@ static void hb_free(hblock *hb);
 static int start_next(aor_proxy *p);
 static void flush_bookkeeping(aor_proxy *p);
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s);
-static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise);
+static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise);
 static void redact(const aor_proxy *p, char *text, size_t cap);
 
 #define HDR_CHUNK 2048  /* bytes of names and values in a header set's first block */
@@ -916,6 +917,25 @@ static void probe_answered(aor_proxy *p) {
                              aor_clock_now());
 }
 
+/* Sends the head of a 2xx answer that is forwarded as it comes (not SSE): from here on
+ * its bytes go to the client as they arrive (MODE_STREAM), and the attempt is over. Runs
+ * at the answer's first body byte, or at once when it has none (HEAD, 204, a
+ * Content-Length of 0), or at its clean end when it turned out empty: an upstream that
+ * fails after its head but before any body byte is a failed attempt that walks on
+ * (§4.1 transient, §5.3 "before the first byte reached the client"). */
+static void commit_2xx(aor_proxy *p) {
+    p->mode = MODE_STREAM;
+    long long n = content_length_of(hset_content_length(&p->hdrs));
+    if (p->status == 204)
+        n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
+    /* observe_usage + record(OK) once the head is sent (flush_bookkeeping) */
+    p->ok_pending = 1;
+    probe_answered(p);
+    aor_conn_on_flushed(p->c, on_flushed, p);
+    redact_stream_headers(p, &p->hdrs);
+    write_head(p, p->status, &p->hdrs, p->cand, n);
+}
+
 static void on_up_header(void *arg, const char *line, size_t len) {
     aor_proxy *p = arg;
     if (p->mode != MODE_HEADERS)
@@ -945,18 +965,12 @@ static void on_up_header(void *arg, const char *line, size_t len) {
             observe_usage(p);
             p->mode = MODE_SSE_PEEK;
         } else {
-            p->mode = MODE_STREAM;
             /* (a 304 is not 2xx: it is buffered, then sent without a body, send_buffered) */
             p->no_body = p->req->method == HTTP_HEAD || p->status == 204;
-            long long n = content_length_of(hset_content_length(&p->hdrs));
-            if (p->status == 204)
-                n = -1; /* a 204 carries no Content-Length (RFC 9110 §8.6) */
-            /* observe_usage + record(OK) once the head is sent (flush_bookkeeping) */
-            p->ok_pending = 1;
-            probe_answered(p);
-            aor_conn_on_flushed(p->c, on_flushed, p);
-            redact_stream_headers(p, &p->hdrs);
-            write_head(p, p->status, &p->hdrs, p->cand, n);
+            if (p->no_body || content_length_of(hset_content_length(&p->hdrs)) == 0)
+                commit_2xx(p);
+            else
+                p->mode = MODE_HEAD_HELD; /* commit_2xx at its first byte or clean end */
         }
         return;
     }
@@ -1138,8 +1152,9 @@ static void note_failure(aor_proxy *p, const aor_candidate *cand, const aor_verd
 /* At the clean end of a forwarded SSE answer: 1 when its last event is an error event
  * (verdict in *v). A provider that fails in the middle of a stream sends one and ends
  * it (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is
- * no success (§4.1, §5.3). The client has the event already; its response is left as
- * it came. Only the last event is looked at, in the last SSE_TAIL_MAX bytes. */
+ * no success (§4.1, §5.3). The client has the event already; its response then ends
+ * without its terminator (on_up_done). Only the last event is looked at, in the last
+ * SSE_TAIL_MAX bytes. */
 static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     size_t n = p->tail_total < SSE_TAIL_MAX ? p->tail_total : SSE_TAIL_MAX;
     char *buf = n ? malloc(n) : NULL;
@@ -1181,8 +1196,9 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
 
 /* Records the attempt of a forwarded answer at its end: the failure its last SSE event
  * names when that is an error event (sse_tail_failed), else `otherwise` (success at a
- * clean end or when the client left; transient when the upstream cut it). */
-static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise) {
+ * clean end or when the client left; transient when the upstream cut it). Returns 1
+ * when the last event was an error event (a failure recorded), else 0. */
+static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise) {
     aor_verdict ev;
     if (p->sse_tail && sse_tail_failed(p, &ev)) {
         redact(p, ev.reason, sizeof ev.reason);
@@ -1192,9 +1208,10 @@ static void record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind 
             p->d->m.attempt_fail++;
         note_failure(p, cand, &ev);
         record(p, cand, ev.kind, ev.hint_s);
-        return;
+        return 1;
     }
     record(p, cand, otherwise, -1);
+    return 0;
 }
 
 static void classify_held(aor_proxy *p, aor_verdict *v);
@@ -1290,6 +1307,11 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             return 0; /* out of memory: the answer ends unfinished (on_up_done) */
         break;
     }
+    case MODE_HEAD_HELD:
+        commit_2xx(p); /* the first bytes of the body (no SSE: no tail to keep) */
+        if (write_stream(p, data, len) < 0)
+            return 0;
+        break;
     case MODE_STREAM:
         if (p->sse_tail)
             tail_add(p, data, len);
@@ -1368,6 +1390,8 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     p->x = NULL;
     const aor_candidate *cand = p->cand;
     const char *prov = cand_provider(p, cand);
+    if (p->mode == MODE_HEAD_HELD && rc == CURLE_OK)
+        commit_2xx(p); /* a 2xx that ended cleanly without a body byte */
     if (p->committed) {
         if (rc != CURLE_OK) {
             aor_warn("%s/%s: upstream failed after the answer started (%s); ending the "
@@ -1386,7 +1410,14 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
         p->answer_done = 1;
         if (p->ok_at_end) {
             p->ok_at_end = 0;
-            record_stream_end(p, cand, AOR_KIND_OK);
+            if (record_stream_end(p, cand, AOR_KIND_OK)) {
+                /* The upstream failed after the answer started (its last event is an
+                 * error event): the client has the event, and its response ends without
+                 * its terminator, so that it sees an error, never a clean end (§5.3). */
+                write_stream_end(p);
+                abort_client(p);
+                return;
+            }
         }
         write_stream_end(p);
         if (p->chunked_out)

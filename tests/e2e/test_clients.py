@@ -100,3 +100,51 @@ const client = new Anthropic({ apiKey: 'client-token', maxRetries: 0 });
     eq(out.split(), ["message", "assistant", "true"], "anthropic SDK stream")
     eq(len(mock.requests(key="ant-a-secret")), 1, "key a tried once")
     eq(len(mock.requests(key="ant-b-secret")), 1, "answered by key b")
+
+
+def test_node_anthropic_sdk_sees_a_mid_stream_overloaded_error(env):
+    """Anthropic ends a started stream with event: error / overloaded_error. aor leaves
+    the client's response without its terminator (§5.3), after the event: the SDK still
+    raises the provider's error (an overloaded_error it can retry), not a bare
+    connection error."""
+    need_node_modules()
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    env.set_keys(ANT_A="ant-a-secret")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "a"]
+        env = ANT_A
+        [provider "anthropic"]
+        dialect = anthropic
+        base_url = {mock.url}
+        intercept = api.anthropic.com
+        ca_file = {mock.ca_path}
+        keys = a
+        models = claude-sonnet-4-5
+        """)
+    env.start_daemon()
+    mock.script("ant-a-secret", [{"kind": "sse_error_after", "events": 2, "times": -1}])
+    code = r"""
+const Anthropic = require('@anthropic-ai/sdk');
+const client = new Anthropic({ apiKey: 'client-token', maxRetries: 0 });
+(async () => {
+  const stream = client.messages.stream({ model: 'claude-sonnet-4-5', max_tokens: 20,
+    messages: [{ role: 'user', content: 'hi' }] });
+  let events = 0;
+  stream.on('streamEvent', () => events++);
+  try {
+    await stream.finalMessage();
+    console.log('NO-ERROR');
+  } catch (e) {
+    const type = e && e.error && e.error.error ? e.error.error.type : '-';
+    console.log(e.constructor.name, type, events >= 1);
+  }
+})().catch((e) => { console.error('ERR', e); process.exit(1); });
+"""
+    rc, out, err = env.run_client(["node", "-e", code], extra_env={"NODE_PATH": os.path.join(CLIENTS, "node_modules")})
+    eq(rc, 0, "node exit (stderr: %s)" % err[-3000:])
+    words = out.split()
+    check(len(words) == 3 and words[1] == "overloaded_error" and words[2] == "true",
+          "the SDK raised the provider's overloaded_error after the first events: %r" % out)

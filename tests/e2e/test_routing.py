@@ -335,7 +335,9 @@ def test_streams_that_end_with_an_error_event_are_failures(env):
 def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
     """Anthropic sends event: error / overloaded_error in the middle of a stream: a rate
     failure (§4.1), so the next request goes to the other key, not back to the overloaded
-    one."""
+    one. The client gets the event, and then a response without its terminator, although
+    the provider ended its stream cleanly (§5.3: an upstream failure after the first byte
+    is never a clean end; it was passed on as one)."""
     mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="claude-x")
     mock.script("secret-A", [{"kind": "sse_error_after", "events": 2}])
     body = json.dumps({"model": "claude-x", "max_tokens": 10, "stream": True,
@@ -346,11 +348,14 @@ def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
     r = env.curl(args)
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the stream came from A")
     check("overloaded_error" in r.body, "the client gets the error event")
+    eq(r.rc, 18, "curl: partial transfer, the response ended without its terminator (%s)"
+       % r.stderr.strip())
     a = row(d, "A")
     check(a is not None and a["last_error_kind"] == "rate", "A is backed off as rate: %r" % a)
     r = env.curl(args)
     eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "the next request goes to B")
     check("overloaded_error" not in r.body, "a clean stream from B")
+    eq(r.rc, 0, "and a clean end (%s)" % r.stderr.strip())
 
 
 def test_long_gemini_stream_ending_with_an_error_event_is_a_failure(env):

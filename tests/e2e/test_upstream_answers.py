@@ -127,13 +127,20 @@ def read_answer(s, timeout=20):
         return status, head, rest
     if re.search(rb"(?i)\r\ntransfer-encoding:\s*chunked", head):
         out = b""
+
+        def more():
+            d = s.recv(65536)
+            if not d:  # closed before the last chunk: an unfinished answer (§5.3)
+                raise EOFError("the answer ended without its last chunk after %r" % out[-200:])
+            return d
+
         while True:
             while b"\r\n" not in rest:
-                rest += s.recv(65536)
+                rest += more()
             size_line, rest = rest.split(b"\r\n", 1)
             size = int(size_line.split(b";")[0], 16)
             while len(rest) < size + 2:
-                rest += s.recv(65536)
+                rest += more()
             out += rest[:size]
             rest = rest[size + 2:]
             if size == 0:
@@ -585,15 +592,30 @@ def test_key_quoted_in_a_stream_after_its_start_is_masked(env):
     """§3.2: a configured secret never reaches the client. An error event that quotes the
     key after a stream started (bytes already sent, so not a failed attempt, §5.3) went to
     the client as it came (QA). It is masked now, length kept, also when the key is cut
-    across two upstream reads; the rest of the stream is unchanged and ends cleanly."""
+    across two upstream reads; the rest of the stream is unchanged. A stream whose last
+    event is an error event ([DONE] after it does not count) is left unfinished (no last
+    chunk), as a cut stream is (§5.3), so a client does not take it for a clean end."""
     key = b"sk-test-raw-upstream"  # the key start() configures (20 bytes)
     first = b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n'
     err_a = b'data: {"error":{"message":"Incorrect API key provided: ' + key[:4]
     err_b = key[4:] + b'. Rotate ' + key[:6] + b'!"}}\n\n'
     parts = [first, err_a, err_b, b"data: [DONE]\n\n"]  # the key cut after 4 bytes
     d = start(env, split_stream_upstream(parts))
-    status, head, got = ask(d, STREAM_BODY)
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request(body=STREAM_BODY))
+    raw = read_to_eof(s)
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
     eq(status, 200, "status")
+    check(re.search(rb"(?i)\r\ntransfer-encoding:\s*chunked", head), "a chunked answer: %r" % head)
+    check(not body.endswith(b"0\r\n\r\n"), "no last chunk after an error event: %r" % body[-40:])
+    got = b""
+    while body:  # the chunks that came, without the last one
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        got += body[:size]
+        body = body[size + 2:]
     check(key not in got and key[4:] not in got, "no part of the key past its start: %r" % got)
     masked = b"[redacted]" + b"*" * (len(key) - 10)
     want = first + (err_a + err_b).replace(key, masked) + b"data: [DONE]\n\n"
@@ -673,3 +695,59 @@ def test_cut_error_answer_does_not_end_with_the_start_of_the_key(env):
     check(head.startswith(b"HTTP/1.1 500 "), "the 500, cut: %r" % head[:200])
     check(key[:12] not in body and key[:4] not in body[-40:],
           "no start of the key at the cut: %r" % body[-60:])
+
+
+def test_2xx_head_without_a_body_byte_walks_on(env):
+    """A 200 JSON answer whose upstream closes after its head, before any body byte: no
+    byte reached the client yet, so the attempt is a transient failure that walks on to
+    the next key (§4.1, §5.3). The head was forwarded at once before, and the client got
+    a truncated 200 while the key was backed off anyway (QA)."""
+    good = b'{"id":"chatcmpl-b","object":"chat.completion","choices":[]}'
+
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            if b"bearer sk-key-a" in head.lower():
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 1000\r\n\r\n")
+                return  # closed before the body
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(good) + good)
+
+    up = RawUpstream(handler)
+    port = aortest.free_port()
+    env.set_keys(KEY_A="sk-key-a", KEY_B="sk-key-b")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "a"]
+        env = KEY_A
+        [key "b"]
+        env = KEY_B
+        priority = 1
+        [provider "openai"]
+        dialect = openai
+        base_url = http://127.0.0.1:{up.port}
+        keys = a, b
+        models = *
+        """)
+    d = env.start_daemon()
+    status, head, body = ask(d)
+    eq((status, body), (200, good), "the answer of key b, whole")
+    check(b"x-aor-key: b" in head.lower() and b"x-aor-attempts: 2" in head.lower(),
+          "from b, after a: %r" % head)
+    eq([(r["key"], r["last_error_kind"]) for r in d.state()["backoff"]], [("a", "transient")],
+       "a backed off as transient")
+
+
+def test_empty_2xx_chunked_answer_is_passed_on(env):
+    """A 200 whose chunked body is empty (only the last chunk) ends cleanly without a body
+    byte: it goes to the client as it came, a success."""
+    d = start(env, always(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+    status, head, body = ask(d)
+    eq((status, body), (200, b""), "an empty 200")
+    check(b"x-aor-attempts: 1" in head.lower(), "one attempt: %r" % head)
+    eq(d.state()["backoff"], [], "no failure recorded")
