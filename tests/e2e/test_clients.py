@@ -59,28 +59,34 @@ const client = new OpenAI({ apiKey: 'client-token', maxRetries: 0 });
           "openai SDK stream: %r" % lines[1])
 
 
-def test_node_anthropic_sdk_stream_through_shim(env):
+def start_anthropic(env, two_keys):
+    """A TLS mock behind an Anthropic provider reached through the shim (api.anthropic.com):
+    key a (ant-a-secret), and with two_keys a worse key b (ant-b-secret). Returns the mock."""
     need_node_modules()
     mock = env.start_mock(tls=True)
     port = aortest.free_port()
     env.set_keys(ANT_A="ant-a-secret", ANT_B="ant-b-secret")
+    key_b = '[key "b"]\n        env = ANT_B\n        priority = 1' if two_keys else ""
     env.write_config(f"""
         [daemon]
         listen = 127.0.0.1:{port}
         [key "a"]
         env = ANT_A
-        [key "b"]
-        env = ANT_B
-        priority = 1
+        {key_b}
         [provider "anthropic"]
         dialect = anthropic
         base_url = {mock.url}
         intercept = api.anthropic.com
         ca_file = {mock.ca_path}
-        keys = a, b
+        keys = {"a, b" if two_keys else "a"}
         models = claude-sonnet-4-5
         """)
     env.start_daemon()
+    return mock
+
+
+def test_node_anthropic_sdk_stream_through_shim(env):
+    mock = start_anthropic(env, two_keys=True)
     # Key a: a 200 stream whose first event is an overloaded error -> failed attempt.
     mock.script("ant-a-secret", [{"kind": "sse_error_first", "times": -1}])
     code = r"""
@@ -107,24 +113,7 @@ def test_node_anthropic_sdk_sees_a_mid_stream_overloaded_error(env):
     the client's response without its terminator (§5.3), after the event: the SDK still
     raises the provider's error (an overloaded_error it can retry), not a bare
     connection error."""
-    need_node_modules()
-    mock = env.start_mock(tls=True)
-    port = aortest.free_port()
-    env.set_keys(ANT_A="ant-a-secret")
-    env.write_config(f"""
-        [daemon]
-        listen = 127.0.0.1:{port}
-        [key "a"]
-        env = ANT_A
-        [provider "anthropic"]
-        dialect = anthropic
-        base_url = {mock.url}
-        intercept = api.anthropic.com
-        ca_file = {mock.ca_path}
-        keys = a
-        models = claude-sonnet-4-5
-        """)
-    env.start_daemon()
+    mock = start_anthropic(env, two_keys=False)
     mock.script("ant-a-secret", [{"kind": "sse_error_after", "events": 2, "times": -1}])
     code = r"""
 const Anthropic = require('@anthropic-ai/sdk');
