@@ -64,13 +64,13 @@ UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BINS   := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
 
 PHONY_EXTRA := deps-demo deps-test fuzz
-.PHONY: all binaries deps $(PHONY_EXTRA) test unit e2e check format format-check banned demo bench install clean tsan
+.PHONY: all binaries testbins test-binaries deps $(PHONY_EXTRA) test unit e2e check format format-check banned demo bench install clean tsan
 .DEFAULT_GOAL := all
 
 # The binaries are made by a second make once deps has run, so that with -j nothing is
 # compiled or looked up (llhttp's sources) before missing packages are installed.
 all: deps
-	@$(MAKE) --no-print-directory binaries
+	@$(MAKE) --no-print-directory DEPS_DONE=1 binaries
 
 binaries: $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so
 
@@ -93,17 +93,19 @@ deps-test: deps-demo
 	  || scripts/install-deps
 
 # Order-only on deps: with -j the compilers must not start before missing headers are
-# installed (a fresh machine's `make -j2` failed on curl/curl.h).
-$(BUILD)/obj/%.o: %.c | deps
+# installed (a fresh machine's `make -j2` failed on curl/curl.h). A second make started
+# after deps (DEPS_DONE=1) does not check again.
+DEPS_FIRST := $(if $(DEPS_DONE),,deps)
+$(BUILD)/obj/%.o: %.c | $(DEPS_FIRST)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 # Generated third-party code: its own warnings are not ours to fix (-w), sanitizers still apply.
-$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c | deps
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c | $(DEPS_FIRST)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(WARN),$(CFLAGS_ALL)) -w -c $< -o $@
 
-$(BUILD)/shimobj/%.o: %.c | deps
+$(BUILD)/shimobj/%.o: %.c | $(DEPS_FIRST)
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -142,17 +144,22 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
 TEST_BUILD := build/san
 
 test: deps-test
-	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
+	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined DEPS_DONE=1 test-binaries
 	@AOR_BUILD=$(TEST_BUILD) tests/run-all
 
-testbins: $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so $(UNIT_BINS) $(PROG_BINS)
+# The test binaries (daemon, CLI, shim, unit tests, C test programs), after deps-test as
+# for all.
+testbins: deps-test
+	@$(MAKE) --no-print-directory DEPS_DONE=1 test-binaries
+
+test-binaries: $(BUILD)/aord $(BUILD)/aor $(BUILD)/libaor.so $(UNIT_BINS) $(PROG_BINS)
 
 unit: deps-test
-	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
+	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined DEPS_DONE=1 test-binaries
 	@AOR_BUILD=$(TEST_BUILD) AOR_ONLY=unit tests/run-all
 
 e2e: deps-test
-	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined testbins
+	@$(MAKE) --no-print-directory BUILD=$(TEST_BUILD) SANITIZE=address,undefined DEPS_DONE=1 test-binaries
 	@AOR_BUILD=$(TEST_BUILD) AOR_ONLY=e2e tests/run-all
 
 FMT_FILES = $(wildcard common/*.[ch] shim/*.[ch] daemon/*.[ch] tests/unit/*.[ch] tests/progs/*.[ch] tests/mockprov/*.[ch] tests/fuzz/*.[ch] bench/*.[ch])
