@@ -354,15 +354,27 @@ static char *abs_dir_of(const char *path) {
     return out;
 }
 
+static int host_eq(const char *a, const char *b);
+
+int aor_config_host_is_address(const char *host) {
+    unsigned char ip[16];
+    struct in_addr v4;
+    return host && (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1 ||
+                    inet_aton(host, &v4) != 0);
+}
+
+int aor_config_host_published(const char *host, int named) {
+    return host && *host && !aor_config_host_is_address(host) &&
+           (named || !host_eq(host, "localhost"));
+}
+
 /* Adds (host, port) to a list of distinct pairs (hosts borrowed); named: an intercept
  * name (localhost counts), else a base_url host. 1 when new, 0 when there, -1 out of
  * memory. */
 static int pair_add(const char ***hosts, int **ports, size_t *n, size_t *cap, const char *host,
                     int port, int named) {
-    unsigned char ip[16];
-    /* Not published (daemon/publish.c): addresses, and localhost in a base_url. */
-    if (!host || !*host || inet_pton(AF_INET, host, ip) == 1 ||
-        inet_pton(AF_INET6, host, ip) == 1 || (!named && strcmp(host, "localhost") == 0))
+    /* Counted as daemon/publish.c publishes them. */
+    if (!aor_config_host_published(host, named))
         return 0;
     for (size_t i = 0; i < *n; i++)
         if ((*ports)[i] == port && strcmp((*hosts)[i], host) == 0)

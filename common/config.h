@@ -146,6 +146,19 @@ long aor_config_retries_for(const aor_config *cfg, const char *model);
  * Source: spec §2 (hosts to intercept), §3 `intercept`. */
 int aor_config_provider_owns_host(const aor_provider_cfg *p, const char *host);
 
+/* 1 when host is an IP address in any form the resolver reads as one: inet_pton's
+ * (127.0.0.1, ::1) and the older inet_aton forms getaddrinfo also takes (127.1,
+ * 2130706433, 0x7f.1); else 0 (also for NULL). Source: spec §2 (interception is by name:
+ * a connection to an address is never intercepted). */
+int aor_config_host_is_address(const char *host);
+
+/* 1 when aord publishes host for interception (spec §2): a host name, not an address
+ * (aor_config_host_is_address); localhost (one trailing dot ignored) only when named in
+ * an intercept list (named 1: every name of the list), not as a base_url host (named 0:
+ * a local provider needs no aor before it). 0 otherwise, also for NULL or "". Source:
+ * spec §2, §3 `intercept`, `base_url`. */
+int aor_config_host_published(const char *host, int named);
+
 /* Splits an http:// or https:// URL (the syntax base_url accepts: no credentials, query
  * or fragment) into its host (lower case, IPv6 without brackets; malloc'd, caller frees),
  * its port (the written one, else 443 / 80) and whether it is https (*tls 1). Returns 0,

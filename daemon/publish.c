@@ -65,16 +65,11 @@ static int stopped;     /* aor_publish_remove ran: the file is not written any m
 static int started;
 static atomic_int foreign_warned; /* warned once that the hosts file is not ours any more */
 
-static int is_ip_literal(const char *h) {
-    unsigned char buf[16];
-    return inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1;
-}
-
 /* Adds (host, port) to the list unless there; named: an intercept name, which may be
  * localhost (spec §2: every name of an intercept list), else a base_url host, where
  * localhost is a local provider that needs no aor before it. IP literals never. */
 static int add_host(pub_host **list, size_t *n, const char *host, int port, int named) {
-    if (!host || !*host || is_ip_literal(host) || (!named && strcmp(host, "localhost") == 0))
+    if (!aor_config_host_published(host, named))
         return 0;
     for (size_t i = 0; i < *n; i++) {
         if (strcmp((*list)[i].host, host) == 0 && (*list)[i].port == port)

@@ -338,7 +338,7 @@ static void test_every_option_set(void **state) {
                        "models = claude, *\n"
                        "priority = 3\n"
                        "retry_after = ignore\n"
-                       "intercept = API.Example.com, other.example.org\n";
+                       "intercept = API.Example.com, other.example.org, Localhost.\n";
     aor_config *cfg = load_ok(text, NULL);
     assert_null(cfg->listen);
     char want[256];
@@ -372,8 +372,11 @@ static void test_every_option_set(void **state) {
     assert_int_equal(p->nmodels, 1);
     assert_int_equal(p->priority, 3);
     assert_int_equal(p->retry_after_ignore, 1);
-    assert_int_equal(p->nintercept, 2);
+    assert_int_equal(p->nintercept, 3);
     assert_string_equal(p->intercept[0], "api.example.com");
+    /* Stored as the name it means: aord resolves "localhost." against no /etc/hosts
+     * line, so curl-like clients that resolve it themselves were not intercepted (QA). */
+    assert_string_equal(p->intercept[2], "localhost");
     assert_true(aor_config_provider_owns_host(p, "127.0.0.1"));
     assert_true(aor_config_provider_owns_host(p, "other.example.org"));
     assert_true(aor_config_provider_owns_host(p, "API.EXAMPLE.COM."));
@@ -443,31 +446,31 @@ static void test_listen_forms(void **state) {
 
 static void test_bad_values_each_reported(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
-    const char *text = "[daemon]\n"                         /* 1 */
-                       "body_max = lots\n"                  /* 2 */
-                       "socket = \n"                        /* 3 */
-                       "[routing]\n"                        /* 4 */
-                       "auto_fallback = maybe\n"            /* 5 */
-                       "max_opaque_retries = -1\n"          /* 6 */
-                       "key_priority_cache_threshold = x\n" /* 7 */
-                       "strategy = round_robin\n"           /* 8 */
-                       "backoff_initial_s = 0\n"            /* 9 */
-                       "breaker_failures = 0\n"             /* 10 */
-                       "quota_cooldown_s = -5\n"            /* 11 */
-                       "breaker_window_s = 1e3\n"           /* 12 */
-                       "[key \"a\"]\n"                      /* 13 */
-                       "env = TEST_KEY_A\n"                 /* 14 */
-                       "priority = high\n"                  /* 15 */
-                       "[provider \"p\"]\n"                 /* 16 */
-                       "dialect = openia\n"                 /* 17 */
-                       "base_url = ftp://x.example\n"       /* 18 */
-                       "keys = a, , a\n"                    /* 19 */
-                       "models = gpt-4o, ,gpt-4o\n"         /* 20 */
-                       "retry_after = always\n"             /* 21 */
-                       "intercept = https://x.example\n"    /* 22 */
-                       "ca_file = /nonexistent/ca.pem\n"    /* 23 */
-                       "[model \"gpt-4o\"]\n"               /* 24 */
-                       "max_opaque_retries = lots\n";       /* 25 */
+    const char *text = "[daemon]\n"                             /* 1 */
+                       "body_max = lots\n"                      /* 2 */
+                       "socket = \n"                            /* 3 */
+                       "[routing]\n"                            /* 4 */
+                       "auto_fallback = maybe\n"                /* 5 */
+                       "max_opaque_retries = -1\n"              /* 6 */
+                       "key_priority_cache_threshold = x\n"     /* 7 */
+                       "strategy = round_robin\n"               /* 8 */
+                       "backoff_initial_s = 0\n"                /* 9 */
+                       "breaker_failures = 0\n"                 /* 10 */
+                       "quota_cooldown_s = -5\n"                /* 11 */
+                       "breaker_window_s = 1e3\n"               /* 12 */
+                       "[key \"a\"]\n"                          /* 13 */
+                       "env = TEST_KEY_A\n"                     /* 14 */
+                       "priority = high\n"                      /* 15 */
+                       "[provider \"p\"]\n"                     /* 16 */
+                       "dialect = openia\n"                     /* 17 */
+                       "base_url = ftp://x.example\n"           /* 18 */
+                       "keys = a, , a\n"                        /* 19 */
+                       "models = gpt-4o, ,gpt-4o\n"             /* 20 */
+                       "retry_after = always\n"                 /* 21 */
+                       "intercept = https://x.example, 127.1\n" /* 22 */
+                       "ca_file = /nonexistent/ca.pem\n"        /* 23 */
+                       "[model \"gpt-4o\"]\n"                   /* 24 */
+                       "max_opaque_retries = lots\n";           /* 25 */
     char *path = NULL;
     char *errs = load_err(text, &path);
     assert_err(errs, path, 2, "body_max = lots");
@@ -489,6 +492,7 @@ static void test_bad_values_each_reported(void **state) {
     assert_err(errs, path, 20, "\"gpt-4o\" is listed twice");
     assert_err(errs, path, 21, "retry_after = always: expected honor or ignore");
     assert_err(errs, path, 22, "intercept: \"https://x.example\" is not a host name");
+    assert_err(errs, path, 22, "intercept: \"127.1\" is an IP address, not a host name");
     assert_err(errs, path, 23, "ca_file /nonexistent/ca.pem cannot be read");
     assert_err(errs, path, 25, "max_opaque_retries = lots");
     free(errs);
@@ -620,6 +624,30 @@ static void test_secrets_optional_for_clients(void **state) {
 
 /* More intercepted (host, port) entries than a shim keeps (AOR_HOSTS_MAX) is refused,
  * naming the provider that goes past it (QA: the shim dropped the rest silently). */
+/* Spec §2: interception is by name. An address in any form getaddrinfo reads is none
+ * (127.0.0.1 in an intercept list was accepted and never intercepted, QA); localhost is
+ * published when an intercept list names it, not as a base_url host, with or without
+ * its trailing dot (http://localhost.:8080 was published, QA). */
+static void test_host_published(void **state) {
+    (void)state;
+    const char *addrs[] = {"127.0.0.1", "::1", "127.1", "2130706433", "0x7f.1", "10.0.0.1"};
+    for (size_t i = 0; i < sizeof addrs / sizeof *addrs; i++) {
+        assert_true(aor_config_host_is_address(addrs[i]));
+        assert_false(aor_config_host_published(addrs[i], 1));
+        assert_false(aor_config_host_published(addrs[i], 0));
+    }
+    assert_false(aor_config_host_is_address("api.openai.com"));
+    assert_false(aor_config_host_is_address("1password.example"));
+    assert_false(aor_config_host_is_address(NULL));
+    assert_true(aor_config_host_published("api.openai.com", 0));
+    assert_true(aor_config_host_published("localhost", 1));
+    assert_false(aor_config_host_published("localhost", 0));
+    assert_false(aor_config_host_published("localhost.", 0));
+    assert_false(aor_config_host_published("LOCALHOST", 0));
+    assert_false(aor_config_host_published("", 1));
+    assert_false(aor_config_host_published(NULL, 1));
+}
+
 static void test_too_many_intercept_hosts(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     char *text = NULL;
@@ -1560,6 +1588,7 @@ int main(void) {
         T(test_rule1_env_typo_hint),
         T(test_rule1_env_not_set),
         T(test_secrets_optional_for_clients),
+        T(test_host_published),
         T(test_too_many_intercept_hosts),
         T(test_rule2_same_env_twice),
         T(test_rule3_undeclared_key),
