@@ -97,10 +97,35 @@ static void env_form(const char *name, char *buf, size_t cap) {
     buf[o] = '\0';
 }
 
-/* §3.1 rule 6: the error shows the [key] / env form and never the value. */
+/* The provider whose key a secret's prefix shows (sk-ant-: Anthropic, AIza: Gemini, ...),
+ * for the example of err_inline_secret: its variable of the embedded default and a key
+ * name; OpenAI's when the prefix says nothing. text may be NULL. */
+static void example_for(const char *text, char *var, size_t vcap, char *key, size_t kcap) {
+    static const struct {
+        const char *prefix, *var, *key;
+    } known[] = {{"sk-ant-", "ANTHROPIC_API_KEY", "anthropic-main"},
+                 {"AIza", "GEMINI_API_KEY", "gemini-main"},
+                 {"sk-or-", "OPENROUTER_API_KEY", "openrouter-main"},
+                 {"gsk_", "GROQ_API_KEY", "groq-main"},
+                 {"xai-", "XAI_API_KEY", "xai-main"},
+                 {"fw_", "FIREWORKS_API_KEY", "fireworks-main"}};
+    size_t pick = sizeof known / sizeof known[0];
+    for (size_t i = 0;
+         text && i < sizeof known / sizeof known[0] && pick == sizeof known / sizeof known[0]; i++)
+        if (strstr(text, known[i].prefix))
+            pick = i;
+    snprintf(var, vcap, "%s",
+             pick < sizeof known / sizeof known[0] ? known[pick].var : "OPENAI_API_KEY");
+    snprintf(key, kcap, "%s",
+             pick < sizeof known / sizeof known[0] ? known[pick].key : "openai-main");
+}
+
+/* §3.1 rule 6: the error shows the [key] / env form and never the value. text: what
+ * holds the secret (a value, a name or the line), for the example's provider. */
 static void err_inline_secret(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
-                              const char *what) {
-    char var[80] = "OPENAI_API_KEY", key[80] = "openai-main", prov[80] = "";
+                              const char *what, const char *text) {
+    char var[80], key[80], prov[80] = "";
+    example_for(text, var, sizeof var, key, sizeof key);
     /* A skipped section has no entry in cfg->keys / cfg->providers and its name may be a
      * secret: use the example. A duplicate's name is valid and its idx is the first
      * section's entry: name it. */
@@ -125,10 +150,8 @@ static void err_inline_secret(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_s
     }
     /* Never suggest a name that itself looks like a secret ("sk_x-main" from a provider
      * "sk_x"): it would be refused in turn. */
-    if (aor_cfg_looks_secret(var) || aor_cfg_looks_secret(key)) {
-        snprintf(var, sizeof var, "OPENAI_API_KEY");
-        snprintf(key, sizeof key, "openai-main");
-    }
+    if (aor_cfg_looks_secret(var) || aor_cfg_looks_secret(key))
+        example_for(text, var, sizeof var, key, sizeof key);
     aor_cfg_err(c->errs, line,
                 "%s looks like a secret written into the file; aor reads secrets only from the "
                 "environment: export %s=<the secret> (or put it in env_file), then declare "
@@ -309,7 +332,7 @@ static void begin_section(aor_cfg_parse_ctx *c, const char *line, size_t n) {
                     sec_names[ti]);
         goto done;
     } else if (aor_cfg_looks_secret(name)) {
-        err_inline_secret(c, c->lineno, NULL, "the section name");
+        err_inline_secret(c, c->lineno, NULL, "the section name", name);
         goto done;
     } else if (s->type != SEC_MODEL && !aor_cfg_valid_name(name)) {
         aor_cfg_err(c->errs, c->lineno,
@@ -780,7 +803,7 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
     }
     if (c->cur < 0) {
         if (aor_cfg_secret_option_name(name) || aor_cfg_looks_secret(value))
-            err_inline_secret(c, line, NULL, "this line");
+            err_inline_secret(c, line, NULL, "this line", value);
         else
             aor_cfg_err(c->errs, line,
                         "option %s is outside of any section; put it under [daemon], [routing], "
@@ -799,7 +822,7 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
          * unknown option (rule 7). */
         if (aor_cfg_looks_secret(name) || aor_cfg_looks_secret(value) ||
             (id < 0 && aor_cfg_secret_option_name(name) && !hint))
-            err_inline_secret(c, line, s, "this line");
+            err_inline_secret(c, line, s, "this line", value);
         else if (s->dup && id < 0)
             aor_cfg_err(c->errs, line, "unknown option %s in %s%s%s%s",
                         aor_cfg_show(name, b1, sizeof b1), aor_cfg_sec_label(s, b2, sizeof b2),
@@ -825,7 +848,7 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
         else
             snprintf(what, sizeof what, "%s%s", id < 0 ? "option " : "the value of ",
                      aor_cfg_show(name, b1, sizeof b1));
-        err_inline_secret(c, line, s, what);
+        err_inline_secret(c, line, s, what, aor_cfg_looks_secret(name) ? name : value);
         return;
     }
     if (id < 0) {
@@ -942,13 +965,13 @@ static char *cfg_reader(char *str, int num, void *stream) {
     str[n] = '\0';
     if (!has_separator(line, n)) {
         /* Do not echo the line: it may be a bare secret. */
-        int secret = aor_cfg_looks_secret(str);
-        str[0] = '\0';
-        if (secret)
-            err_inline_secret(c, c->lineno, c->cur >= 0 ? &c->secs[c->cur] : NULL, "this line");
+        if (aor_cfg_looks_secret(str))
+            err_inline_secret(c, c->lineno, c->cur >= 0 ? &c->secs[c->cur] : NULL, "this line",
+                              str);
         else
             aor_cfg_err(c->errs, c->lineno,
                         "expected `name = value`, a [section] header or a comment");
+        explicit_bzero(str, n);
         return str;
     }
     str[n] = '\n';

@@ -570,7 +570,7 @@ static void test_rule1_env_typo_hint(void **state) {
 }
 
 static void test_rule1_env_not_set(void **state) {
-    setenv("TEST_KEY_B", "", 1);
+    setenv("TEST_KEY_B", " \t ", 1); /* only white space: empty once trimmed (QA) */
     const char *text = "[key \"a\"]\n"
                        "env = TEST_KEY_A\n"
                        "[key \"b\"]\n"
@@ -795,7 +795,7 @@ static void test_rule6_inline_secrets_rejected_without_echo(void **state) {
                          "%s\n"                               /* 12: a bare secret line */
                          "[daemon]\n"                         /* 13 */
                          "openai_api_key = OPENAI_API_KEY\n", /* 14: the name says it */
-                         openai, anthropic, google, random, openai) > 0);
+                         openai, anthropic, random, google, anthropic) > 0);
     char *path = NULL;
     char *errs = load_err(text, &path);
     assert_err(errs, path, 6, "option api_key looks like a secret");
@@ -804,7 +804,12 @@ static void test_rule6_inline_secrets_rejected_without_echo(void **state) {
     assert_err(errs, path, 8, "[key \"b\"] with the line env = B_API_KEY");
     assert_err(errs, path, 9, "the value of name looks like a secret");
     assert_err(errs, path, 11, "option token looks like a secret");
+    /* Outside a [key]/[provider], the example is the provider the key's prefix shows
+     * (QA: a Google key got "export OPENAI_API_KEY=..."). */
+    assert_err(errs, path, 11, "export GEMINI_API_KEY=<the secret>");
+    assert_err(errs, path, 11, "[key \"gemini-main\"] with the line env = GEMINI_API_KEY");
     assert_err(errs, path, 12, "looks like a secret");
+    assert_err(errs, path, 12, "export ANTHROPIC_API_KEY=<the secret>");
     assert_err(errs, path, 14, "option openai_api_key looks like a secret");
     assert_null(strstr(errs, openai));
     assert_null(strstr(errs, anthropic));
