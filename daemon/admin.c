@@ -165,10 +165,19 @@ static int same_origin(const aor_http_request *req) {
     return oh[ol] == '\0' && strlen(host) == ol && strncasecmp(oh, host, ol) == 0;
 }
 
+#define REPLY_EXTRA_MAX 4 /* header lines a reply adds besides the x-aor-* ones */
+
+/* extra: up to REPLY_EXTRA_MAX header lines, NULL-terminated, or NULL. */
 static void reply(aor_conn *c, const aor_http_request *req, int status, const char *ctype,
                   const char *const *extra, const char *body, size_t len) {
+    /* §5.6: every answer carries the x-aor-* headers; aor's own answers name no provider
+     * or key and no attempt (as the proxy's local answers do). */
+    const char *hdrs[3 + REPLY_EXTRA_MAX + 1] = {"x-aor-provider: -", "x-aor-key: -",
+                                                 "x-aor-attempts: 0"};
+    for (size_t i = 0; extra && extra[i] && i < REPLY_EXTRA_MAX; i++)
+        hdrs[3 + i] = extra[i];
     /* HEAD: the same head (Content-Length of the GET body), no body (RFC 9110 §9.3.2). */
-    aor_http_write_response(aor_conn_output(c), status, ctype, extra,
+    aor_http_write_response(aor_conn_output(c), status, ctype, hdrs,
                             req->method == HTTP_HEAD ? NULL : body, len,
                             aor_http_connection_line(req));
 }
@@ -191,22 +200,38 @@ static int json_make_utf8(cJSON *j) {
     return 0;
 }
 
-static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {
+static void reply_json_extra(aor_conn *c, const aor_http_request *req, int status, cJSON *j,
+                             const char *const *extra) {
     char *s = j && json_make_utf8(j) == 0 ? cJSON_PrintUnformatted(j) : NULL;
     if (!s) {
         reply(c, req, 500, "application/json", NULL, "{\"error\":\"out of memory\"}", 25);
         return;
     }
-    reply(c, req, status, "application/json", NULL, s, strlen(s));
+    reply(c, req, status, "application/json", extra, s, strlen(s));
     free(s);
 }
 
-static void reply_error(aor_conn *c, const aor_http_request *req, int status, const char *msg) {
+static void reply_json(aor_conn *c, const aor_http_request *req, int status, cJSON *j) {
+    reply_json_extra(c, req, status, j, NULL);
+}
+
+static void reply_error_extra(aor_conn *c, const aor_http_request *req, int status, const char *msg,
+                              const char *const *extra) {
     cJSON *j = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "message", msg);
-    reply_json(c, req, status, j);
+    reply_json_extra(c, req, status, j, extra);
     cJSON_Delete(j);
+}
+
+static void reply_error(aor_conn *c, const aor_http_request *req, int status, const char *msg) {
+    reply_error_extra(c, req, status, msg, NULL);
+}
+
+/* 405 with the Allow header RFC 9110 §15.5.6 asks for: a GET route (post 0) or a POST one. */
+static void reply_405(aor_conn *c, const aor_http_request *req, int post) {
+    const char *extra[] = {post ? "Allow: POST" : "Allow: GET, HEAD", NULL};
+    reply_error_extra(c, req, 405, post ? "use POST" : "use GET", extra);
 }
 
 typedef struct {
@@ -422,7 +447,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
     }
     if (strcmp(path, "/healthz") == 0 || strcmp(path, "/") == 0) {
         if (!is_get) {
-            reply_error(c, req, 405, "use GET");
+            reply_405(c, req, 0);
             goto done;
         }
         reply(c, req, 200, "text/plain", NULL, "ok\n", 3);
@@ -430,7 +455,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
     }
     if (strcmp(path, "/metrics") == 0) {
         if (!is_get) {
-            reply_error(c, req, 405, "use GET");
+            reply_405(c, req, 0);
             goto done;
         }
         metrics(d, c, req);
@@ -462,7 +487,7 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         goto done;
     }
     if (page) {
-        reply_error(c, req, 405, "use GET");
+        reply_405(c, req, 0);
         goto done;
     }
     if (strcmp(path, "/admin/api/clock/advance") == 0 && !aor_clock_is_fake()) {
@@ -531,11 +556,11 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         }
         free(sv);
     } else if (strcmp(path, "/admin/api/state") == 0) {
-        reply_error(c, req, 405, "use GET");
+        reply_405(c, req, 0);
     } else if (strcmp(path, "/admin/api/backoff/reset") == 0 ||
                strcmp(path, "/admin/api/backoff/clear") == 0 ||
                strcmp(path, "/admin/api/clock/advance") == 0) {
-        reply_error(c, req, 405, "use POST");
+        reply_405(c, req, 1);
     } else {
         reply_error(c, req, 404, "no such admin route");
     }

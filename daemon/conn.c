@@ -224,9 +224,11 @@ static void refuse(aor_conn *c, int status, const char *why, const char *target,
     size_t len = 0;
     char *body = aor_dialect_error_body(aor_proxy_dialect(c->d->cfg, c->host, target), status, NULL,
                                         msg, &len);
-    /* §5.6: every answer carries the x-aor-* headers, local refusals too. */
-    static const char *const aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -", "x-aor-attempts: 0",
-                                           NULL};
+    /* §5.6: every answer carries the x-aor-* headers, local refusals too; a 405 (a
+     * method aor does not serve) the methods it does (RFC 9110 §15.5.6). */
+    const char *aor_hdrs[] = {"x-aor-provider: -", "x-aor-key: -", "x-aor-attempts: 0",
+                              status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE" : NULL,
+                              NULL};
     /* HEAD: the head only (body NULL). */
     aor_http_write_response(c->stage, status, "application/json", aor_hdrs,
                             head || !body ? NULL : body, body ? len : 0, NULL);

@@ -134,8 +134,22 @@ def test_admin_token_and_local_routes(env):
                          ("aor_admin=bad; aor_admin=" + tok, 200), ("aor_admin=" + tok[:63], 401)):
         status, _, _ = d.http("GET", "/admin/api/state", headers={"cookie": cookie})
         eq(status, want, "cookie %r" % cookie.replace(tok, "TOKEN"))
-    status, _, _ = d.http("POST", "/admin", body=b"", headers={"authorization": "Bearer " + tok})
-    eq(status, 405, "POST /admin")
+    status, hdrs, _ = d.http("POST", "/admin", body=b"", headers={"authorization": "Bearer " + tok})
+    eq((status, hdrs.get("allow")), (405, "GET, HEAD"), "POST /admin names what it takes")
+    # RFC 9110 §15.5.6: a 405 carries Allow (QA: none had it).
+    for method, path, allow in (("POST", "/healthz", "GET, HEAD"), ("PUT", "/metrics", "GET, HEAD"),
+                                ("GET", "/admin/api/backoff/clear", "POST"),
+                                ("POST", "/admin/api/state", "GET, HEAD"),
+                                ("OPTIONS", "/v1/chat/completions",
+                                 "GET, HEAD, POST, PUT, PATCH, DELETE")):
+        status, hdrs, _ = d.http(method, path, body=b"" if method != "GET" else None,
+                                 headers={"authorization": "Bearer " + tok})
+        eq((status, hdrs.get("allow")), (405, allow), "%s %s" % (method, path))
+    # §5.6 "every answer carries x-aor-*": aor's own answers too, naming no provider (QA).
+    for path in ("/healthz", "/metrics", "/admin/api/state"):
+        status, hdrs, _ = d.http("GET", path, headers={"authorization": "Bearer " + tok})
+        eq((status, hdrs.get("x-aor-provider"), hdrs.get("x-aor-key"),
+            hdrs.get("x-aor-attempts")), (200, "-", "-", "0"), "x-aor-* on %s" % path)
     # Only the provider APIs reach a provider, and never with dot segments (spec §8).
     before = len(mock.log())
     for path in ("/nope", "/favicon.ico", "/ADMIN/api/state", "//admin/api/state",
