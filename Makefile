@@ -194,10 +194,14 @@ fuzz: deps
 
 # Quoted: PREFIX may hold spaces (then LD_PRELOAD cannot name PREFIX/lib/libaor.so: aor
 # says so and how to use a symbolic link, docs/cli.md).
+# A leading ~ is the home directory also when the shell left it as written (dash, the
+# /bin/sh of Debian, does not expand it in `make install PREFIX=~/.local`, and a directory
+# named ~ was made here).
 install: all
-	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/lib"
-	install -m 0755 "$(BUILD)/aord" "$(BUILD)/aor" "$(DESTDIR)$(PREFIX)/bin/"
-	install -m 0755 "$(BUILD)/libaor.so" "$(DESTDIR)$(PREFIX)/lib/"
+	@p="$(PREFIX)"; case "$$p" in "~") p="$$HOME";; "~/"*) p="$$HOME/$${p#"~/"}";; esac; \
+	 set -x; install -d "$(DESTDIR)$$p/bin" "$(DESTDIR)$$p/lib" && \
+	 install -m 0755 "$(BUILD)/aord" "$(BUILD)/aor" "$(DESTDIR)$$p/bin/" && \
+	 install -m 0755 "$(BUILD)/libaor.so" "$(DESTDIR)$$p/lib/"
 
 clean:
 	rm -rf build
