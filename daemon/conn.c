@@ -740,6 +740,8 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     /* Peek the preamble and the client's first bytes: for TLS the whole ClientHello
      * (for its SNI), for plain HTTP the request head up to its Host header. */
     static char buf[AOR_PREAMBLE_MAX + 1 + AOR_SNI_MAX_HELLO];
+    int final_peek = 0; /* the peer's end was seen: every byte it sent is readable */
+again:;
     ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
@@ -819,8 +821,14 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     start_session(d, sfd, &pre, tls);
     return;
 need_more:
-    /* Peeked bytes stay readable, so an EOF is only visible as RDHUP. */
+    /* Peeked bytes stay readable, so an EOF is only visible as RDHUP. The rest of the
+     * bytes and the end may have come between the peek and this look (a client that
+     * sends its request and shuts down its side at once): peek once more first. */
     if (fd_peer_closed(fd)) {
+        if (!final_peek) {
+            final_peek = 1;
+            goto again;
+        }
         if (used > 0) {
             /* A valid preamble, then the client closed before or while sending: a port
              * probe, a happy-eyeballs loser, a pool's spare. Not the shim's fault. */
