@@ -16,12 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 1 when a key's value is missing, empty or only white space (which is trimmed: the
- * value then is empty, §3.1 rule 1 "set and non-empty"). */
-static int blank(const char *val) {
-    return !val || val[strspn(val, " \t\r\n\v\f")] == '\0';
-}
-
 /* ---- whole-file checks (§3.1 rules 1-5) --------------------------------------------------- */
 
 extern char **environ;
@@ -101,11 +95,11 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
         if (dup)
             continue;
         const char *val = getenv(k->env);
-        if (blank(val))
+        if (aor_cfg_blank(val))
             val = ef ? aor_cfg_envfile_get(ef, k->env) : NULL;
-        if (blank(val) && cfg->secrets_optional)
+        if (aor_cfg_blank(val) && cfg->secrets_optional)
             continue;
-        if (blank(val) && ef_failed) {
+        if (aor_cfg_blank(val) && ef_failed) {
             /* Perhaps it is in the file: say so instead of "add it". */
             aor_cfg_err(c->errs, env_line,
                         "key \"%s\": environment variable %s is not set, and env_file %s is "
@@ -114,7 +108,7 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
                         k->name, k->env, cfg->env_file);
             continue;
         }
-        if (blank(val)) {
+        if (aor_cfg_blank(val)) {
             char nbuf[256];
             const char *near = near_env_name(cfg, k->env, nbuf, sizeof nbuf);
             aor_cfg_err(c->errs, env_line,

@@ -251,10 +251,6 @@ static int add_key(aor_config *cfg, const char *var, char *secret) {
     return 0;
 }
 
-static int blank(const char *v) {
-    return !v || v[strspn(v, " \t\r\n")] == '\0';
-}
-
 /* Adds the keys of one variable family (VAR, VAR_1, VAR_2 .. VAR_99) to provider p, each
  * from the environment, else from the env_file (ef, may be NULL). */
 static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var,
@@ -267,11 +263,11 @@ static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var,
             return -1;
         const char *val = getenv(name);
         const char *from = AOR_CFG_ENV_NAME;
-        if (blank(val) && ef) {
+        if (aor_cfg_blank(val) && ef) {
             val = aor_cfg_envfile_get(ef, name);
             from = cfg->env_file;
         }
-        if (blank(val))
+        if (aor_cfg_blank(val))
             continue; /* unset, empty or only whitespace: no key (§3.3 "set and non-empty") */
         char *secret = strdup(val);
         if (!secret)

@@ -144,6 +144,11 @@ void aor_cfg_list_free(char **items, size_t n);
  * it is empty, longer than AOR_CFG_SECRET_MAX or holds spaces / control characters. */
 int aor_cfg_clean_secret(char *s);
 
+/* 1 when a key variable's value is missing (NULL), empty or only the white space
+ * aor_cfg_clean_secret trims (the value then is empty: §3.1 rule 1 "set and non-empty",
+ * §3.3). */
+int aor_cfg_blank(const char *v);
+
 /* Resolves a path option: "~/" expands to the home directory, a relative path is taken
  * relative to dir (the config file's directory; NULL: the working directory).
  * Returns a malloc'd path, or NULL (errno ENOENT: no home; ENOMEM). */

@@ -778,6 +778,10 @@ int aor_cfg_clean_secret(char *s) {
     return 0;
 }
 
+int aor_cfg_blank(const char *v) {
+    return !v || v[strspn(v, " \t\n\v\f\r")] == '\0'; /* isspace() in the C locale */
+}
+
 /* malloc'd a + b + c (c may be NULL); NULL on ENOMEM. */
 static char *cfg_join(const char *a, const char *b, const char *c) {
     char *out = NULL;

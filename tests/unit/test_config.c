@@ -622,8 +622,6 @@ static void test_secrets_optional_for_clients(void **state) {
     free(path);
 }
 
-/* More intercepted (host, port) entries than a shim keeps (AOR_HOSTS_MAX) is refused,
- * naming the provider that goes past it (QA: the shim dropped the rest silently). */
 /* Spec §2: interception is by name. An address in any form getaddrinfo reads is none
  * (127.0.0.1 in an intercept list was accepted and never intercepted, QA); localhost is
  * published when an intercept list names it, not as a base_url host, with or without
@@ -648,6 +646,8 @@ static void test_host_published(void **state) {
     assert_false(aor_config_host_published(NULL, 1));
 }
 
+/* More intercepted (host, port) entries than a shim keeps (AOR_HOSTS_MAX) is refused,
+ * naming the provider that goes past it (QA: the shim dropped the rest silently). */
 static void test_too_many_intercept_hosts(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     char *text = NULL;
