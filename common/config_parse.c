@@ -740,19 +740,15 @@ static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_sectio
             size_t len = strlen(items[i]);
             if (len > 1 && items[i][len - 1] == '.')
                 items[i][len - 1] = '\0'; /* FQDN form: stored as the name it means */
-            if (aor_config_host_is_address(items[i])) {
-                aor_cfg_err(c->errs, line,
-                            "intercept: \"%s\" is an IP address, not a host name (aor "
-                            "intercepts by name; connections to an address go direct)",
-                            aor_cfg_show(items[i], b, sizeof b));
-                free(items[i]);
-                continue;
-            }
-            if (!aor_cfg_valid_host(items[i])) {
-                aor_cfg_err(c->errs, line,
-                            "intercept: \"%s\" is not a host name (letters, digits, '-' and '.', "
-                            "no scheme or port)",
-                            aor_cfg_show(items[i], b, sizeof b));
+            const char *bad = NULL;
+            if (aor_config_host_is_address(items[i]))
+                bad = "is an IP address, not a host name (aor intercepts by name; connections "
+                      "to an address go direct)";
+            else if (!aor_cfg_valid_host(items[i]))
+                bad = "is not a host name (letters, digits, '-' and '.', no scheme or port)";
+            if (bad) {
+                aor_cfg_err(c->errs, line, "intercept: \"%s\" %s",
+                            aor_cfg_show(items[i], b, sizeof b), bad);
                 free(items[i]);
                 continue;
             }
