@@ -315,7 +315,17 @@ static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
         }
         return 0;
     }
-    return aor_cli_plan_preload(p, lib);
+    if (aor_cli_plan_preload(p, lib) < 0)
+        return -1;
+    /* A config's `socket` the shim would not find by itself (it knows AOR_SOCKET and
+     * XDG_RUNTIME_DIR, not the config): the program would miss the aord started for it
+     * and go direct, silently (QA). */
+    char *shim_sock = aor_path_socket();
+    if (!shim_sock)
+        return -1;
+    int same = strcmp(shim_sock, cfg->socket_path) == 0;
+    free(shim_sock);
+    return same ? 0 : aor_cli_plan_add(p, "AOR_SOCKET", cfg->socket_path);
 }
 
 /* The trust variables into p; warn_prefix: when not NULL, also the warning line about

@@ -1497,3 +1497,50 @@ def test_run_while_aord_drains_starts_a_new_one(env):
         if pid:
             os.kill(pid, signal.SIGTERM)
             aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop")
+
+
+def test_run_and_env_carry_a_configured_socket_to_the_shim(env):
+    """A config's `socket` is where aor run finds or starts aord, but the shim in the
+    program knows only AOR_SOCKET and XDG_RUNTIME_DIR: the program missed that aord and
+    went direct, silently, while `aor doctor` saw nothing wrong (fresh-user pass). aor
+    run and aor env now set AOR_SOCKET to it."""
+    mock = env.start_mock(tls=True)
+    sockdir = env.path("mysock")
+    os.makedirs(sockdir, mode=0o700)
+    sock = os.path.join(sockdir, "aor.sock")
+    env.set_keys(KEY_A=SECRET_A)
+    env.write_config(f"""
+        [daemon]
+        listen = off
+        socket = {sock}
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = {mock.url}
+        intercept = api.openai.com
+        ca_file = {mock.ca_path}
+        keys = A
+        models = gpt-4o
+        """)
+    d = env.start_daemon()
+    eq(d.socket_path, sock, "aord on the configured socket")
+    rc, out, err = aor(env, "run", "--", "sh", "-c", 'echo "$AOR_SOCKET"')
+    eq((rc, out), (0, sock + "\n"), "aor run gives the program the socket (stderr %r)" % err)
+    rc, out, err = aor(env, "env")
+    eq(parse_exports(out).get("AOR_SOCKET"), sock, "aor env prints it too")
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    rc, out, err = aor(env, "run", "--", "curl", "-sS", "-D", "-", "-o", "/dev/null",
+                       "https://api.openai.com/v1/chat/completions", "-H",
+                       "Authorization: Bearer c", "-H", "Content-Type: application/json",
+                       "-d", body)
+    eq(rc, 0, "curl through aor (stderr %r)" % err)
+    check(re.search(r"(?im)^x-aor-key: A\r?$", out), "routed by the aord on that socket: %r" % out)
+    eq(len(mock.requests(key=SECRET_A)), 1, "the provider got it with the configured key")
+    # The socket the shim finds by itself gets no variable.
+    d.stop()
+    setup(env, start=False)
+    rc, out, err = aor(env, "env")
+    exports = parse_exports(out)
+    check("LD_PRELOAD" in exports and "AOR_SOCKET" not in exports,
+          "no AOR_SOCKET for the default socket: %r" % sorted(exports))
