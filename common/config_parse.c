@@ -534,11 +534,16 @@ static void opt_key(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
     switch (id) {
     case K_ENV:
         if (!aor_cfg_valid_env_name(v)) {
+            /* The value is shown when it helps (`ENVK # comment`, `my-var`), not when it
+             * may be the secret pasted in its place: one long word, of whatever alphabet
+             * (a base64 key with '/' escapes the secret patterns of rule 6; QA). */
+            int word = strcspn(v, " \t") == strlen(v) && strlen(v) >= 20;
             aor_cfg_err(c->errs, line,
                         "env = %s: expected the NAME of an environment variable (letters, "
                         "digits, _), e.g. env = OPENAI_API_KEY; the secret itself goes into "
                         "that variable",
-                        aor_cfg_show(v, b, sizeof b));
+                        word ? "(not shown: it may be the secret itself)"
+                             : aor_cfg_show(v, b, sizeof b));
             return;
         }
         k->env = strdup(v);

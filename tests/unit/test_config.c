@@ -569,6 +569,28 @@ static void test_rule1_env_typo_hint(void **state) {
     unsetenv("QA_OPENAI_KEY");
 }
 
+/* env must be a variable's name. A wrong one is shown when that helps, not when it may
+ * be the secret pasted in its place (QA: a base64 key with '/' was echoed). */
+static void test_env_must_be_a_name(void **state) {
+    const char *aws = "wJalrXUtnFEMI/K7MDENG/"
+                      "bPxRfiCYEXAMPLEKEY"; /* fake, split */
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\nenv = ENVK # comment\n"
+                         "[key \"b\"]\nenv = %s\n"
+                         "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                         "keys = a, b\nmodels = *\n",
+                         aws) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 2, "env = ENVK # comment: expected the NAME of an environment variable");
+    assert_err(errs, path, 4, "env = (not shown: it may be the secret itself): expected the NAME");
+    assert_null(strstr(errs, "bPxRfiCY"));
+    free(errs);
+    free(path);
+    free(text);
+}
+
 static void test_rule1_env_not_set(void **state) {
     setenv("TEST_KEY_B", " \t ", 1); /* only white space: empty once trimmed (QA) */
     const char *text = "[key \"a\"]\n"
@@ -1591,6 +1613,7 @@ int main(void) {
         T(test_base_url_rejects_credentials_without_echo),
         T(test_models_mapping),
         T(test_rule1_env_typo_hint),
+        T(test_env_must_be_a_name),
         T(test_rule1_env_not_set),
         T(test_secrets_optional_for_clients),
         T(test_host_published),
