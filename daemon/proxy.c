@@ -1973,8 +1973,17 @@ static int start_next(aor_proxy *p) {
             return 0;
         }
         char msg[512];
-        snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'",
-                 p->model ? p->model : "(none)");
+        int speaks = 0; /* a provider of the request's dialect exists */
+        for (size_t i = 0; i < p->cfg->nproviders && !speaks; i++)
+            speaks = p->cfg->providers[i].dialect == p->dialect;
+        if (speaks)
+            snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'",
+                     p->model ? p->model : "(none)");
+        else /* QA: the model was blamed when no provider speaks the request's API at all */
+            snprintf(msg, sizeof msg,
+                     "aor: no configured provider speaks the %s API this request uses (add a "
+                     "[provider] with dialect = %s)",
+                     aor_dialect_name(p->dialect), aor_dialect_name(p->dialect));
         answer_local_error(p, 404, "model_not_found", msg, NULL);
         return 0;
     }

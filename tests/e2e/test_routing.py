@@ -637,3 +637,22 @@ def test_intercept_localhost_is_intercepted(env):
         with open(os.path.join(env.env["XDG_RUNTIME_DIR"], "aor", "hosts")) as f:
             check("localhost" in f.read().split(), "localhost is published")
         d.stop()
+
+
+def test_a_dialect_no_provider_speaks_is_named_as_such(env):
+    """An Anthropic request to a sidecar whose only provider speaks OpenAI: the 404 said
+    "no configured provider serves model 'claude-...'", blaming the model although every
+    model is served (fresh-user pass). It names the missing dialect now, in the request's
+    own error shape."""
+    mock, d = setup(env, keys=(("A", 0),), models="*")
+    body = {"model": "claude-3-5-haiku-latest", "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}]}
+    status, headers, raw = d.http("POST", "/v1/messages", body=body,
+                                  headers={"x-api-key": "c", "anthropic-version": "2023-06-01"})
+    eq(status, 404, "status")
+    err = json.loads(raw)
+    eq(err.get("type"), "error", "the Anthropic error shape: %r" % err)
+    msg = err["error"]["message"]
+    check("speaks the anthropic API" in msg and "dialect = anthropic" in msg,
+          "names the dialect no provider speaks: %r" % msg)
+    eq(mock.requests(), [], "nothing went upstream")
