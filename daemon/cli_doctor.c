@@ -8,6 +8,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,53 @@ static int check_places(const aor_config *cfg, tally *t) {
     return t->fails - fails;
 }
 
+/* With aord up: the admin token `aor status` and `aor backoff` read (QA: a removed one
+ * failed them while doctor said all was well). aord writes it when it starts. */
+static void check_admin_token(tally *t) {
+    char *dir = aor_path_state_dir();
+    char *path = dir ? aor_path_join(dir, "admin.token") : NULL;
+    if (path && access(path, R_OK) != 0)
+        say(t, FAIL,
+            "admin token %s: %s: `aor status` and `aor backoff` cannot ask aord (aord writes "
+            "it when it starts: restart aord, or check that XDG_STATE_HOME is the one aord "
+            "has)",
+            path, strerror(errno));
+    else if (path)
+        say(t, OK, "admin token %s is readable", path);
+    free(path);
+    free(dir);
+}
+
+/* With aord down: a state file aord would refuse at start (QA: a damaged aor.db kept
+ * aord from starting while doctor only said "start it"). Read-only, SQLite's own check. */
+static void check_state_file(const aor_config *cfg, tally *t) {
+    struct stat st;
+    if (!cfg || !cfg->state_path || stat(cfg->state_path, &st) != 0)
+        return; /* none yet: aord creates it */
+    sqlite3 *db = NULL;
+    char result[160] = "";
+    int rc = sqlite3_open_v2(cfg->state_path, &db, SQLITE_OPEN_READONLY, NULL);
+    sqlite3_stmt *q = NULL;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const unsigned char *r = sqlite3_column_text(q, 0);
+        snprintf(result, sizeof result, "%s", r ? (const char *)r : "");
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK && rc != SQLITE_DONE)
+        snprintf(result, sizeof result, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    if (strcmp(result, "ok") == 0)
+        say(t, OK, "state file %s reads as a sound SQLite database", cfg->state_path);
+    else
+        say(t, FAIL,
+            "state file %s is damaged (%s): aord will not start with it; move it aside "
+            "(mv '%s' '%s.bad'), then start aord: backoff and sticky state start empty",
+            cfg->state_path, result[0] ? result : "unreadable", cfg->state_path, cfg->state_path);
+}
+
 static void check_daemon(const aor_config *cfg, tally *t, int refused) {
     const char *sock = cfg ? cfg->socket_path : NULL;
     char *fallback = NULL;
@@ -193,6 +241,8 @@ static void check_daemon(const aor_config *cfg, tally *t, int refused) {
             "with `aord`, `aor run CMD` or `aor install-service`",
             sock);
     free(fallback);
+    if (!up)
+        check_state_file(cfg, t);
     if (!cfg)
         return;
     if (!cfg->listen) {
@@ -219,9 +269,10 @@ static void check_daemon(const aor_config *cfg, tally *t, int refused) {
         curl_easy_cleanup(h);
     }
     curl_global_cleanup();
-    if (rc == CURLE_OK && status == 200)
+    if (rc == CURLE_OK && status == 200) {
         say(t, OK, "sidecar %s answers", url);
-    else if (rc == CURLE_OK)
+        check_admin_token(t);
+    } else if (rc == CURLE_OK)
         say(t, FAIL, "sidecar %s answered HTTP %ld", url, status);
     else
         say(t, FAIL, "sidecar %s does not answer: %s", url,

@@ -865,9 +865,32 @@ def test_doctor(env):
     check(re.search(r"^fail: CA key .*ca\.key has mode 0644", out, re.M), out)
     os.chmod(key, 0o600)
 
+    # The admin token aor status needs (QA: removed, doctor said all was well).
+    token = os.path.join(env.env["XDG_STATE_HOME"], "aor", "admin.token")
+    os.rename(token, token + ".away")
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "a missing admin token fails doctor")
+    check(re.search(r"^fail: admin token .*admin\.token: No such file or directory: `aor status`",
+                    out, re.M), "names it and what it breaks:\n" + out)
+    os.rename(token + ".away", token)
+
     env.daemons[0].stop()
     rc, out, err = aor(env, "doctor")
     check("warn: aord is not running" in out, "daemon down is reported:\n" + out)
+    db = os.path.join(env.env["XDG_STATE_HOME"], "aor", "aor.db")
+    check(re.search(r"^ok: state file .*aor\.db reads as a sound SQLite database", out, re.M),
+          "the state file is checked while aord is down:\n" + out)
+    # A damaged state file keeps aord from starting: doctor says so and how to recover
+    # (QA: it only said "start it").
+    for extra in ("-wal", "-shm"):
+        if os.path.exists(db + extra):
+            os.unlink(db + extra)
+    with open(db, "wb") as f:
+        f.write(os.urandom(5000))
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "a damaged state file fails doctor")
+    check(re.search(r"^fail: state file .*aor\.db is damaged \(.*\): aord will not start with it; "
+                    r"move it aside", out, re.M), "names it and the way out:\n" + out)
 
 
 def test_doctor_explains_a_refused_start(env):
