@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdint.h>
@@ -526,6 +527,46 @@ static void opt_routing(aor_cfg_parse_ctx *c, size_t line, int id, const char *v
         *sec = d;
 }
 
+/* 1 when the regular file at path holds a PEM certificate ("-----BEGIN CERTIFICATE-----"),
+ * 0 when it does not, -1 (errno) when it cannot be read. Read in blocks (a bundle may be
+ * large); opened without blocking (the caller checked it is a regular file). */
+static int holds_pem_cert(const char *path) {
+    static const char tag[] = "-----BEGIN CERTIFICATE-----";
+    enum { TAGLEN = sizeof tag - 1, BLOCK = 65536 };
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char *buf = malloc(BLOCK + TAGLEN);
+    if (!buf) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t keep = 0;
+    int found = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + keep, BLOCK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            found = n < 0 ? -1 : 0;
+            break;
+        }
+        size_t have = keep + (size_t)n;
+        if (memmem(buf, have, tag, TAGLEN)) {
+            found = 1;
+            break;
+        }
+        keep = have < TAGLEN - 1 ? have : TAGLEN - 1; /* a tag cut across two blocks */
+        memmove(buf, buf + have - keep, keep);
+    }
+    int e = errno;
+    free(buf);
+    close(fd);
+    errno = e;
+    return found;
+}
+
 static void opt_key(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s, int id,
                     const char *v) {
     aor_key_cfg *k = &c->cfg->keys[s->idx];
@@ -545,6 +586,20 @@ static void opt_key(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s,
                         word ? "(not shown: it may be the secret itself)"
                              : aor_cfg_show(v, b, sizeof b));
             return;
+        }
+        static const char *const system_vars[] = {"PATH",   "HOME",   "USER",    "LOGNAME",
+                                                  "SHELL",  "PWD",    "LANG",    "TERM",
+                                                  "TMPDIR", "OLDPWD", "HOSTNAME"};
+        for (size_t i = 0; i < sizeof system_vars / sizeof system_vars[0]; i++) {
+            if (strcmp(v, system_vars[i]) == 0) {
+                /* QA: env = PATH was accepted, and $PATH went upstream as the key. */
+                aor_cfg_err(c->errs, line,
+                            "env = %s names a variable the system sets, not one that holds a "
+                            "secret: export the key in a variable of its own (e.g. "
+                            "OPENAI_API_KEY) and name that",
+                            v);
+                return;
+            }
         }
         k->env = strdup(v);
         if (!k->env)
@@ -665,7 +720,7 @@ static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_sectio
     char b[AOR_CFG_SHOWBUF];
     const char *why = NULL;
     long n;
-    int e;
+    int e, r;
     switch (id) {
     case P_DIALECT:
         if (parse_enum(c, line, "dialect", v, dialect_names, 3, &e) == 0)
@@ -774,6 +829,13 @@ static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_sectio
             else if (stat(p->ca_file, &st) != 0 || !S_ISREG(st.st_mode))
                 aor_cfg_err(c->errs, line, "ca_file %s is not a regular file (a PEM bundle)",
                             p->ca_file);
+            else if ((r = holds_pem_cert(p->ca_file)) <= 0)
+                /* QA: /etc/passwd was accepted; every request then failed its TLS set-up
+                 * and backed off every key as transient. */
+                aor_cfg_err(c->errs, line, "ca_file %s %s", p->ca_file,
+                            r < 0 ? strerror(errno)
+                                  : "holds no PEM certificate (no \"-----BEGIN CERTIFICATE-----\" "
+                                    "line): name the CA's certificate file (PEM)");
         }
         return;
     }

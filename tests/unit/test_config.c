@@ -143,7 +143,9 @@ static const char *const minimal = "[key \"a\"]\n"
 /* ---- the spec's example and defaults ------------------------------------------------- */
 
 static void test_spec_example_parses(void **state) {
-    char *ca = write_file("not checked here\n", 0644);
+    char *ca = write_file("-----BEGIN CERTIFICATE-----\nnot parsed here\n"
+                          "-----END CERTIFICATE-----\n",
+                          0644);
     char *text = NULL;
     assert_true(
         asprintf(&text,
@@ -578,17 +580,41 @@ static void test_env_must_be_a_name(void **state) {
     assert_true(asprintf(&text,
                          "[key \"a\"]\nenv = ENVK # comment\n"
                          "[key \"b\"]\nenv = %s\n"
+                         "[key \"c\"]\nenv = PATH\n"
                          "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
-                         "keys = a, b\nmodels = *\n",
+                         "keys = a, b, c\nmodels = *\n",
                          aws) > 0);
     char *path = NULL;
     char *errs = load_err(text, &path);
     assert_err(errs, path, 2, "env = ENVK # comment: expected the NAME of an environment variable");
     assert_err(errs, path, 4, "env = (not shown: it may be the secret itself): expected the NAME");
     assert_null(strstr(errs, "bPxRfiCY"));
+    /* QA: env = PATH was taken, and $PATH went upstream as the key. */
+    assert_err(errs, path, 6, "env = PATH names a variable the system sets");
     free(errs);
     free(path);
     free(text);
+}
+
+/* ca_file must hold a PEM certificate (QA: /etc/passwd was accepted, and every request
+ * then failed its TLS set-up and backed off every key as transient). */
+static void test_ca_file_must_hold_a_certificate(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char *junk = write_file("root:x:0:0:root:/root:/bin/bash\n", 0644);
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\nenv = TEST_KEY_A\n"
+                         "[provider \"p\"]\ndialect = openai\nbase_url = https://x.example\n"
+                         "keys = a\nmodels = *\nca_file = %s\n",
+                         junk) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 8, "holds no PEM certificate");
+    free(errs);
+    free(path);
+    free(text);
+    unlink(junk);
+    free(junk);
 }
 
 static void test_rule1_env_not_set(void **state) {
@@ -1614,6 +1640,7 @@ int main(void) {
         T(test_models_mapping),
         T(test_rule1_env_typo_hint),
         T(test_env_must_be_a_name),
+        T(test_ca_file_must_hold_a_certificate),
         T(test_rule1_env_not_set),
         T(test_secrets_optional_for_clients),
         T(test_host_published),
