@@ -689,13 +689,6 @@ static int fd_peer_closed(int fd) {
     return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* 1 when name is an IPv4 or IPv6 address: never an intercepted host as an SNI (RFC 6066
- * §3 allows no address there) or as a plain-HTTP Host; aord intercepts names only. */
-static int ip_literal(const char *name) {
-    unsigned char a[sizeof(struct in6_addr)];
-    return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
-}
-
 /* 1 when ip (text) lies in 198.18.0.0/15, the range the shim answers from when the real
  * resolver fails (spec §2 step 3): an address no packet may go to. */
 static int fallback_address(const char *ip) {
@@ -714,7 +707,9 @@ static void pass_reason(const aor_daemon *d, int tls, int r, const char *name, c
                         size_t whylen) {
     const char *what = tls ? "SNI" : "plain HTTP Host";
     why[0] = '\0';
-    if (r == 1 && ip_literal(name))
+    /* An address is never an intercepted host as an SNI (RFC 6066 §3 allows none there)
+     * or as a plain-HTTP Host: aord intercepts names only (the config's own test). */
+    if (r == 1 && aor_config_host_is_address(name))
         snprintf(why, whylen, "%s %s is an address, not a provider host name", what, name);
     else if (r == 1 && !aor_publish_host_intercepted(d->cfg, name))
         snprintf(why, whylen, "%s %s is not a provider host", what, name);
