@@ -43,6 +43,16 @@
 typedef struct h1_origin h1_origin;
 typedef struct h1_conn h1_conn;
 typedef struct h1_xfer h1_xfer;
+typedef struct h1_trust h1_trust;
+
+/* A verify store (the system store, plus one ca_file), loaded on first need and shared
+ * by the contexts of every TLS origin that uses it: loading the system bundle takes
+ * ~50 ms of the loop and ~0.8 MiB (docs/performance.md), once, not once per origin. */
+struct h1_trust {
+    h1_trust *next;
+    char *ca_file; /* NULL: the system store alone */
+    X509_STORE *store;
+};
 
 struct h1_origin {
     h1_origin *next;
@@ -147,6 +157,7 @@ struct aor_h1 {
     struct event_base *base;
     struct evdns_base *dns; /* made on the first host name to resolve */
     h1_origin *origins;
+    h1_trust *trusts; /* loaded verify stores; dropped on a trust reload (SIGHUP) */
     h1_xfer *xfers;
     h1_conn *idle; /* most recently used first */
     h1_conn *idle_tail;
@@ -1374,8 +1385,54 @@ static void origin_free(h1_origin *o) {
     free(o);
 }
 
-static SSL_CTX *client_ctx(const char *ca_file) {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+static void trusts_free(aor_h1 *h) {
+    while (h->trusts) {
+        h1_trust *t = h->trusts;
+        h->trusts = t->next;
+        X509_STORE_free(t->store); /* contexts made with it hold their own reference */
+        free(t->ca_file);
+        free(t);
+    }
+}
+
+/* The verify store for ca_file (NULL: the system store alone), loaded now unless an
+ * origin loaded it already since the last reload. NULL on ENOMEM. */
+static X509_STORE *trust_get(aor_h1 *h, const char *ca_file) {
+    for (h1_trust *t = h->trusts; t; t = t->next)
+        if (t->ca_file == ca_file || (t->ca_file && ca_file && strcmp(t->ca_file, ca_file) == 0))
+            return t->store;
+    h1_trust *t = calloc(1, sizeof *t);
+    if (!t || (ca_file && !(t->ca_file = strdup(ca_file))) || !(t->store = X509_STORE_new()))
+        goto fail;
+    /* The system store, and ca_file as an extra CA (spec §3: "optional extra CA"). */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!X509_STORE_set_default_paths(t->store)) {
+        aor_warn("upstream TLS: could not load the system CA store");
+        ERR_clear_error();
+    }
+    if (ca_file && !X509_STORE_load_file(t->store, ca_file)) {
+        aor_warn("upstream TLS: could not load %s", ca_file);
+        ERR_clear_error();
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    aor_debug("upstream TLS: loaded the system CA store%s%s (%.1f ms)", ca_file ? " and " : "",
+              ca_file ? ca_file : "",
+              (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    t->next = h->trusts;
+    h->trusts = t;
+    return t->store;
+fail:
+    if (t) {
+        free(t->ca_file);
+        free(t);
+    }
+    return NULL;
+}
+
+static SSL_CTX *client_ctx(aor_h1 *h, const char *ca_file) {
+    X509_STORE *store = trust_get(h, ca_file);
+    SSL_CTX *ctx = store ? SSL_CTX_new(TLS_client_method()) : NULL;
     if (!ctx)
         return NULL;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -1383,15 +1440,7 @@ static SSL_CTX *client_ctx(const char *ca_file) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     static const unsigned char alpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
     SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn);
-    /* The system store, and ca_file as an extra CA (spec §3: "optional extra CA"). */
-    if (!SSL_CTX_set_default_verify_paths(ctx)) {
-        aor_warn("upstream TLS: could not load the system CA store");
-        ERR_clear_error();
-    }
-    if (ca_file && !SSL_CTX_load_verify_locations(ctx, ca_file, NULL)) {
-        aor_warn("upstream TLS: could not load %s", ca_file);
-        ERR_clear_error();
-    }
+    SSL_CTX_set1_cert_store(ctx, store);
     return ctx;
 }
 
@@ -1422,7 +1471,7 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
             if (o->trust_stale) {
                 /* New connections verify with the files as they are now; pooled ones
                  * (verified already) and those using the old context keep it. */
-                SSL_CTX *fresh = client_ctx(o->ca_file);
+                SSL_CTX *fresh = client_ctx(h, o->ca_file);
                 if (fresh) {
                     SSL_CTX_free(o->ctx);
                     o->ctx = fresh;
@@ -1452,7 +1501,7 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
     snprintf(o->port, sizeof o->port, "%d", port);
     unsigned char buf[sizeof(struct in6_addr)];
     o->host_is_ip = inet_pton(AF_INET, o->host, buf) == 1 || inet_pton(AF_INET6, o->host, buf) == 1;
-    if (o->tls && !(o->ctx = client_ctx(ca_file)))
+    if (o->tls && !(o->ctx = client_ctx(h, ca_file)))
         goto fail;
     o->next = h->origins;
     h->origins = o;
@@ -1566,6 +1615,7 @@ static void sweep_arm(aor_h1 *h) {
 }
 
 void aor_h1_reload_trust(aor_h1 *h) {
+    trusts_free(h); /* loaded again, from the files as they are now, on the next need */
     for (h1_origin *o = h->origins; o; o = o->next)
         o->trust_stale = o->tls;
 }
@@ -1648,6 +1698,7 @@ void aor_h1_free(aor_h1 *h) {
         h->origins = o->next;
         origin_free(o);
     }
+    trusts_free(h);
     if (h->dns)
         evdns_base_free(h->dns, 0);
     event_free(h->defer_ev);

@@ -68,8 +68,10 @@ void aor_h1_set_idle_max_ms(aor_h1 *h, long long ms);
 void aor_h1_sweep(aor_h1 *h);
 
 /* The CA files (a provider's ca_file, the system store) may have changed: TLS origins
- * load them again when next used, for their new connections (pooled ones stay). Called
- * on SIGHUP (spec §9 "reloads config"). Cheap: no file is read here. */
+ * load them again when next used, for their new connections (pooled ones stay); each
+ * store (the system store, plus a ca_file) is loaded once and shared by the origins
+ * that use it. Called on SIGHUP (spec §9 "reloads config"). Cheap: no file is read
+ * here. */
 void aor_h1_reload_trust(aor_h1 *h);
 
 #endif

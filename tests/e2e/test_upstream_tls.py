@@ -412,6 +412,55 @@ def test_ca_file_replaced_then_sighup_is_used(env):
     eq(status, 200, "the fixed CA after SIGHUP (%s)" % text[:300])
 
 
+def test_system_store_loaded_once_and_again_after_sighup(env):
+    """Performance review: every TLS origin loaded the whole system CA bundle into a
+    context of its own (~50 ms of the event loop and ~0.8 MiB each, on the first request
+    to each provider). Two providers now share one load; after a SIGHUP the store is
+    loaded again from the file as it is then: a bundle fixed in place is used."""
+    import shutil
+    import signal
+
+    mock_a = env.start_mock(tls=True)
+    mock_b = env.start_mock(tls=True)
+    bundle = env.path("system-bundle.pem")
+    shutil.copyfile(mock_a.ca_path, bundle)  # the "system store" trusts mock_a only
+    port = aortest.free_port()
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
+        "[provider \"a\"]\ndialect = openai\nbase_url = %s\nkeys = A\nmodels = model-a\n"
+        "[provider \"b\"]\ndialect = openai\nbase_url = %s\nkeys = A\nmodels = model-b\n"
+        % (port, mock_a.url, mock_b.url))
+    d = env.start_daemon(extra_env={"SSL_CERT_FILE": bundle, "AOR_DEBUG": "1"})
+
+    def chat(model):
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+        status, _, text = d.http("POST", "/v1/chat/completions", body,
+                                 {"authorization": "Bearer c"})
+        return status, text
+
+    def loads():
+        return d.stderr_text().count("upstream TLS: loaded the system CA store")
+
+    status, text = chat("model-a")
+    eq(status, 200, "provider a, trusted by the bundle (%s)" % text[:300])
+    status, text = chat("model-b")
+    eq(status, 502, "provider b, not in the bundle (%s)" % text[:300])
+    eq(loads(), 1, "two TLS origins, one load of the store:\n" + d.stderr_text()[-2000:])
+    with open(bundle, "ab") as f:  # fixed in place: mock_b's CA added
+        f.write(open(mock_b.ca_path, "rb").read())
+    d.proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + 10
+    while "SIGHUP: config reloaded" not in d.stderr_text():
+        check(time.monotonic() < end, "no reload line:\n" + d.stderr_text()[-2000:])
+        time.sleep(0.05)
+    status, _, text = d.admin("POST", "/admin/api/backoff/clear")
+    eq(status, 200, "backoff cleared (%s)" % text)
+    status, text = chat("model-b")
+    eq(status, 200, "provider b after the bundle was fixed and SIGHUP (%s)" % text[:300])
+    eq(loads(), 2, "loaded again once after SIGHUP:\n" + d.stderr_text()[-2000:])
+
+
 def test_fifo_config_files_do_not_hang(env):
     """Review: a FIFO as the config, an env_file or a ca_file made `aor check-config`
     (and aord, also on SIGHUP) wait for a writer forever. Each is refused at once."""
