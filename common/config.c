@@ -437,11 +437,11 @@ static void check_intercept_count(aor_cfg_parse_ctx *c) {
     free(ports);
 }
 
-/* Parses and checks the file text into cfg; errors go to errs. */
-static void load_text(aor_config *cfg, aor_cfg_errs *errs, const char *text, size_t len,
-                      const char *dir) {
+/* Parses and checks the file text into cfg; errors go to errs, warnings to warns. */
+static void load_text(aor_config *cfg, aor_cfg_errs *errs, aor_cfg_errs *warns, const char *text,
+                      size_t len, const char *dir) {
     aor_cfg_parse_ctx c = {
-        .cfg = cfg, .errs = errs, .dir = dir, .text = text, .len = len, .cur = -1};
+        .cfg = cfg, .errs = errs, .warns = warns, .dir = dir, .text = text, .len = len, .cur = -1};
     if (aor_cfg_parse(&c) != 0)
         errs->oom = 1;
 
@@ -497,7 +497,7 @@ aor_config *aor_config_load(const char *path, char **errors) {
 }
 
 aor_config *aor_config_load_flags(const char *path, unsigned flags, char **errors) {
-    aor_cfg_errs errs = {0};
+    aor_cfg_errs errs = {0}, warns = {0};
     char *auto_path = NULL, *text = NULL, *dir = NULL;
     int explicit_path = 1;
     if (errors)
@@ -521,7 +521,7 @@ aor_config *aor_config_load_flags(const char *path, unsigned flags, char **error
     cfg->secrets_optional = (flags & AOR_CONFIG_SECRETS_OPTIONAL) != 0;
     int enoent = 1;
     if (path) {
-        errs.file = path;
+        errs.file = warns.file = path;
         text = read_file(path, &errs, &len, &enoent);
     }
     if (!text && enoent && !explicit_path) {
@@ -538,7 +538,7 @@ aor_config *aor_config_load_flags(const char *path, unsigned flags, char **error
         if (!cfg->source || !dir)
             errs.oom = 1;
         else
-            load_text(cfg, &errs, text, len, dir);
+            load_text(cfg, &errs, &warns, text, len, dir);
     }
     if (aor_cfg_default_paths(cfg, &errs) != 0)
         errs.oom = 1;
@@ -555,11 +555,15 @@ out:
         else
             free(msg);
         aor_cfg_errs_free(&errs);
+        aor_cfg_errs_free(&warns);
         free(auto_path);
         aor_config_free(cfg);
         errno = EINVAL;
         return NULL;
     }
+    if (warns.n) /* NULL on ENOMEM: a warning is not worth failing the load */
+        cfg->warnings = aor_cfg_errs_text(&warns);
+    aor_cfg_errs_free(&warns);
     aor_cfg_errs_free(&errs);
     free(auto_path);
     return cfg;
@@ -575,6 +579,7 @@ static void free_secret(char *s) {
 void aor_config_free(aor_config *cfg) {
     if (!cfg)
         return;
+    free(cfg->warnings);
     free(cfg->socket_path);
     free(cfg->listen);
     free(cfg->state_path);

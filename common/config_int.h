@@ -214,7 +214,8 @@ typedef struct {
 typedef struct {
     aor_config *cfg;
     aor_cfg_errs *errs;
-    const char *dir; /* directory of the config file, for relative paths (NULL: cwd) */
+    aor_cfg_errs *warns; /* valid but suspicious lines (aor_config.warnings); may be NULL */
+    const char *dir;     /* directory of the config file, for relative paths (NULL: cwd) */
     /* reader state */
     const char *text;
     size_t len, pos, lineno;

@@ -713,6 +713,31 @@ done:
     aor_cfg_list_free(items, (size_t)n);
 }
 
+/* A base_url whose path ends in the API version (".../v1", ".../v1beta"), the form of
+ * OPENAI_BASE_URL and the SDKs' base URLs: clients send paths that start with the version
+ * already and aor appends them to base_url (".../v1/v1/chat/completions": 404 upstream).
+ * Valid (a path prefix is), so a warning, not an error. base is normalised (no trailing
+ * slash) and holds no secret (credentials are refused). */
+static void warn_versioned_base(aor_cfg_parse_ctx *c, size_t line, const char *base) {
+    static const char *const versions[] = {"/v1", "/v1beta"};
+    const char *auth = strstr(base, "://");
+    const char *path = auth ? strchr(auth + 3, '/') : NULL;
+    if (!c->warns || !path)
+        return;
+    size_t plen = strlen(path);
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        size_t vlen = strlen(versions[i]);
+        if (plen >= vlen && strcmp(path + plen - vlen, versions[i]) == 0) {
+            int keep = (int)(strlen(base) - vlen);
+            aor_cfg_err(c->warns, line,
+                        "base_url %s ends in %s, but clients send paths that start with %s "
+                        "already and aor appends them (%s%s/...); did you mean base_url = %.*s?",
+                        base, versions[i], versions[i], base, versions[i], keep, base);
+            return;
+        }
+    }
+}
+
 static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *s, int id,
                          const char *v) {
     aor_provider_cfg *p = &c->cfg->providers[s->idx];
@@ -735,6 +760,7 @@ static void opt_provider(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_sectio
         p->base_url = u.base;
         p->host = u.host;
         p->port = u.port;
+        warn_versioned_base(c, line, u.base);
         return;
     }
     case P_KEYS: {
@@ -848,11 +874,28 @@ static void opt_model(aor_cfg_parse_ctx *c, size_t line, const aor_cfg_section *
 }
 
 /* The section types (other than t) where an option of this name exists. */
-static const char *other_home(aor_cfg_sec_type t, const char *name) {
+/* Writes " (NAME belongs in [a] or [b \"NAME\"])" into buf (cap bytes, truncated)
+ * naming every other section that takes option name, or "" when none does. */
+static void other_homes(aor_cfg_sec_type t, const char *name, char *buf, size_t cap) {
+    size_t homes[NSEC_NAMES], n = 0;
     for (size_t i = 0; i < NSEC_NAMES; i++)
         if ((aor_cfg_sec_type)(i + 1) != t && find_opt((aor_cfg_sec_type)(i + 1), name) >= 0)
-            return sec_names[i];
-    return NULL;
+            homes[n++] = i;
+    buf[0] = '\0';
+    if (n == 0)
+        return;
+    size_t off = 0;
+    int w = snprintf(buf, cap, " (%s belongs in ", name);
+    for (size_t k = 0; k < n && w >= 0 && (off += (size_t)w) < cap; k++) {
+        const char *sec = sec_names[homes[k]];
+        w = snprintf(buf + off, cap - off, "%s[%s%s]",
+                     k == 0       ? ""
+                     : k + 1 == n ? " or "
+                                  : ", ",
+                     sec, strcmp(sec, "daemon") && strcmp(sec, "routing") ? " \"NAME\"" : "");
+    }
+    if (w >= 0 && (off += (size_t)w) < cap)
+        snprintf(buf + off, cap - off, ")");
 }
 
 /* inih handler: called right after the reader returned the line, so c->lineno is the
@@ -915,11 +958,8 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
         return;
     }
     if (id < 0) {
-        const char *home = other_home(s->type, name);
-        char homebuf[80] = "";
-        if (home)
-            snprintf(homebuf, sizeof homebuf, " (%s belongs in [%s%s])", name, home,
-                     strcmp(home, "daemon") && strcmp(home, "routing") ? " \"NAME\"" : "");
+        char homebuf[160];
+        other_homes(s->type, name, homebuf, sizeof homebuf);
         aor_cfg_err(c->errs, line, "unknown option %s in %s%s%s%s%s",
                     aor_cfg_show(name, b1, sizeof b1), aor_cfg_sec_label(s, b2, sizeof b2),
                     hint ? "; did you mean " : "", hint ? hint : "", hint ? "?" : "", homebuf);

@@ -62,6 +62,7 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
     printf("aor: configuration OK (%s): %zu provider%s, %zu key%s\n",
            cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
            cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
+    aor_cli_print_warnings(cfg, "aor: warning: ");
     aor_config_free(cfg);
     return AOR_CLI_OK;
 }

@@ -114,6 +114,13 @@ static aor_config *check_config(aor_cli *c, tally *t) {
             cfg->nproviders, ps, nk, ks);
     warn_unset_keys(cfg, t);
     warn_no_keys(cfg, t);
+    /* Valid but almost surely a mistake (config.h); file:line messages, no secret. */
+    for (const char *l = cfg->warnings; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        int n = (int)(nl ? (size_t)(nl - l) : strlen(l));
+        say(t, WARN, "%.*s", n, l);
+        l += n + (nl != NULL);
+    }
     return cfg;
 }
 

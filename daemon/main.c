@@ -139,6 +139,17 @@ static void open_log(const char *state_dir) {
     free(path);
 }
 
+/* Logs the config's warnings (config.h: valid lines that are almost surely a mistake),
+ * one log line each; they name file:line and hold no secret. */
+static void log_config_warnings(const aor_config *cfg) {
+    for (const char *l = cfg->warnings; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        int n = (int)(nl ? (size_t)(nl - l) : strlen(l));
+        aor_warn("config: %.*s", n, l);
+        l += n + (nl != NULL);
+    }
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg) {
     aor_daemon *d = arg;
     open_log(d->state_dir);
@@ -188,6 +199,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
         aor_warn("TLS: %s (the running CA stays in use)", err);
     else if (aor_tls_warning(d->tls))
         aor_warn("TLS: %s", aor_tls_warning(d->tls));
+    log_config_warnings(cfg);
     size_t nk = cfg->nkeys; /* distinct keys, as in the start-up line */
     aor_info("SIGHUP: config reloaded from %s: %zu provider%s, %zu key%s",
              cfg->source ? cfg->source : "the environment", cfg->nproviders,
@@ -347,6 +359,7 @@ int main(int argc, char **argv) {
         printf("aord: configuration OK (%s): %zu provider%s, %zu key%s\n",
                cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
                cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
+        log_config_warnings(cfg);
         aor_config_free(cfg);
         return 0;
     }
@@ -473,6 +486,7 @@ int main(int argc, char **argv) {
              cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s",
              cfg->source ? cfg->source : "<embedded default>",
              aor_clock_is_fake() ? ", TEST CLOCK" : "");
+    log_config_warnings(cfg);
     event_base_dispatch(d.base);
     rc = 0;
     aor_info("stopped");

@@ -1567,3 +1567,45 @@ def test_run_and_env_carry_a_configured_socket_to_the_shim(env):
     exports = parse_exports(out)
     check("LD_PRELOAD" in exports and "AOR_SOCKET" not in exports,
           "no AOR_SOCKET for the default socket: %r" % sorted(exports))
+
+
+def test_versioned_base_url_is_a_warning_everywhere(env):
+    """QA: base_url = .../v1 (the OPENAI_BASE_URL form) was taken silently and every
+    request went to .../v1/v1/chat/completions. check-config (both) still says OK, exit
+    0, and warns naming file:line and the fix; aord logs it; doctor lists it."""
+    port = aortest.free_port()
+    env.set_keys(KEY_A=SECRET_A)
+    cfg = env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = https://api.openai.com/v1
+        keys = A
+        models = gpt-4o
+        """)
+    want = ("base_url https://api.openai.com/v1 ends in /v1, but clients send paths that start "
+            "with /v1 already and aor appends them (https://api.openai.com/v1/v1/...); did you "
+            "mean base_url = https://api.openai.com?")
+    rc, out, err = aor(env, "check-config")
+    eq(rc, 0, "a warning is not an error: %s" % err)
+    check("configuration OK" in out, out)
+    check(re.search(r"^aor: warning: %s:\d+: %s$" % (re.escape(cfg), re.escape(want)), err, re.M),
+          "check-config warns with file:line: %r" % err)
+    r = subprocess.run([os.path.join(env.build, "aord"), "--check-config"], env=env.env,
+                       capture_output=True, text=True, timeout=30)
+    eq(r.returncode, 0, r.stderr)
+    check(want in r.stderr, "aord --check-config warns: %r" % r.stderr)
+    d = env.start_daemon()
+    check(want in d.stderr_text(), "aord logs it at start: %r" % d.stderr_text()[-1500:])
+    rc, out, err = aor(env, "doctor")
+    check(re.search(r"^warn: .*%s" % re.escape(want), out, re.M), "doctor lists it: %r" % out)
+    # the same file without /v1: no warning anywhere
+    with open(cfg) as f:
+        text = f.read()
+    with open(cfg, "w") as f:
+        f.write(text.replace("https://api.openai.com/v1", "https://api.openai.com"))
+    rc, out, err = aor(env, "check-config")
+    eq((rc, "warning" in err), (0, False), "no warning without /v1: %r" % err)

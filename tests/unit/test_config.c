@@ -915,6 +915,73 @@ static void test_rule7_unknown_sections_and_options(void **state) {
     free(path);
 }
 
+/* QA: base_url = https://api.example.com/v1 (the OPENAI_BASE_URL form) was taken
+ * silently and every request went to .../v1/v1/...: valid, so a warning naming the line
+ * and the fix; a path prefix that is not a version is no warning. */
+static void test_versioned_base_url_warns(void **state) {
+    (void)state;
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\n"                               /* 1 */
+                       "env = TEST_KEY_A\n"                          /* 2 */
+                       "[provider \"o\"]\n"                          /* 3 */
+                       "dialect = openai\n"                          /* 4 */
+                       "base_url = https://api.example.com/v1/\n"    /* 5 */
+                       "keys = a\n"                                  /* 6 */
+                       "models = m\n"                                /* 7 */
+                       "[provider \"g\"]\n"                          /* 8 */
+                       "dialect = gemini\n"                          /* 9 */
+                       "base_url = https://g.example.com/v1beta\n"   /* 10 */
+                       "keys = a\n"                                  /* 11 */
+                       "models = n\n"                                /* 12 */
+                       "[provider \"r\"]\n"                          /* 13 */
+                       "dialect = openai\n"                          /* 14 */
+                       "base_url = https://openrouter.example/api\n" /* 15 */
+                       "keys = a\n"                                  /* 16 */
+                       "models = k\n";                               /* 17 */
+    char *path = NULL;
+    aor_config *cfg = load_ok(text, &path);
+    assert_non_null(cfg->warnings);
+    assert_err(cfg->warnings, path, 5,
+               "base_url https://api.example.com/v1 ends in /v1, but clients send paths that "
+               "start with /v1 already and aor appends them (https://api.example.com/v1/v1/...); "
+               "did you mean base_url = https://api.example.com?");
+    assert_err(cfg->warnings, path, 10, "did you mean base_url = https://g.example.com?");
+    assert_int_equal(count_lines(cfg->warnings), 2);
+    aor_config_free(cfg);
+    free(path);
+    cfg = load_ok(minimal, NULL);
+    assert_null(cfg->warnings);
+    aor_config_free(cfg);
+}
+
+/* QA: an option that two other sections take got a hint naming only the first. */
+static void test_rule7_hint_names_every_home(void **state) {
+    (void)state;
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *text = "[key \"a\"]\n"                  /* 1 */
+                       "env = TEST_KEY_A\n"             /* 2 */
+                       "[provider \"p\"]\n"             /* 3 */
+                       "dialect = openai\n"             /* 4 */
+                       "base_url = https://x.example\n" /* 5 */
+                       "keys = a\n"                     /* 6 */
+                       "models = m\n"                   /* 7 */
+                       "max_opaque_retries = 1\n"       /* 8 */
+                       "[model \"m\"]\n"                /* 9 */
+                       "priority = 2\n";                /* 10 */
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, path, 8,
+               "unknown option max_opaque_retries in [provider \"p\"] (max_opaque_retries "
+               "belongs in [routing] or [model \"NAME\"])");
+    assert_err(errs, path, 10,
+               "unknown option priority in [model \"m\"] (priority belongs in [key \"NAME\"] or "
+               "[provider \"NAME\"])");
+    fprintf(stderr, "ERRS[%s]\n", errs);
+    assert_int_equal(count_lines(errs), 2);
+    free(errs);
+    free(path);
+}
+
 /* The error line "PATH:LINE: ..." of errs (malloc'd), or a failed test when there is none. */
 static char *err_line(const char *errs, const char *path, int line) {
     char prefix[256];
@@ -998,6 +1065,7 @@ static void test_key_name_control_characters(void **state) {
     assert_err(errs, path, 6, "name contains control characters");
     assert_null(strchr(errs, '\x1b'));
     assert_null(strchr(errs, '\x07'));
+    fprintf(stderr, "ERRS[%s]\n", errs);
     assert_int_equal(count_lines(errs), 2);
     free(errs);
     free(path);
@@ -1027,6 +1095,7 @@ static void test_key_name_control_characters(void **state) {
     assert_err(errs, path, 6, "name contains control characters (U+009B)");
     assert_null(strchr(errs, '\xe9'));
     assert_null(strstr(errs, "\xc2\x9b"));
+    fprintf(stderr, "ERRS[%s]\n", errs);
     assert_int_equal(count_lines(errs), 2);
     free(errs);
     free(path);
@@ -1655,6 +1724,8 @@ int main(void) {
         T(test_model_name_too_long),
         T(test_rule6_no_false_positives),
         T(test_rule7_unknown_sections_and_options),
+        T(test_rule7_hint_names_every_home),
+        T(test_versioned_base_url_warns),
         T(test_rule7_hints_by_words),
         T(test_key_name_control_characters),
         T(test_structure_errors),
