@@ -7,8 +7,8 @@
  * Checks, beside memory safety: the verdict is one of the kinds, its reason printable
  * and NUL-terminated, its hint -1 or positive and only on rate/transient verdicts (never
  * with ignore_hints); the status rules that do not depend on the body hold (0 -> transient,
- * 401 -> auth, 2xx -> ok or config, 3xx -> config, 1xx and >= 600 -> transient); a non-error
- * event leaves the verdict untouched. */
+ * 401 -> auth, 2xx -> ok or config, 304 -> client, other 3xx -> config, 1xx and >= 600 ->
+ * transient); a non-error event leaves the verdict untouched. */
 #include "fuzz_answer.h"
 
 #include <math.h>
@@ -31,8 +31,10 @@ static void check_status_rules(long status, aor_kind k) {
         FUZZ_CHECK(k == AOR_KIND_AUTH, "401 is auth whatever the body says");
     else if (status >= 200 && status < 300)
         FUZZ_CHECK(k == AOR_KIND_OK || k == AOR_KIND_CONFIG, "2xx is ok or config");
+    else if (status == 304)
+        FUZZ_CHECK(k == AOR_KIND_CLIENT, "304 answers the client's conditional request");
     else if (status >= 300 && status < 400)
-        FUZZ_CHECK(k == AOR_KIND_CONFIG, "3xx is config");
+        FUZZ_CHECK(k == AOR_KIND_CONFIG, "3xx but 304 is config");
     else
         FUZZ_CHECK(k != AOR_KIND_OK, "an error status is never ok");
 }
