@@ -28,6 +28,7 @@
 #define IDLE_TIMEOUT_S 300
 #define OUT_LOW_WATERMARK (256 * 1024)
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
+#define HUP_CHECK_MS 250     /* how often a half-closed shim client's request looks for a close */
 #define READ_MAX 16384       /* bytes per SSL_read (one TLS record's payload) */
 #define PLAIN_READ_MAX 65536 /* bytes per recv of a plain socket (a big prompt in one) */
 #define IN_READ_MAX_PER_EVENT (256 * 1024) /* bytes taken per readable event */
@@ -68,7 +69,10 @@ struct aor_conn {
     int last;         /* stopping (aor_conn_drain): the request in flight or arriving is
                          the last one; close after its answer */
     int peer_eof;     /* the client sends no more: answer what came, then close */
-    int aborted;      /* an answer was cut: close without close_notify (spec §5.3) */
+    /* Shim, after peer_eof with a request in flight: is the client gone for good?
+     * (hup_check, every HUP_CHECK_MS) */
+    struct event *hup_ev;
+    int aborted; /* an answer was cut: close without close_notify (spec §5.3) */
     int http10;
     int depth; /* > 0 while process_input runs: frees are deferred */
     int dead;  /* free when depth drops to 0 */
@@ -156,6 +160,8 @@ static void conn_free(aor_conn *c) {
         event_free(c->wev);
     if (c->idle_ev)
         event_free(c->idle_ev);
+    if (c->hup_ev)
+        event_free(c->hup_ev);
     if (c->flush_ev)
         event_free(c->flush_ev);
     if (c->stage) {
@@ -205,8 +211,51 @@ static void peer_eof_seen(aor_conn *c) {
     read_enable(c, 0);
 }
 
+/* 1 when a shim client closed its connection for good, not only its sending side: on
+ * the Unix socket a close (or shutdown(SHUT_RDWR)) hangs ours up (POLLHUP), while a
+ * shutdown(SHUT_WR) does not. Then nobody can read an answer: the request in flight is
+ * cancelled (its upstream transfer closed, no further candidate tried) instead of
+ * walking on for a client that left. TCP cannot tell the two apart before a write fails,
+ * so a sidecar client's close is seen at the first write of the answer. */
+static int peer_closed_for_good(const aor_conn *c) {
+    if (!c->via_shim)
+        return 0;
+    struct pollfd pfd = {.fd = c->fd, .events = 0};
+    return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
+}
+
+static void on_hup_check(evutil_socket_t fd, short what, void *arg);
+
+/* A shim client stopped sending while its request is in flight. Gone for good (closed,
+ * not only shut down for writing): the request is cancelled now. Else looked at again
+ * every HUP_CHECK_MS while the request lasts: a TLS client's close_notify comes just
+ * before its close(), and the end of its sending side shows no readiness again. Returns
+ * 1 when c was released. */
+static int hup_check(aor_conn *c) {
+    if (!c->busy || !c->via_shim)
+        return 0;
+    if (peer_closed_for_good(c)) {
+        aor_debug("shim client closed its connection with a request in flight: cancelled");
+        conn_release(c);
+        return 1;
+    }
+    if (!c->hup_ev)
+        c->hup_ev = evtimer_new(c->d->base, on_hup_check, c);
+    if (c->hup_ev) { /* ENOMEM: seen at the first write of the answer, as on TCP */
+        struct timeval tv = {0, HUP_CHECK_MS * 1000};
+        event_add(c->hup_ev, &tv);
+    }
+    return 0;
+}
+
+static void on_hup_check(evutil_socket_t fd, short what, void *arg) {
+    hup_check(arg);
+}
+
 /* The client is gone (EOF, error or idle timeout), or only stopped sending. */
 static void conn_gone(aor_conn *c, int why) {
+    if (why == GONE_EOF && hup_check(c))
+        return;
     if (why == GONE_EOF) {
         peer_eof_seen(c);
         process_input(c); /* answers what is complete, or closes */
@@ -265,6 +314,8 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
     } else {
         c->proxy = aor_proxy_start(c->d, c, req, c->host);
     }
+    if (c->peer_eof && hup_check(c)) /* the request came with the client's end */
+        return 0;
     return 1;
 }
 

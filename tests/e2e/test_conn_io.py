@@ -265,6 +265,37 @@ def test_requests_pipelined_before_half_close_are_all_answered(env):
     up.close()
 
 
+def test_half_closed_shim_client_waits_for_a_slow_answer(env):
+    """A shim client that ends its sending side (close_notify, or shutdown(SHUT_WR))
+    while the upstream takes a second is still there: it gets the answer. Only a full
+    close cancels the request (test_walk.test_shim_client_that_leaves_ends_its_walk);
+    aord looks for one every 250 ms while the request lasts, and must not mistake the
+    half-close for it."""
+
+    def slow_echo(up, s):
+        while True:
+            head, body = up.read_request(s)
+            if head is None:
+                return
+            time.sleep(1.2)
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    up, d = start(env, slow_echo)
+    for how_end in ("close_notify", "shutdown"):
+        c = MemTLS(env)
+        c.send(request())
+        if how_end == "close_notify":
+            c.close_notify()
+        else:
+            c.u.shutdown(socket.SHUT_WR)
+        out, how = c.read_all(timeout=20)
+        c.u.close()
+        eq(out.count(b"HTTP/1.1 200"), 1, "%s: the answer came (%r)" % (how_end, out[:200]))
+    no_sanitizer_report(d)
+    up.close()
+
+
 def test_stop_with_a_connection_in_the_preamble_stage_is_clean(env):
     """A shim connection that sent its preamble but no byte of its own yet (the client
     has not written) when aord stops: freed, nothing leaked."""

@@ -144,6 +144,30 @@ def test_silent_upstream_times_out_and_the_walk_goes_on(env):
     check(any(b["key"] == "A" for b in d.state()["backoff"]), "A is backed off (transient)")
 
 
+def test_shim_client_that_leaves_ends_its_walk(env):
+    """Chaos pass: a shim client that gave up (curl --max-time 1 closes its connection)
+    kept its request walking: key A's late 429 sent the same request on to key B, for
+    nobody (billed, and the answer thrown away). A full close of the shim's connection
+    (POLLHUP on the Unix socket, unlike a shutdown(SHUT_WR)) now cancels the request in
+    flight: no further candidate is tried and nothing is backed off."""
+    mock, d = two_key_setup(env, fake_clock=None, debug=True)
+    mock.script("key-a-secret", [{"status": 429, "delay_ms": 3000}])
+    t0 = time.monotonic()
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H",
+                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+                  "-d", CHAT], timeout=1)
+    eq(r.rc, 28, "curl gave up after 1 s (%s)" % r.stderr)
+    check(any(x["key"] == "key-a-secret" for x in mock.log()), "key A had the request")
+    time.sleep(max(0, 5 - (time.monotonic() - t0)))  # A's 429 came at 3 s
+    eq([x["key"] for x in mock.log() if x["key"] != "key-a-secret"], [],
+       "no other key got the request of a client that left")
+    eq(d.state()["backoff"], [], "nothing backed off for it")
+    check("shim client closed its connection with a request in flight: cancelled"
+          in d.stderr_text(), "the debug log says so:\n" + d.stderr_text()[-2000:])
+    r = shim_chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "aord goes on serving")
+
+
 def test_all_backed_off_openai_shape(env):
     mock, d = two_key_setup(env)
     mock.script("key-a-secret", [{"status": 429, "headers": {"retry-after": "30"}, "times": -1}])
