@@ -40,9 +40,11 @@ typedef struct {
         int fwd;              /* goes to the client (forward_header) */
     } * len;
     size_t n, cap;
-    size_t ct, cl;  /* 1 + index of the first Content-Type / Content-Length; 0: none */
-    int conn_names; /* a Connection header lists names besides keep-alive and close */
-    hdr_chunk *mem; /* where the names and values live: one malloc for most answers */
+    size_t ct, cl;   /* 1 + index of the first Content-Type / Content-Length; 0: none */
+    int te;          /* a Transfer-Encoding header: it frames the body, not Content-Length */
+    int cl_conflict; /* a second Content-Length with another value: no framing to trust */
+    int conn_names;  /* a Connection header lists names besides keep-alive and close */
+    hdr_chunk *mem;  /* where the names and values live: one malloc for most answers */
 } hdr_set;
 
 /* A growing block of header lines; every piece is checked for CR/LF (an injected line).
@@ -122,6 +124,7 @@ struct aor_proxy {
     size_t rd_len;
     size_t tail_total;
     int cut;             /* we stopped the transfer */
+    int bad_framing;     /* the answer's Content-Length headers disagree: a failed attempt */
     int held_cut;        /* held has only the first ERROR_BODY_MAX bytes of the body */
     int err_stream;      /* an error body forwarded as it comes (commit_large_answer) */
     char *upstream_body; /* rewritten body when the model id differs */
@@ -184,6 +187,7 @@ static void hset_reset(hdr_set *s) {
     s->mem = keep;
     s->n = 0;
     s->ct = s->cl = 0;
+    s->te = s->cl_conflict = 0;
     s->conn_names = 0;
     if (s->cap > HDR_KEEP_MAX) {
         free(s->h);
@@ -312,8 +316,13 @@ static void hset_add(hdr_set *s, const char *line, size_t len) {
     s->len[s->n].fwd = forward_header(blk, name_len);
     if (name_len == 12 && !s->ct && strncasecmp(blk, "content-type", 12) == 0)
         s->ct = s->n + 1;
-    else if (name_len == 14 && !s->cl && strncasecmp(blk, "content-length", 14) == 0)
-        s->cl = s->n + 1;
+    else if (name_len == 14 && strncasecmp(blk, "content-length", 14) == 0) {
+        if (!s->cl)
+            s->cl = s->n + 1;
+        else if (strcmp(s->h[s->cl - 1].value, blk + v) != 0)
+            s->cl_conflict = 1;
+    } else if (name_len == 17 && strncasecmp(blk, "transfer-encoding", 17) == 0)
+        s->te = 1;
     else if (name_len == 10 && strncasecmp(blk, "connection", 10) == 0 && conn_lists_names(blk + v))
         s->conn_names = 1;
     s->n++;
@@ -324,8 +333,12 @@ static const char *hset_content_type(const hdr_set *s) {
     return s->ct ? s->h[s->ct - 1].value : NULL;
 }
 
+/* The Content-Length that frames the body, NULL when none does: with a Transfer-Encoding
+ * (libcurl decoded it) the Content-Length is not the length of what comes, and an
+ * intermediary removes it (RFC 9112 §6.3); else the client would read the body's start
+ * as the whole answer and the rest as the start of its next one. */
 static const char *hset_content_length(const hdr_set *s) {
-    return s->cl ? s->h[s->cl - 1].value : NULL;
+    return s->cl && !s->te ? s->h[s->cl - 1].value : NULL;
 }
 
 static void proxy_free(aor_proxy *p) {
@@ -835,6 +848,7 @@ static void reset_attempt(aor_proxy *p) {
     p->sse_error = 0;
     p->sse_sniffed = 0;
     p->cut = 0;
+    p->bad_framing = 0;
     p->held_cut = 0;
     p->err_stream = 0;
     p->no_body = 0;
@@ -956,6 +970,13 @@ static void on_up_header(void *arg, const char *line, size_t len) {
     if (len == 0) {
         if (p->status >= 100 && p->status < 200)
             return;
+        if (p->hdrs.cl_conflict) {
+            /* RFC 9112 §6.3: no length to trust; a proxy discards the answer (the direct
+             * backend's parser refuses it too). Its body is not read (on_up_data). */
+            p->bad_framing = 1;
+            p->mode = MODE_BUFFER;
+            return;
+        }
         int ok = p->status >= 200 && p->status < 300;
         const char *ct = hset_content_type(&p->hdrs);
         if (!ok || IS_TYPE(ct, "text/html")) {
@@ -1248,6 +1269,10 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
      * (libcurl's CURL_WRITEFUNC_PAUSE), so pause before writing, never after. */
     if (p->mode == MODE_STREAM && aor_conn_output_len(p->c) > OUT_HIGH_WATERMARK)
         return CURL_WRITEFUNC_PAUSE;
+    if (p->bad_framing) {
+        p->cut = 1;
+        return 0; /* end this attempt (on_up_done) */
+    }
     switch (p->mode) {
     case MODE_HEADERS:
         return len; /* body of a 1xx: none */
@@ -1427,7 +1452,13 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     }
     aor_verdict v;
     memset(&v, 0, sizeof v);
-    if (p->sse_error) {
+    if (p->bad_framing) {
+        v.kind = AOR_KIND_TRANSIENT;
+        v.hint_s = -1;
+        snprintf(v.reason, sizeof v.reason, "answer with Content-Length headers that disagree");
+        p->status = 0; /* no answer to pass on if the walk ends here: a 502, as on the
+                          direct backend, whose parser refuses such an answer */
+    } else if (p->sse_error) {
         v = p->sse_verdict;
     } else if (rc != CURLE_OK && !p->cut) {
         v.kind = AOR_KIND_TRANSIENT;

@@ -91,6 +91,13 @@ static void check_done(aor_upcurl *u) {
         CURLAPI->easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
         long status = 0;
         CURLAPI->easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        long sent = 0;
+        if ((rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_OUT_OF_MEMORY) &&
+            CURLAPI->easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
+            /* After the request went out, libcurl gives these codes for what the upstream
+             * answered (a status line it does not take, HTTP/0.9, a header block too
+             * big): the upstream's fault, not aor's (proxy.c local_curl_error). */
+            rc = CURLE_WEIRD_SERVER_REPLY;
         CURLAPI->multi_remove_handle(u->multi, easy);
         if (x) {
             unlink_xfer(x);

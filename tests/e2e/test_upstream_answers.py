@@ -751,3 +751,88 @@ def test_empty_2xx_chunked_answer_is_passed_on(env):
     eq((status, body), (200, b""), "an empty 200")
     check(b"x-aor-attempts: 1" in head.lower(), "one attempt: %r" % head)
     eq(d.state()["backoff"], [], "no failure recorded")
+
+
+def test_answer_framing_the_upstream_gets_wrong_never_desyncs_the_client(env):
+    """Chaos pass: through libcurl (AOR_UPSTREAM=curl, or any proxy variable) an answer
+    with both Content-Length: 5 and Transfer-Encoding: chunked went to the client under
+    Content-Length: 5 with all 229 decoded bytes after it, so the rest sat in front of the
+    client's next answer on its keep-alive connection (an upstream could write the start
+    of it); two Content-Lengths that disagree did the same. Now Transfer-Encoding frames
+    the body (the Content-Length is dropped, RFC 9112 §6.3) and disagreeing lengths fail
+    the attempt; on both backends the next answer on the connection is whole."""
+    long_body = b'{"id":"x","pad":"' + b"p" * 200 + b'"}'
+    chunked = b"%x\r\n" % len(long_body) + long_body + b"\r\n0\r\n\r\n"
+    bad = {
+        b"cl_te": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + chunked,
+        b"two_cl": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+                   b"Content-Length: 3\r\n\r\n{}x",
+    }
+
+    def handler(s, n):
+        while True:
+            head, body = up.read_request(s)
+            if head is None:
+                return
+            which = [k for k in bad if k in body]
+            if which:
+                s.sendall(bad[which[0]])
+                if which[0] == b"two_cl":
+                    return  # its framing is unknowable: the connection ends
+            else:
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 11\r\n\r\n{\"ok\":true}")
+
+    up = RawUpstream(handler)
+    for backend in ("direct", "curl"):
+        d = start(env, up, extra_env={"AOR_UPSTREAM": "curl"} if backend == "curl" else None)
+        for case in bad:
+            d.admin("POST", "/admin/api/backoff/clear")
+            c = socket.create_connection(("127.0.0.1", d.port))
+            c.sendall(request(body=b'{"model":"gpt-4o-mini","case":"%s"}' % case))
+            status, head, body = read_answer(c)
+            m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+            check(status in (200, 502), "%s %s: status %d" % (backend, case, status))
+            if m:
+                eq(len(body), int(m.group(1)),
+                   "%s %s: the body is as long as announced (%r)" % (backend, case, head))
+            if status == 200:
+                eq(body, long_body, "%s %s: the chunked body, whole (%r)" % (backend, case, head))
+            d.admin("POST", "/admin/api/backoff/clear")
+            c.sendall(request())
+            status2, head2, body2 = read_answer(c)
+            c.close()
+            eq((status2, body2), (200, b'{"ok":true}'),
+               "%s %s: the next answer on the connection is whole (%r)" % (backend, case, head2))
+        d.stop()
+    up.close()
+
+
+def test_curl_backend_blames_the_upstream_for_what_it_answered(env):
+    """Chaos pass: through libcurl, a status line it does not take (`HTTP/1.1 2x0`) or an
+    HTTP/0.9 answer came back as libcurl's "unsupported protocol", which aord took for its
+    own fault: 502 aor_internal, no backoff, no walk. After the request went out, these
+    are the upstream's: a transient failure of the key, as on the direct backend."""
+    answers = {b"badstatus": b"HTTP/1.1 2x0 OK\r\nContent-Length: 2\r\n\r\n{}",
+               b"http09": b"{\"not\": \"http\"}\n"}
+
+    def handler(s, n):
+        head, body = up.read_request(s)
+        if head is not None:
+            s.sendall(next(v for k, v in answers.items() if k in body))
+
+    up = RawUpstream(handler)
+    d = start(env, up, extra_env={"AOR_UPSTREAM": "curl"})
+    for case in answers:
+        d.admin("POST", "/admin/api/backoff/clear")
+        c = socket.create_connection(("127.0.0.1", d.port))
+        c.sendall(request(body=b'{"model":"gpt-4o-mini","case":"%s"}' % case))
+        status, head, body = read_answer(c)
+        c.close()
+        eq(status, 502, "%s: no usable answer (%r)" % (case, body[:300]))
+        check(b"aor_internal" not in body, "%s: not aor's own fault: %r" % (case, body[:300]))
+        rows = [r for r in d.state()["backoff"] if r["key"] == "a"]
+        check(rows and rows[0]["last_error_kind"] == "transient",
+              "%s: the key has a transient failure: %r" % (case, d.state()["backoff"]))
+    up.close()
