@@ -374,6 +374,19 @@ def _chat_status(d):
     return status, text
 
 
+def _reload_and_clear_backoff(d):
+    """SIGHUP, wait for the reload line, then clear the backoff the failures left."""
+    import signal
+
+    d.proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + 10
+    while "SIGHUP: config reloaded" not in d.stderr_text():
+        check(time.monotonic() < end, "no reload line:\n" + d.stderr_text()[-2000:])
+        time.sleep(0.05)
+    status, _, text = d.admin("POST", "/admin/api/backoff/clear")
+    eq(status, 200, "backoff cleared (%s)" % text)
+
+
 def test_ca_file_is_an_extra_ca(env):
     """Spec §3: ca_file is an "optional extra CA": the system store still verifies. Here
     the "system store" is SSL_CERT_FILE (OpenSSL's default path) naming the mock's CA,
@@ -391,7 +404,6 @@ def test_ca_file_replaced_then_sighup_is_used(env):
     """QA: origins kept their TLS context for the life of aord, so a ca_file fixed in
     place and a SIGHUP still gave "certificate not accepted" until a restart."""
     import shutil
-    import signal
 
     mock = env.start_mock(tls=True)
     other = env.start_mock(tls=True)
@@ -401,13 +413,7 @@ def test_ca_file_replaced_then_sighup_is_used(env):
     status, text = _chat_status(d)
     eq(status, 502, "the wrong CA: 502 (%s)" % text[:300])
     shutil.copyfile(mock.ca_path, ca)  # fixed in place
-    d.proc.send_signal(signal.SIGHUP)
-    end = time.monotonic() + 10
-    while "SIGHUP: config reloaded" not in d.stderr_text():
-        check(time.monotonic() < end, "no reload line:\n" + d.stderr_text()[-2000:])
-        time.sleep(0.05)
-    status, _, text = d.admin("POST", "/admin/api/backoff/clear")
-    eq(status, 200, "backoff cleared (%s)" % text)
+    _reload_and_clear_backoff(d)
     status, text = _chat_status(d)
     eq(status, 200, "the fixed CA after SIGHUP (%s)" % text[:300])
 
@@ -418,7 +424,6 @@ def test_system_store_loaded_once_and_again_after_sighup(env):
     to each provider). Two providers now share one load; after a SIGHUP the store is
     loaded again from the file as it is then: a bundle fixed in place is used."""
     import shutil
-    import signal
 
     mock_a = env.start_mock(tls=True)
     mock_b = env.start_mock(tls=True)
@@ -449,13 +454,7 @@ def test_system_store_loaded_once_and_again_after_sighup(env):
     eq(loads(), 1, "two TLS origins, one load of the store:\n" + d.stderr_text()[-2000:])
     with open(bundle, "ab") as f:  # fixed in place: mock_b's CA added
         f.write(open(mock_b.ca_path, "rb").read())
-    d.proc.send_signal(signal.SIGHUP)
-    end = time.monotonic() + 10
-    while "SIGHUP: config reloaded" not in d.stderr_text():
-        check(time.monotonic() < end, "no reload line:\n" + d.stderr_text()[-2000:])
-        time.sleep(0.05)
-    status, _, text = d.admin("POST", "/admin/api/backoff/clear")
-    eq(status, 200, "backoff cleared (%s)" % text)
+    _reload_and_clear_backoff(d)
     status, text = chat("model-b")
     eq(status, 200, "provider b after the bundle was fixed and SIGHUP (%s)" % text[:300])
     eq(loads(), 2, "loaded again once after SIGHUP:\n" + d.stderr_text()[-2000:])
