@@ -492,6 +492,30 @@ static char *default_config_path(void) {
     return p;
 }
 
+/* Sets cfg->warnings to the lines of warns, sorted as errors are. Leaves none on ENOMEM. */
+static void take_warnings(aor_config *cfg, const aor_cfg_errs *warns) {
+    char *text = aor_cfg_errs_text(warns);
+    char **v = text ? calloc(warns->n, sizeof *v) : NULL;
+    size_t n = 0;
+    for (char *l = v ? text : NULL; l && *l && n < warns->n; n++) {
+        char *nl = strchr(l, '\n');
+        if (nl)
+            *nl = '\0';
+        if (!(v[n] = strdup(l)))
+            break;
+        l = nl ? nl + 1 : l + strlen(l);
+    }
+    free(text);
+    if (v && n == warns->n) {
+        cfg->warnings = v;
+        cfg->nwarnings = n;
+        return;
+    }
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 aor_config *aor_config_load(const char *path, char **errors) {
     return aor_config_load_flags(path, 0, errors);
 }
@@ -561,8 +585,8 @@ out:
         errno = EINVAL;
         return NULL;
     }
-    if (warns.n) /* NULL on ENOMEM: a warning is not worth failing the load */
-        cfg->warnings = aor_cfg_errs_text(&warns);
+    if (warns.n) /* none on ENOMEM: a warning is not worth failing the load */
+        take_warnings(cfg, &warns);
     aor_cfg_errs_free(&warns);
     aor_cfg_errs_free(&errs);
     free(auto_path);
@@ -579,6 +603,8 @@ static void free_secret(char *s) {
 void aor_config_free(aor_config *cfg) {
     if (!cfg)
         return;
+    for (size_t i = 0; i < cfg->nwarnings; i++)
+        free(cfg->warnings[i]);
     free(cfg->warnings);
     free(cfg->socket_path);
     free(cfg->listen);

@@ -92,9 +92,10 @@ typedef struct {
                            * (§3.3): no file, or a file without [provider]/[key] sections */
     int secrets_optional; /* loaded with AOR_CONFIG_SECRETS_OPTIONAL: a key whose
                            * variable is unset has secret NULL */
-    char *warnings;       /* what is valid but almost surely a mistake (a base_url that
-                           * ends in the API version the clients' paths start with), one
-                           * "FILE:LINE: message" per line (no secret); NULL: none */
+    char **warnings;      /* what is valid but almost surely a mistake (a base_url that
+                           * ends in the API version the clients' paths start with): each
+                           * "FILE:LINE: message" (no newline, no secret), in line order */
+    size_t nwarnings;
 } aor_config;
 
 /* Loads the configuration (reference: docs/config.md).

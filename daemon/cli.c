@@ -62,7 +62,8 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
     printf("aor: configuration OK (%s): %zu provider%s, %zu key%s\n",
            cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
            cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
-    aor_cli_print_warnings(cfg, "aor: warning: ");
+    for (size_t i = 0; i < cfg->nwarnings; i++) /* valid, but almost surely a mistake */
+        fprintf(stderr, "aor: warning: %s\n", cfg->warnings[i]);
     aor_config_free(cfg);
     return AOR_CLI_OK;
 }

@@ -69,10 +69,6 @@ aor_config *aor_cli_load_config(const aor_cli *c);
  * errors at once), as far as the file loads without its secrets. */
 aor_config *aor_cli_load_config_full(const aor_cli *c);
 
-/* Prints cfg->warnings (config.h: valid lines that are almost surely a mistake) on
- * stderr, each line after prefix (e.g. "aor: warning: "). Nothing when there are none. */
-void aor_cli_print_warnings(const aor_config *cfg, const char *prefix);
-
 /* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key
  * whose variable is not in this process's environment is no error (its secret is NULL;
  * AOR_CONFIG_SECRETS_OPTIONAL), since the daemon may have it from its own. */

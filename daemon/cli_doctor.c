@@ -115,12 +115,8 @@ static aor_config *check_config(aor_cli *c, tally *t) {
     warn_unset_keys(cfg, t);
     warn_no_keys(cfg, t);
     /* Valid but almost surely a mistake (config.h); file:line messages, no secret. */
-    for (const char *l = cfg->warnings; l && *l;) {
-        const char *nl = strchr(l, '\n');
-        int n = (int)(nl ? (size_t)(nl - l) : strlen(l));
-        say(t, WARN, "%.*s", n, l);
-        l += n + (nl != NULL);
-    }
+    for (size_t i = 0; i < cfg->nwarnings; i++)
+        say(t, WARN, "%s", cfg->warnings[i]);
     return cfg;
 }
 

@@ -152,15 +152,6 @@ aor_config *aor_cli_load_config_full(const aor_cli *c) {
     return load_config(c, 0, 1);
 }
 
-void aor_cli_print_warnings(const aor_config *cfg, const char *prefix) {
-    for (const char *l = cfg->warnings; l && *l;) {
-        const char *nl = strchr(l, '\n');
-        int n = (int)(nl ? (size_t)(nl - l) : strlen(l));
-        fprintf(stderr, "%s%.*s\n", prefix, n, l);
-        l += n + (nl != NULL);
-    }
-}
-
 aor_config *aor_cli_load_config_no_secrets(const aor_cli *c) {
     return load_config(c, AOR_CONFIG_SECRETS_OPTIONAL, 0);
 }

@@ -142,12 +142,8 @@ static void open_log(const char *state_dir) {
 /* Logs the config's warnings (config.h: valid lines that are almost surely a mistake),
  * one log line each; they name file:line and hold no secret. */
 static void log_config_warnings(const aor_config *cfg) {
-    for (const char *l = cfg->warnings; l && *l;) {
-        const char *nl = strchr(l, '\n');
-        int n = (int)(nl ? (size_t)(nl - l) : strlen(l));
-        aor_warn("config: %.*s", n, l);
-        l += n + (nl != NULL);
-    }
+    for (size_t i = 0; i < cfg->nwarnings; i++)
+        aor_warn("config: %s", cfg->warnings[i]);
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg) {
