@@ -595,8 +595,11 @@ static void on_readable(evutil_socket_t fd, short what, void *arg) {
             conn_gone(c, gone);
         return;
     }
-    if (gone)
+    if (gone) {
         peer_eof_seen(c); /* bytes, then the end: answer them first */
+        if (hup_check(c)) /* unless nobody is left to read the answers */
+            return;
+    }
     process_input(c);
 }
 

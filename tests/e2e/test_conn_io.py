@@ -296,6 +296,51 @@ def test_half_closed_shim_client_waits_for_a_slow_answer(env):
     up.close()
 
 
+def test_shim_client_gone_with_its_last_bytes_cancels_the_request_in_flight(env):
+    """Review: a shim client whose last bytes (a pipelined request, close_notify) came in
+    the same read as the end of its connection kept its request in flight upstream: the
+    close was looked for only when an end came without bytes. Every way of leaving now
+    closes the upstream transfer within a look (250 ms), not at the answer (3 s)."""
+    seen = []
+
+    def watcher(up, s):
+        """Reads one request, then waits up to 3 s for aord to close the connection."""
+        head, body = up.read_request(s)
+        if head is None:
+            return
+        t0 = time.monotonic()
+        s.settimeout(3)
+        try:
+            x = s.recv(1)
+            seen.append("closed after %.2f s" % (time.monotonic() - t0) if not x else "data")
+        except socket.timeout:
+            seen.append("open for 3 s")
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 2\r\n\r\n{}")
+
+    up, d = start(env, watcher)
+    for case in ("pipelined+close_notify+close", "close_notify+close", "close"):
+        c = MemTLS(env)
+        c.send(request())
+        aortest.wait_until(lambda: len(up.heads) > 0, what="the request upstream")
+        if case == "pipelined+close_notify+close":
+            c.o.write(request())
+        if case != "close":
+            try:
+                c.o.unwrap()
+            except ssl.SSLWantReadError:
+                pass
+        c.u.sendall(c.outg.read())  # in one write with the close right after it
+        c.u.close()
+        aortest.wait_until(lambda: seen, what="the upstream's view", timeout=10)
+        got = seen.pop()
+        check(got.startswith("closed after") and float(got.split()[2]) < 2.0,
+              "%s: the request in flight was cancelled (%s)" % (case, got))
+        up.heads.clear()
+    no_sanitizer_report(d)
+    up.close()
+
+
 def test_stop_with_a_connection_in_the_preamble_stage_is_clean(env):
     """A shim connection that sent its preamble but no byte of its own yet (the client
     has not written) when aord stops: freed, nothing leaked."""
