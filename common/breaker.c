@@ -167,6 +167,13 @@ static void breaker_take_probe(const aor_breaker *b, breaker_entry *e, double no
     e->probe_until = now + b->p.open_s;
 }
 
+void aor_breaker_release_probe(aor_breaker *b, const char *provider, const char *model,
+                               double probe_until) {
+    breaker_entry *e = provider && model ? aor_map_get(b->circuits, provider, model) : NULL;
+    if (e && e->state == AOR_BREAKER_HALF_OPEN && probe_until > 0 && e->probe_until == probe_until)
+        e->probe_since = e->probe_until = 0;
+}
+
 int aor_breaker_allow(aor_breaker *b, const char *provider, const char *model, double now) {
     /* A caller that holds no probe: allow_walk with a sequence older than every probe. */
     return aor_breaker_allow_walk(b, provider, model, now, -INFINITY, NULL);

@@ -55,8 +55,9 @@ void aor_breaker_free(aor_breaker *b);
  * The probe's lease. While the probe is in flight every other request skips the circuit
  * as if it were open (§4.4: one probe, not a stampede onto a provider that just failed).
  * Its result is recorded as a failure (reopens) or a success (closes); when it never is
- * (the client went away and the attempt was cancelled, a client or config error that
- * records nothing, an aor bug), the probe would wedge the circuit, so it holds the
+ * (the client went away and the attempt was cancelled — then aor_breaker_release_probe
+ * hands the lease back at once —, a client or config error that records nothing, an aor
+ * bug), the probe would wedge the circuit, so it holds the
  * circuit only for a lease of open_s seconds (breaker_open_s) from when it was let
  * through: after that the next request becomes the probe. open_s because a lost probe
  * then costs what one more failed probe would (the circuit held back for open_s), and a
@@ -109,6 +110,15 @@ int aor_breaker_preview_fail(const aor_breaker *b, const char *provider, const c
  * or not its time had passed: log breaker_close first), 0 otherwise. Can't fail. To know ahead of
  * time, aor_breaker_get(...) returning a state other than CLOSED means 1. */
 int aor_breaker_success(aor_breaker *b, const char *provider, const char *model);
+
+/* The probe whose lease ends at probe_until (aor_breaker_row.probe_until, read when it
+ * was let through) will give no result: its attempt was cancelled because the client
+ * went away. The lease ends now, so the next request is the probe instead of every
+ * request skipping the circuit until the lease would have ended (§4.4: one probe in
+ * flight, not none). Nothing happens when the circuit holds another lease (a later
+ * probe), or is no longer half-open. Memory only, like the lease. Can't fail. */
+void aor_breaker_release_probe(aor_breaker *b, const char *provider, const char *model,
+                               double probe_until);
 
 /* Puts an open circuit back as it was (replay): open until `until` (failure times and
  * any probe lease are forgotten). 0, or -1 with errno=ENOMEM (table unchanged) or errno=EINVAL

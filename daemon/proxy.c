@@ -125,6 +125,7 @@ struct aor_proxy {
     size_t tail_total;
     int cut;             /* we stopped the transfer */
     int bad_framing;     /* the answer's Content-Length headers disagree: a failed attempt */
+    double probe_until;  /* the attempt in flight is its circuit's probe: the lease's end */
     int held_cut;        /* held has only the first ERROR_BODY_MAX bytes of the body */
     int err_stream;      /* an error body forwarded as it comes (commit_large_answer) */
     char *upstream_body; /* rewritten body when the model id differs */
@@ -349,6 +350,13 @@ static void proxy_free(aor_proxy *p) {
          * an error event: an SDK closes as soon as it reads one). */
         p->ok_at_end = 0;
         record_stream_end(p, p->cand, AOR_KIND_OK);
+    }
+    if (p->x && p->probe_until > 0) {
+        /* The client went away during its circuit's probe: no result will come, so the
+         * next request probes instead of all waiting out the lease (breaker.h). */
+        aor_breaker_release_probe(aor_rstate_breaker(p->d->rs),
+                                  p->cfg->providers[p->cand->provider].name,
+                                  p->model ? p->model : "", p->probe_until);
     }
     if (p->x)
         aor_xfer_cancel(p->x);
@@ -1900,6 +1908,14 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
     p->d->m.attempts++; /* every request sent upstream, streamed or not */
     p->attempt_started = aor_clock_now();
     aor_debug("attempt %d: %s/%s %s %s", p->attempts, pc->name, cand->key_name, method, p->path);
+    /* A half-open circuit lets only its probe through (routing or start_next took it for
+     * this attempt): its lease, to hand back if the attempt is cancelled (proxy_free). */
+    aor_breaker_row br;
+    p->probe_until = aor_breaker_get(aor_rstate_breaker(p->d->rs), pc->name,
+                                     p->model ? p->model : "", p->attempt_started, &br) &&
+                             br.state == AOR_BREAKER_HALF_OPEN
+                         ? br.probe_until
+                         : 0;
     p->x = aor_xfer_start(p->d->up, &xr, &cb, p); /* copies url and headers */
     hb_wipe(hb);
     return p->x ? 0 : -1;

@@ -168,6 +168,35 @@ def test_shim_client_that_leaves_ends_its_walk(env):
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "aord goes on serving")
 
 
+def test_probe_whose_client_left_hands_its_lease_back(env):
+    """Review: a shim client that left during its circuit's probe cancelled the probe
+    (test_shim_client_that_leaves_ends_its_walk), which then held the circuit shut for
+    its whole lease (breaker_open_s, 30 s): every request skipped a provider that may
+    have been well. The cancelled probe now hands its lease back and the next request is
+    the probe."""
+    mock, d = two_key_setup(env, debug=True)
+    mock.script("key-a-secret", [{"status": 500, "times": 2}])
+    mock.script("key-b-secret", [{"status": 500, "times": 2}])
+    eq(shim_chat(env).status, 500, "request 1: A and B fail (2 failures)")
+    d.advance(11)  # past both backoff windows (5 s)
+    eq(shim_chat(env).status, 500, "request 2: A's failure, the 3rd, opens the circuit")
+    check(any(b["state"] == "open" for b in d.state()["breakers"]), "circuit open")
+    r = shim_chat(env)
+    eq(r.status, 429, "request 3: the circuit is open (%s)" % r.body[:200])
+    d.advance(31)  # past breaker_open_s (30) and the backoff windows: half-open
+    mock.script("key-a-secret", [{"kind": "slow_first_byte", "delay_ms": 30000}])
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H",
+                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+                  "-d", CHAT], timeout=1)
+    eq(r.rc, 28, "the probe's client gave up after 1 s (%s)" % r.stderr)
+    aortest.wait_until(lambda: "shim client closed its connection with a request in flight"
+                       in d.stderr_text(), what="the probe cancelled")
+    r = shim_chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"),
+       "the next request is the probe and closes the circuit (%s)" % r.body[:200])
+    eq([b for b in d.state()["breakers"] if b["state"] != "closed"], [], "circuit closed")
+
+
 def test_all_backed_off_openai_shape(env):
     mock, d = two_key_setup(env)
     mock.script("key-a-secret", [{"status": 429, "headers": {"retry-after": "30"}, "times": -1}])

@@ -175,6 +175,39 @@ static void test_lost_probe_lease_expires(void **state) {
     assert_int_equal(aor_breaker_allow(b, "p", "m", 116), 1);
 }
 
+/* Review: a probe whose client went away (its attempt cancelled) hands its lease back,
+ * so the next request probes at once instead of every request skipping the circuit
+ * until the lease would have ended; a lease that is not the one given changes nothing. */
+static void test_cancelled_probe_releases_its_lease(void **state) {
+    aor_breaker *b = *state;
+    aor_breaker_row row;
+    open_at_20(b);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 55), 1); /* the probe */
+    assert_int_equal(aor_breaker_get(b, "p", "m", 55, &row), 1);
+    double lease = row.probe_until;
+    assert_time(lease, 85);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 56), 0);
+    aor_breaker_release_probe(b, "p", "m", 80);        /* another lease: no change */
+    aor_breaker_release_probe(b, "p", "other", lease); /* another circuit: none */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 56), 0);
+    aor_breaker_release_probe(b, "p", "m", lease); /* cancelled */
+    assert_int_equal(aor_breaker_get(b, "p", "m", 57, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_HALF_OPEN);
+    assert_time(row.probe_until, 0);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 57), 1); /* the next probe, at once */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 58), 0); /* one in flight again */
+    aor_breaker_release_probe(b, "p", "m", lease);           /* the old lease: no change */
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 58), 0);
+    /* Once the probe failed (open again), a late release changes nothing. */
+    assert_int_equal(aor_breaker_get(b, "p", "m", 58, &row), 1);
+    lease = row.probe_until;
+    assert_int_equal(aor_breaker_fail(b, "p", "m", 59), 1);
+    aor_breaker_release_probe(b, "p", "m", lease);
+    assert_int_equal(aor_breaker_get(b, "p", "m", 60, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_OPEN);
+    assert_int_equal(aor_breaker_allow(b, "p", "m", 60), 0);
+}
+
 /* A replayed (restored) circuit has no lease, even over a probe in flight: the first
  * request after its expiry is the probe. */
 static void test_restore_forgets_lease(void **state) {
@@ -430,6 +463,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_three_failures_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spread_failures_do_not_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_includes_its_ends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancelled_probe_releases_its_lease, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_after_expiry_and_success_closes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_probe_in_flight_holds_others, setup, teardown),
