@@ -211,15 +211,14 @@ static void peer_eof_seen(aor_conn *c) {
     read_enable(c, 0);
 }
 
-/* 1 when a shim client closed its connection for good, not only its sending side: on
- * the Unix socket a close (or shutdown(SHUT_RDWR)) hangs ours up (POLLHUP), while a
- * shutdown(SHUT_WR) does not. Then nobody can read an answer: the request in flight is
- * cancelled (its upstream transfer closed, no further candidate tried) instead of
- * walking on for a client that left. TCP cannot tell the two apart before a write fails,
- * so a sidecar client's close is seen at the first write of the answer. */
+/* 1 when a shim client (hup_check asks only for those) closed its connection for good,
+ * not only its sending side: on the Unix socket a close (or shutdown(SHUT_RDWR)) hangs
+ * ours up (POLLHUP), while a shutdown(SHUT_WR) does not. Then nobody can read an
+ * answer: the request in flight is cancelled (its upstream transfer closed, no further
+ * candidate tried) instead of walking on for a client that left. TCP cannot tell the two
+ * apart before a write fails, so a sidecar client's close is seen at the first write of
+ * the answer. */
 static int peer_closed_for_good(const aor_conn *c) {
-    if (!c->via_shim)
-        return 0;
     struct pollfd pfd = {.fd = c->fd, .events = 0};
     return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
 }

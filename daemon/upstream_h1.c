@@ -1385,6 +1385,11 @@ static void origin_free(h1_origin *o) {
     free(o);
 }
 
+/* 1 when two ca_file settings name the same file (NULL: none, the system store alone). */
+static int same_ca_file(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 static void trusts_free(aor_h1 *h) {
     while (h->trusts) {
         h1_trust *t = h->trusts;
@@ -1399,14 +1404,13 @@ static void trusts_free(aor_h1 *h) {
  * origin loaded it already since the last reload. NULL on ENOMEM. */
 static X509_STORE *trust_get(aor_h1 *h, const char *ca_file) {
     for (h1_trust *t = h->trusts; t; t = t->next)
-        if (t->ca_file == ca_file || (t->ca_file && ca_file && strcmp(t->ca_file, ca_file) == 0))
+        if (same_ca_file(t->ca_file, ca_file))
             return t->store;
     h1_trust *t = calloc(1, sizeof *t);
     if (!t || (ca_file && !(t->ca_file = strdup(ca_file))) || !(t->store = X509_STORE_new()))
         goto fail;
     /* The system store, and ca_file as an extra CA (spec §3: "optional extra CA"). */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long long t0 = mono_ms();
     if (!X509_STORE_set_default_paths(t->store)) {
         aor_warn("upstream TLS: could not load the system CA store");
         ERR_clear_error();
@@ -1415,10 +1419,8 @@ static X509_STORE *trust_get(aor_h1 *h, const char *ca_file) {
         aor_warn("upstream TLS: could not load %s", ca_file);
         ERR_clear_error();
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    aor_debug("upstream TLS: loaded the system CA store%s%s (%.1f ms)", ca_file ? " and " : "",
-              ca_file ? ca_file : "",
-              (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    aor_debug("upstream TLS: loaded the system CA store%s%s (%lld ms)", ca_file ? " and " : "",
+              ca_file ? ca_file : "", mono_ms() - t0);
     t->next = h->trusts;
     h->trusts = t;
     return t->store;
@@ -1466,8 +1468,7 @@ static h1_origin *origin_get(aor_h1 *h, const char *url, const char *ca_file, in
     }
     for (h1_origin *o = h->origins; o; o = o->next) {
         if (o->prefix_len == n && memcmp(o->prefix, url, n) == 0 &&
-            (o->ca_file == ca_file ||
-             (o->ca_file && ca_file && strcmp(o->ca_file, ca_file) == 0))) {
+            same_ca_file(o->ca_file, ca_file)) {
             if (o->trust_stale) {
                 /* New connections verify with the files as they are now; pooled ones
                  * (verified already) and those using the old context keep it. */
