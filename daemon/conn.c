@@ -3,6 +3,7 @@
 #include "admin.h"
 #include "dialect.h"
 #include "guard.h"
+#include "listen.h"
 #include "log.h"
 #include "passthru.h"
 #include "publish.h"
@@ -28,7 +29,7 @@
 #define IDLE_TIMEOUT_S 300
 #define OUT_LOW_WATERMARK (256 * 1024)
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
-#define HUP_CHECK_MS 250     /* how often a half-closed shim client's request looks for a close */
+#define HUP_CHECK_MS 250     /* how often a half-closed client's request looks for a close */
 #define READ_MAX 16384       /* bytes per SSL_read (one TLS record's payload) */
 #define PLAIN_READ_MAX 65536 /* bytes per recv of a plain socket (a big prompt in one) */
 #define IN_READ_MAX_PER_EVENT (256 * 1024) /* bytes taken per readable event */
@@ -69,7 +70,7 @@ struct aor_conn {
     int last;         /* stopping (aor_conn_drain): the request in flight or arriving is
                          the last one; close after its answer */
     int peer_eof;     /* the client sends no more: answer what came, then close */
-    /* Shim, after peer_eof with a request in flight: is the client gone for good?
+    /* After peer_eof with a request in flight: is the client gone for good?
      * (hup_check, every HUP_CHECK_MS) */
     struct event *hup_ev;
     int aborted; /* an answer was cut: close without close_notify (spec §5.3) */
@@ -211,36 +212,45 @@ static void peer_eof_seen(aor_conn *c) {
     read_enable(c, 0);
 }
 
-/* 1 when a shim client (hup_check asks only for those) closed its connection for good,
- * not only its sending side: on the Unix socket a close (or shutdown(SHUT_RDWR)) hangs
- * ours up (POLLHUP), while a shutdown(SHUT_WR) does not. Then nobody can read an
- * answer: the request in flight is cancelled (its upstream transfer closed, no further
- * candidate tried) instead of walking on for a client that left. TCP cannot tell the two
- * apart before a write fails, so a sidecar client's close is seen at the first write of
- * the answer. */
+/* 1 when the client closed its connection for good, not only its sending side (both
+ * look alike as an end of input): then nobody can read an answer, and the request in
+ * flight is cancelled (its upstream transfer closed, no further candidate tried) instead
+ * of walking on for a client that left. On the shim's Unix socket a close (or
+ * shutdown(SHUT_RDWR)) hangs ours up (POLLHUP), a shutdown(SHUT_WR) does not. On the
+ * sidecar's loopback TCP the client's socket is asked after (aor_listen_peer): closed by
+ * its process, it is orphaned (or a TIME_WAIT mini socket); half-closed, still held.
+ * When that cannot be told (no inet_diag), the close is seen at the first write of the
+ * answer. */
 static int peer_closed_for_good(const aor_conn *c) {
-    struct pollfd pfd = {.fd = c->fd, .events = 0};
-    return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
+    if (c->via_shim) {
+        struct pollfd pfd = {.fd = c->fd, .events = 0};
+        return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
+    }
+    int held = 1;
+    if (aor_listen_peer(c->fd, NULL, &held) < 0)
+        return errno == ENOENT || errno == ENOTCONN; /* its socket is gone altogether */
+    return !held;
 }
 
 static void on_hup_check(evutil_socket_t fd, short what, void *arg);
 
-/* A shim client stopped sending while its request is in flight. Gone for good (closed,
- * not only shut down for writing): the request is cancelled now. Else looked at again
- * every HUP_CHECK_MS while the request lasts: a TLS client's close_notify comes just
- * before its close(), and the end of its sending side shows no readiness again. Returns
- * 1 when c was released. */
+/* A client stopped sending while its request is in flight. Gone for good (closed, not
+ * only shut down for writing): the request is cancelled now. Else looked at again every
+ * HUP_CHECK_MS while the request lasts: a TLS client's close_notify comes just before
+ * its close(), a TCP client's FIN leaves before its socket is released, and the end of
+ * its sending side shows no readiness again. Returns 1 when c was released. */
 static int hup_check(aor_conn *c) {
-    if (!c->busy || !c->via_shim)
+    if (!c->busy)
         return 0;
     if (peer_closed_for_good(c)) {
-        aor_debug("shim client closed its connection with a request in flight: cancelled");
+        aor_debug("%s client closed its connection with a request in flight: cancelled",
+                  c->via_shim ? "shim" : "sidecar");
         conn_release(c);
         return 1;
     }
     if (!c->hup_ev)
         c->hup_ev = evtimer_new(c->d->base, on_hup_check, c);
-    if (c->hup_ev) { /* ENOMEM: seen at the first write of the answer, as on TCP */
+    if (c->hup_ev) { /* ENOMEM: seen at the first write of the answer */
         struct timeval tv = {0, HUP_CHECK_MS * 1000};
         event_add(c->hup_ev, &tv);
     }

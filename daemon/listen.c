@@ -86,7 +86,8 @@ static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
                           int salen, void *arg) {
     aor_daemon *d = arg;
     unsigned uid = 0;
-    if (aor_listen_peer_uid(fd, &uid) < 0) {
+    int held = 1;
+    if (aor_listen_peer(fd, &uid, &held) < 0) {
         /* ENOTCONN/ENOENT: the peer closed already (connect-then-close); not worth a
          * warning each time, which any local user could have aord write at will. */
         int e = errno;
@@ -100,6 +101,12 @@ static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
                 d->accept_warned_at = now;
         }
         d->m.rejected_peers++;
+        close(fd);
+        return;
+    }
+    if (!held) { /* connect, send, close before the accept: nobody to answer */
+        aor_debug("sidecar: a connection closed by its client before it was accepted; "
+                  "dropped");
         close(fd);
         return;
     }
@@ -317,7 +324,7 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
     return 0;
 }
 
-int aor_listen_peer_uid(int fd, unsigned *uid) {
+int aor_listen_peer(int fd, unsigned *uid, int *held) {
     struct sockaddr_storage local, peer;
     socklen_t ll = sizeof local, pl = sizeof peer;
     if (getsockname(fd, (struct sockaddr *)&local, &ll) < 0 ||
@@ -376,7 +383,10 @@ int aor_listen_peer_uid(int fd, unsigned *uid) {
             }
             if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
                 struct inet_diag_msg *m = NLMSG_DATA(h);
-                *uid = m->idiag_uid;
+                if (uid)
+                    *uid = m->idiag_uid;
+                if (held) /* closed by its process: orphaned, or TIME_WAIT's mini socket */
+                    *held = m->idiag_inode != 0;
                 found = 1;
                 done = 1;
                 break;

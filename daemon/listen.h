@@ -21,9 +21,16 @@ int aor_listen_unix(aor_daemon *d, char *err, size_t errlen);
  * d->tcp_port. Returns 0 (also when listen is off), or -1 with a message in err. */
 int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen);
 
-/* Uid owning the TCP socket at the other end of the loopback connection fd, via
- * NETLINK_SOCK_DIAG. Returns 0 and sets *uid, or -1 with errno. */
-int aor_listen_peer_uid(int fd, unsigned *uid);
+/* What NETLINK_SOCK_DIAG (Linux inet_diag) says of the TCP socket at the other end of
+ * the loopback connection fd: *uid, the uid owning it (spec §8: only aord's own may use
+ * the listener), and *held, 1 while a process still has it open, 0 once every descriptor
+ * of it was closed and the kernel finishes the connection alone (an orphaned or
+ * TIME_WAIT socket, inode 0: nobody can read an answer any more). A shutdown(SHUT_WR)
+ * keeps it held: that is how a close and a half-close, alike on the wire until a write
+ * fails, are told apart. Either pointer may be NULL. Returns 0, or -1 with errno: ENOENT
+ * (no such socket any more), ENOTCONN (fd's connection is gone), EAFNOSUPPORT (fd is
+ * not TCP over IPv4 or IPv6), or a socket call's. */
+int aor_listen_peer(int fd, unsigned *uid, int *held);
 
 /* Closes both listeners and removes the socket file (when it is still a socket). */
 void aor_listen_close(aor_daemon *d);

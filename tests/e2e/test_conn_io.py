@@ -341,6 +341,95 @@ def test_shim_client_gone_with_its_last_bytes_cancels_the_request_in_flight(env)
     up.close()
 
 
+def test_half_closed_sidecar_client_waits_for_a_slow_answer(env):
+    """A sidecar client that shuts down its sending side (`nc -N`, shutdown(SHUT_WR))
+    while the upstream takes a second still gets the answer: aord looks for a close every
+    250 ms while the request lasts (test_sidecar_client_gone_cancels_the_request_in_
+    flight) and must not take the half-close, alike on the wire, for one."""
+
+    def slow_echo(up, s):
+        while True:
+            head, body = up.read_request(s)
+            if head is None:
+                return
+            time.sleep(1.2)
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    up, d = start(env, slow_echo)
+    for n in (1, 2):
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+        s.sendall(request() * n)
+        s.shutdown(socket.SHUT_WR)
+        out, how = read_all(s)
+        s.close()
+        eq(out.count(b"HTTP/1.1 200"), n, "%d request(s), then SHUT_WR: answered (%r)"
+           % (n, out[:200]))
+        eq(how, "eof", "closed after the answers")
+    no_sanitizer_report(d)
+    up.close()
+
+
+def test_sidecar_client_gone_cancels_the_request_in_flight(env):
+    """A sidecar client that closed its connection while its request was upstream kept
+    the request going until the answer's write failed (3 s here; up to the stall limit
+    for a silent upstream). Closed after the request, with it in one write, after a
+    half-close, or with an RST: the upstream transfer is closed within a look (250 ms).
+    A request whose client closed before aord accepted the connection is not sent."""
+    seen = []
+
+    def watcher(up, s):
+        """Reads one request, then waits up to 3 s for aord to close the connection."""
+        head, body = up.read_request(s)
+        if head is None:
+            return
+        t0 = time.monotonic()
+        s.settimeout(3)
+        try:
+            x = s.recv(1)
+            seen.append("closed after %.2f s" % (time.monotonic() - t0) if not x else "data")
+        except socket.timeout:
+            seen.append("open for 3 s")
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 2\r\n\r\n{}")
+        except OSError as e:
+            seen.append("closed after %.2f s (%s)" % (time.monotonic() - t0, e))
+
+    up, d = start(env, watcher)
+    for case in ("close", "request+close", "half-close, then close", "reset"):
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+        if case == "reset":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if case == "request+close":
+            s.sendall(request())
+            s.close()
+        else:
+            s.sendall(request())
+        if case == "request+close":
+            # Gone before aord accepted it: dropped there, never sent upstream; or
+            # accepted first, then cancelled as in the other cases.
+            end = time.monotonic() + 2
+            while not up.heads and time.monotonic() < end:
+                time.sleep(0.05)
+            if not up.heads:
+                continue
+        else:
+            aortest.wait_until(lambda: len(up.heads) > 0, what="the request upstream (%s)"
+                               % case)
+        if case == "half-close, then close":
+            s.shutdown(socket.SHUT_WR)
+            time.sleep(0.6)  # aord has seen the end and looks again every 250 ms
+        if case != "request+close":
+            s.close()
+        aortest.wait_until(lambda: seen, what="the upstream's view", timeout=10)
+        got = seen.pop()
+        check(got.startswith("closed after") and float(got.split()[2]) < 2.0,
+              "%s: the request in flight was cancelled (%s)" % (case, got))
+        up.heads.clear()
+    no_sanitizer_report(d)
+    up.close()
+
+
 def test_stop_with_a_connection_in_the_preamble_stage_is_clean(env):
     """A shim connection that sent its preamble but no byte of its own yet (the client
     has not written) when aord stops: freed, nothing leaked."""

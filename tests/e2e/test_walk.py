@@ -168,6 +168,33 @@ def test_shim_client_that_leaves_ends_its_walk(env):
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "aord goes on serving")
 
 
+def test_sidecar_client_that_leaves_ends_its_walk(env):
+    """The same for a sidecar client (curl --max-time 1 to the base URL): on loopback TCP
+    a close and a half-close look alike until a write fails, so its request walked on to
+    key B when A's 429 came. aord now asks the kernel after the client's socket
+    (inet_diag): released by its process, the client is gone and the request is
+    cancelled. A client that only half-closed is still answered
+    (test_conn_io.test_half_closed_sidecar_client_waits_for_a_slow_answer)."""
+    mock, d = two_key_setup(env, fake_clock=None, debug=True)
+    mock.script("key-a-secret", [{"status": 429, "delay_ms": 3000}])
+    t0 = time.monotonic()
+    r = env.curl(["http://127.0.0.1:%d/v1/chat/completions" % d.port, "-H",
+                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+                  "-d", CHAT], preload=False, timeout=1)
+    eq(r.rc, 28, "curl gave up after 1 s (%s)" % r.stderr)
+    check(any(x["key"] == "key-a-secret" for x in mock.log()), "key A had the request")
+    time.sleep(max(0, 5 - (time.monotonic() - t0)))  # A's 429 came at 3 s
+    eq([x["key"] for x in mock.log() if x["key"] != "key-a-secret"], [],
+       "no other key got the request of a client that left")
+    eq(d.state()["backoff"], [], "nothing backed off for it")
+    check("sidecar client closed its connection with a request in flight: cancelled"
+          in d.stderr_text(), "the debug log says so:\n" + d.stderr_text()[-2000:])
+    r = env.curl(["http://127.0.0.1:%d/v1/chat/completions" % d.port, "-H",
+                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
+                  "-d", CHAT], preload=False)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "aord goes on serving")
+
+
 def test_probe_whose_client_left_hands_its_lease_back(env):
     """Review: a shim client that left during its circuit's probe cancelled the probe
     (test_shim_client_that_leaves_ends_its_walk), which then held the circuit shut for
