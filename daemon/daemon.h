@@ -5,6 +5,7 @@
 #include "cfgref.h"
 #include "config.h"
 #include "rstate.h"
+#include "sse_end.h"
 #include "tls.h"
 #include "upstream.h"
 
@@ -33,6 +34,7 @@ typedef struct aor_daemon {
     const char *config_arg; /* --config value or NULL */
     aor_tls *tls;
     aor_rstate *rs;
+    aor_sse_ends *sse_ends; /* upstreams seen to end their streams well (sse_end.h) */
     aor_upstream *up;
     struct evconnlistener *unix_listener;
     struct evconnlistener *tcp_listener;

@@ -432,6 +432,11 @@ int main(int argc, char **argv) {
         aor_error("state: %s", err);
         goto out_tls;
     }
+    d.sse_ends = aor_sse_ends_new();
+    if (!d.sse_ends) {
+        aor_error("out of memory");
+        goto out_rs;
+    }
     d.up = aor_upstream_new(d.base);
     if (!d.up) {
         aor_error("cannot create the upstream multi handle");
@@ -521,6 +526,7 @@ out_up:
     aor_http_spares_free();
     aor_upstream_free(d.up);
 out_rs:
+    aor_sse_ends_free(d.sse_ends);
     aor_rstate_close(d.rs);
 out_tls:
     aor_tls_free(d.tls);

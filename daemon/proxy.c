@@ -1178,12 +1178,17 @@ static void note_failure(aor_proxy *p, const aor_candidate *cand, const aor_verd
         aor_warn("out of memory keeping a failure's text");
 }
 
-/* At the clean end of a forwarded SSE answer: 1 when its last event is an error event
- * (verdict in *v). A provider that fails in the middle of a stream sends one and ends
- * it (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is
- * no success (§4.1, §5.3). The client has the event already; its response then ends
- * without its terminator (on_up_done). Only the last event is looked at, in the last
- * SSE_TAIL_MAX bytes. */
+/* At the end of a forwarded SSE answer: 1 when its last event is an error event (verdict
+ * in *v). A provider that fails in the middle of a stream sends one and ends it
+ * (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is no
+ * success (§4.1, §5.3). 2 when the answer ended cleanly (answer_done) without the event
+ * that ends its endpoint's streams (sse_end.h: `data: [DONE]`, message_stop,
+ * response.completed), from an upstream seen to send that event before: cut short on
+ * the way, a transient failure (§4.1: "a stream that ends without its terminator"; the
+ * verdict in *v). 0 otherwise; an upstream that sent the terminator is noted as one that
+ * does. The client has the events already; its response then ends without its
+ * terminator (on_up_done). Only the last event is looked at, in the last SSE_TAIL_MAX
+ * bytes. */
 static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     size_t n = p->tail_total < SSE_TAIL_MAX ? p->tail_total : SSE_TAIL_MAX;
     char *buf = n ? malloc(n) : NULL;
@@ -1195,44 +1200,81 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     memcpy(buf + first, p->sse_tail, n - first);
     /* One pass over the bytes, an event ending at each LF LF or CRLF CRLF. When more went
      * in than the ring holds, its first 4 bytes only tell whether an event starts right
-     * after them (start < 0: inside an event, not known where it began). */
+     * after them (start < 0: inside an event, not known where it began). last: the last
+     * event that counts (tail_event_counts); final: the last one but comments, [DONE]
+     * included. */
     size_t from = p->tail_total > SSE_TAIL_MAX ? 4 : 0;
     long start = from ? -1 : 0;
-    const char *last = NULL;
-    size_t last_len = 0;
-    for (size_t i = from ? from - 1 : 0; i < n; i++) {
-        if (buf[i] != '\n')
-            continue;
-        int blank = (i >= 1 && buf[i - 1] == '\n') ||
-                    (i >= 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r');
-        if (!blank)
-            continue;
-        if (start >= 0 && tail_event_counts(buf + start, i + 1 - (size_t)start)) {
-            last = buf + start;
-            last_len = i + 1 - (size_t)start;
+    const char *last = NULL, *final = NULL;
+    size_t last_len = 0, final_len = 0;
+    for (size_t i = from ? from - 1 : 0; i <= n; i++) {
+        size_t evlen;
+        if (i == n) { /* a last event without its blank line (the stream ended right after) */
+            if (start < 0 || (size_t)start >= n)
+                break;
+            evlen = n - (size_t)start;
+        } else {
+            if (buf[i] != '\n')
+                continue;
+            int blank = (i >= 1 && buf[i - 1] == '\n') ||
+                        (i >= 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r');
+            if (!blank)
+                continue;
+            if (start < 0) {
+                start = (long)(i + 1);
+                continue;
+            }
+            evlen = i + 1 - (size_t)start;
+        }
+        const char *ev = buf + start;
+        if (!event_is_comment(ev, evlen)) {
+            final = ev;
+            final_len = evlen;
+            if (tail_event_counts(ev, evlen)) {
+                last = ev;
+                last_len = evlen;
+            }
         }
         start = (long)(i + 1);
     }
-    /* A last event without its blank line (the stream ended right after it). */
-    if (start >= 0 && (size_t)start < n && tail_event_counts(buf + start, n - (size_t)start)) {
-        last = buf + start;
-        last_len = n - (size_t)start;
-    }
     int failed = last && event_is_error(p, last, last_len, v);
+    if (!failed && p->answer_done && final) {
+        aor_sse_end kind = aor_sse_end_of(p->dialect, p->path);
+        const char *base_url = p->cfg->providers[p->cand->provider].base_url;
+        /* [DONE] is the very last event; the others the last that counts (an upstream
+         * that adds a [DONE] after response.completed still ended well). */
+        int ended = kind == AOR_SSE_END_DONE ? aor_sse_end_matches(kind, final, final_len)
+                                             : last && aor_sse_end_matches(kind, last, last_len);
+        if (ended) {
+            (void)aor_sse_ends_note(p->d->sse_ends, base_url, kind); /* ENOMEM: not checked */
+        } else if (aor_sse_ends_seen(p->d->sse_ends, base_url, kind)) {
+            v->kind = AOR_KIND_TRANSIENT;
+            v->hint_s = -1;
+            snprintf(v->reason, sizeof v->reason,
+                     "the stream ended without its terminator (%s): cut short upstream",
+                     aor_sse_end_name(kind));
+            failed = 2;
+        }
+    }
     free(buf);
     return failed;
 }
 
-/* Records the attempt of a forwarded answer at its end: the failure its last SSE event
- * names when that is an error event (sse_tail_failed), else `otherwise` (success at a
- * clean end or when the client left; transient when the upstream cut it). Returns 1
- * when the last event was an error event (a failure recorded), else 0. */
+/* Records the attempt of a forwarded answer at its end: the failure sse_tail_failed finds
+ * (a last error event, a missing terminator), else `otherwise` (success at a clean end
+ * or when the client left; transient when the upstream cut it). Returns 1 when such a
+ * failure was recorded, else 0. */
 static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise) {
     aor_verdict ev;
-    if (p->sse_tail && sse_tail_failed(p, &ev)) {
+    int failed = p->sse_tail ? sse_tail_failed(p, &ev) : 0;
+    if (failed) {
         redact(p, ev.reason, sizeof ev.reason);
-        aor_info("%s/%s: the stream ended with an error event -> %s (%s)", cand_provider(p, cand),
-                 cand->key_name, aor_kind_name(ev.kind), ev.reason);
+        if (failed == 2)
+            aor_warn("%s/%s: %s -> %s; ending the client's response without its terminator",
+                     cand_provider(p, cand), cand->key_name, ev.reason, aor_kind_name(ev.kind));
+        else
+            aor_info("%s/%s: the stream ended with an error event -> %s (%s)",
+                     cand_provider(p, cand), cand->key_name, aor_kind_name(ev.kind), ev.reason);
         if (otherwise == AOR_KIND_OK)
             p->d->m.attempt_fail++;
         note_failure(p, cand, &ev);

@@ -401,6 +401,62 @@ def test_streams_cut_after_the_first_byte_escalate_and_open_the_circuit(env):
        "every attempt and every failure counted, streamed ones too")
 
 
+def test_stream_that_ends_cleanly_without_its_terminator_is_a_failure(env):
+    """QA: a stream whose HTTP body ended cleanly but without the event that ends its
+    endpoint's streams (a gateway that closes a failed stream's body cleanly) went to
+    the client as a clean end and was recorded as a success: backoff row cleared, key
+    made sticky (§4.1 "a stream that ends without its terminator"; §5.3 "never a clean
+    end"). From an upstream that has sent the terminator before, it is now a transient
+    failure and the client's response is left unfinished. An upstream never seen to
+    send one (an OpenAI-compatible server without data: [DONE]) is not cut."""
+    mock, d = setup(env, keys=(("A", 0), ("B", 1)))
+    # Not seen yet from this upstream: passed on as it ended, a success.
+    mock.script("secret-A", [{"kind": "end_after", "events": 2}])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key"), r.rc), (200, "A", 0),
+       "first stream without [DONE]: a clean end (%s)" % r.stderr.strip())
+    check("[DONE]" not in r.body, "the mock left the terminator out")
+    eq(d.state()["backoff"], [], "no failure recorded for it")
+    # A complete stream: the upstream is now one that sends data: [DONE].
+    r = chat(env, stream=True)
+    eq((r.status, r.rc), (200, 0), "complete stream")
+    check(r.body.rstrip().endswith("data: [DONE]"), "it ends with [DONE]: %r" % r.body[-80:])
+    # Now a stream that ends cleanly without it is cut short: failure, unfinished answer.
+    mock.script("secret-A", [{"kind": "end_after", "events": 2}])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the stream came from A")
+    eq(len([x for x in r.body.split("\n\n") if x.strip()]), 2, "its 2 events reached the client")
+    eq(r.rc, 18, "curl: partial transfer, the response ended without its terminator (%s)"
+       % r.stderr.strip())
+    a = row(d, "A")
+    check(a is not None and a["last_error_kind"] == "transient", "A backed off: %r" % a)
+    check("without its terminator (data: [DONE])" in d.stderr_text(),
+          "aord says why:\n" + d.stderr_text()[-1500:])
+    r = chat(env, stream=True)
+    eq((r.status, r.headers.get("x-aor-key"), r.rc), (200, "B", 0),
+       "the next request goes to B, and ends cleanly")
+
+
+def test_anthropic_stream_without_message_stop_is_a_failure(env):
+    """The same for Anthropic's Messages stream, which ends with message_stop."""
+    mock2, d2 = setup(env, keys=(("A", 0),), dialect="anthropic", host="api.anthropic.com",
+                      models="claude-x")  # fmt: skip
+    body = json.dumps({"model": "claude-x", "max_tokens": 10, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+    args = ["https://api.anthropic.com/v1/messages", "-H", "x-api-key: client-1",
+            "-H", "anthropic-version: 2023-06-01", "-H", "content-type: application/json",
+            "-d", body]  # fmt: skip
+    r = env.curl(args)
+    eq((r.status, r.rc), (200, 0), "a complete Anthropic stream")
+    check("message_stop" in r.body[-200:], "it ends with message_stop")
+    mock2.script("secret-A", [{"kind": "end_after", "events": 4}])
+    r = env.curl(args)
+    eq((r.status, r.rc), (200, 18), "without message_stop: left unfinished (%s)"
+       % r.stderr.strip())
+    a = row(d2, "A")
+    check(a is not None and a["last_error_kind"] == "transient", "A backed off: %r" % a)
+
+
 def test_a_failed_connect_at_the_end_does_not_hide_the_last_response(env):
     """§5.6: the walk ran out with upstream errors -> the last upstream *response* as it
     came. A last attempt that got no response (connection refused) used to turn the answer

@@ -42,6 +42,7 @@ KINDS = (
     "sse_error_first",
     "sse_error_after",
     "cut_after",
+    "end_after",
     "slow_first_byte",
     "html",
     "preset",
@@ -138,6 +139,8 @@ def validate_entry(e, i, fixtures):
     _int_field(e, "events", where, 0)
     if kind == "cut_after" and "events" not in e:
         raise ScriptError("%s: cut_after needs events (how many events to send)" % where)
+    if kind == "end_after" and "events" not in e:
+        raise ScriptError("%s: end_after needs events (how many events to send)" % where)
     if kind == "sse_error_after" and "events" not in e:
         raise ScriptError("%s: sse_error_after needs events" % where)
     if kind == "slow_first_byte" and "delay_ms" not in e:
@@ -564,11 +567,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         err = shapes.error_event(ctx["endpoint"], ctx["dialect"], e.get("error"), ctx["sse_mode"])
         if kind == "sse_error_first":
             return [err], None, None
-        if kind in ("sse_error_after", "cut_after"):
+        if kind in ("sse_error_after", "cut_after", "end_after"):
             n = e["events"]
             events = self._events(ctx, max(n, shapes.DEFAULT_DELTAS))
             if kind == "cut_after":
                 return events, n, None
+            if kind == "end_after":
+                return events[:n], None, None
             return events[:n] + [err], None, None
         events = self._events(ctx, e.get("events", shapes.DEFAULT_DELTAS))
         return events, None, (st.gate(e["gate"]) if kind == "gated_stream" else None)
