@@ -369,15 +369,25 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
         return -1;
     }
     long buf[2048];
-    int found = 0;
+    int found = 0, err = ENOENT; /* the kernel's answer when no socket matches */
     for (;;) {
         ssize_t n = recv(nl, buf, sizeof buf, 0);
-        if (n <= 0)
+        if (n <= 0) { /* the kernel could not be asked: not a sign that the peer is gone */
+            err = n < 0 && errno != ENOENT ? errno : EIO;
             break;
+        }
         struct nlmsghdr *h = (struct nlmsghdr *)buf;
         int done = 0;
         for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *e = NLMSG_DATA(h);
+                /* -ENOENT: no such socket; anything else (ENOMEM...) is the query's */
+                if (h->nlmsg_len >= NLMSG_LENGTH(sizeof *e) && e->error != 0)
+                    err = -e->error;
+                done = 1;
+                break;
+            }
+            if (h->nlmsg_type == NLMSG_DONE) {
                 done = 1;
                 break;
             }
@@ -397,7 +407,7 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
     }
     close(nl);
     if (!found) {
-        errno = ENOENT;
+        errno = err;
         return -1;
     }
     return 0;

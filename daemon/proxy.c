@@ -118,6 +118,9 @@ struct aor_proxy {
      * went in), so its clean end can tell a last error event (an overloaded_error in the
      * middle of an Anthropic stream) from a success (sse_tail_failed). NULL otherwise. */
     char *sse_tail;
+    /* A forwarded 2xx SSE answer: has the terminator of its endpoint's streams gone by?
+     * (sse_end.h; kind NONE for endpoints without one, and before the commit) */
+    aor_sse_end_scan end_scan;
     /* The end of a forwarded answer that could be the start of the configured secret
      * (write_stream): held back until the next bytes tell, rd_len bytes in rd_hold. */
     char *rd_hold;
@@ -1181,14 +1184,13 @@ static void note_failure(aor_proxy *p, const aor_candidate *cand, const aor_verd
 /* At the end of a forwarded SSE answer: 1 when its last event is an error event (verdict
  * in *v). A provider that fails in the middle of a stream sends one and ends it
  * (Anthropic's overloaded_error, OpenAI's {"error": ...}): the attempt failed, it is no
- * success (§4.1, §5.3). 2 when the answer ended cleanly (answer_done) without the event
- * that ends its endpoint's streams (sse_end.h: `data: [DONE]`, message_stop,
- * response.completed), from an upstream seen to send that event before: cut short on
- * the way, a transient failure (§4.1: "a stream that ends without its terminator"; the
- * verdict in *v). 0 otherwise; an upstream that sent the terminator is noted as one that
- * does. The client has the events already; its response then ends without its
- * terminator (on_up_done). Only the last event is looked at, in the last SSE_TAIL_MAX
- * bytes. */
+ * success (§4.1, §5.3). Only the last event is looked at, in the last SSE_TAIL_MAX
+ * bytes. Else 2 when the answer ended cleanly (answer_done) without the terminator of
+ * its endpoint's streams (end_scan: `data: [DONE]`, message_stop, response.completed),
+ * where the same upstream, endpoint and model ended one with it before (sse_end.h): cut
+ * short on the way, a transient failure (§4.1: "a stream that ends without its
+ * terminator"; the verdict in *v). 0 otherwise. The client has the events already; its
+ * response then ends without its own terminator (on_up_done). */
 static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     size_t n = p->tail_total < SSE_TAIL_MAX ? p->tail_total : SSE_TAIL_MAX;
     char *buf = n ? malloc(n) : NULL;
@@ -1200,54 +1202,36 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
     memcpy(buf + first, p->sse_tail, n - first);
     /* One pass over the bytes, an event ending at each LF LF or CRLF CRLF. When more went
      * in than the ring holds, its first 4 bytes only tell whether an event starts right
-     * after them (start < 0: inside an event, not known where it began). last: the last
-     * event that counts (tail_event_counts); final: the last one but comments, [DONE]
-     * included. */
+     * after them (start < 0: inside an event, not known where it began). */
     size_t from = p->tail_total > SSE_TAIL_MAX ? 4 : 0;
     long start = from ? -1 : 0;
-    const char *last = NULL, *final = NULL;
-    size_t last_len = 0, final_len = 0;
-    for (size_t i = from ? from - 1 : 0; i <= n; i++) {
-        size_t evlen;
-        if (i == n) { /* a last event without its blank line (the stream ended right after) */
-            if (start < 0 || (size_t)start >= n)
-                break;
-            evlen = n - (size_t)start;
-        } else {
-            if (buf[i] != '\n')
-                continue;
-            int blank = (i >= 1 && buf[i - 1] == '\n') ||
-                        (i >= 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r');
-            if (!blank)
-                continue;
-            if (start < 0) {
-                start = (long)(i + 1);
-                continue;
-            }
-            evlen = i + 1 - (size_t)start;
-        }
-        const char *ev = buf + start;
-        if (!event_is_comment(ev, evlen)) {
-            final = ev;
-            final_len = evlen;
-            if (tail_event_counts(ev, evlen)) {
-                last = ev;
-                last_len = evlen;
-            }
+    const char *last = NULL;
+    size_t last_len = 0;
+    for (size_t i = from ? from - 1 : 0; i < n; i++) {
+        if (buf[i] != '\n')
+            continue;
+        int blank = (i >= 1 && buf[i - 1] == '\n') ||
+                    (i >= 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r');
+        if (!blank)
+            continue;
+        if (start >= 0 && tail_event_counts(buf + start, i + 1 - (size_t)start)) {
+            last = buf + start;
+            last_len = i + 1 - (size_t)start;
         }
         start = (long)(i + 1);
     }
+    /* A last event without its blank line (the stream ended right after it). */
+    if (start >= 0 && (size_t)start < n && tail_event_counts(buf + start, n - (size_t)start)) {
+        last = buf + start;
+        last_len = n - (size_t)start;
+    }
     int failed = last && event_is_error(p, last, last_len, v);
-    if (!failed && p->answer_done && final) {
-        aor_sse_end kind = aor_sse_end_of(p->dialect, p->path);
-        const char *base_url = p->cfg->providers[p->cand->provider].base_url;
-        /* [DONE] is the very last event; the others the last that counts (an upstream
-         * that adds a [DONE] after response.completed still ended well). */
-        int ended = kind == AOR_SSE_END_DONE ? aor_sse_end_matches(kind, final, final_len)
-                                             : last && aor_sse_end_matches(kind, last, last_len);
-        if (ended) {
-            (void)aor_sse_ends_note(p->d->sse_ends, base_url, kind); /* ENOMEM: not checked */
-        } else if (aor_sse_ends_seen(p->d->sse_ends, base_url, kind)) {
+    free(buf);
+    if (!failed && p->answer_done && p->end_scan.kind != AOR_SSE_END_NONE) {
+        aor_sse_end kind = p->end_scan.kind;
+        int terminated = aor_sse_end_scan_finish(&p->end_scan);
+        if (aor_sse_ends_check(p->d->sse_ends, p->cfg->providers[p->cand->provider].base_url, kind,
+                               p->model, terminated)) {
             v->kind = AOR_KIND_TRANSIENT;
             v->hint_s = -1;
             snprintf(v->reason, sizeof v->reason,
@@ -1256,7 +1240,6 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
             failed = 2;
         }
     }
-    free(buf);
     return failed;
 }
 
@@ -1372,11 +1355,13 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         if (!p->sse_tail)
             p->sse_tail = malloc(SSE_TAIL_MAX);
         p->tail_total = 0;
-        if (p->sse_tail) {
-            size_t hl = evbuffer_get_length(p->held);
-            const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
-            if (h)
+        aor_sse_end_scan_init(&p->end_scan, aor_sse_end_of(p->dialect, p->path));
+        size_t hl = evbuffer_get_length(p->held);
+        const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
+        if (h) {
+            if (p->sse_tail)
                 tail_add(p, h, hl);
+            aor_sse_end_scan_feed(&p->end_scan, h, hl);
         }
         if (write_stream_buffer(p, p->held) < 0)
             return 0; /* out of memory: the answer ends unfinished (on_up_done) */
@@ -1388,8 +1373,10 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             return 0;
         break;
     case MODE_STREAM:
-        if (p->sse_tail)
+        if (p->sse_tail) {
             tail_add(p, data, len);
+            aor_sse_end_scan_feed(&p->end_scan, data, len);
+        }
         if (write_stream(p, data, len) < 0)
             return 0;
         break;
@@ -1467,6 +1454,14 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     const char *prov = cand_provider(p, cand);
     if (p->mode == MODE_HEAD_HELD && rc == CURLE_OK)
         commit_2xx(p); /* a 2xx that ended cleanly without a body byte */
+    if (p->committed && rc != CURLE_OK && p->end_scan.seen && !hset_content_length(&p->hdrs)) {
+        /* The stream's terminator came, then its framing broke (a reset instead of the
+         * last chunk): the answer is whole, so it ends as it would have. */
+        aor_info("%s/%s: upstream failed after its stream's terminator (%s); the answer was "
+                 "complete",
+                 prov, cand->key_name, errtext);
+        rc = CURLE_OK;
+    }
     if (p->committed) {
         if (rc != CURLE_OK) {
             aor_warn("%s/%s: upstream failed after the answer started (%s); ending the "

@@ -1,15 +1,10 @@
 #include "sse_end.h"
 
-#include "jsonscan.h"
 #include "map.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct aor_sse_ends {
-    aor_map *seen; /* (base_url, kind name) -> the entry holding both strings */
-};
 
 /* 1 when s (n bytes) ends with suffix. */
 static int ends_with(const char *s, size_t n, const char *suffix) {
@@ -24,24 +19,27 @@ aor_sse_end aor_sse_end_of(aor_dialect dialect, const char *path) {
     while (n > 1 && path[n - 1] == '/')
         n--;
     if (dialect == AOR_DIALECT_OPENAI) {
-        if (ends_with(path, n, "/chat/completions") || ends_with(path, n, "/completions"))
-            return AOR_SSE_END_DONE;
+        if (ends_with(path, n, "/chat/completions"))
+            return AOR_SSE_END_CHAT;
+        if (ends_with(path, n, "/completions"))
+            return AOR_SSE_END_COMPLETIONS;
         if (ends_with(path, n, "/responses"))
-            return AOR_SSE_END_RESPONSE;
+            return AOR_SSE_END_RESPONSES;
     } else if (dialect == AOR_DIALECT_ANTHROPIC) {
         if (ends_with(path, n, "/messages"))
-            return AOR_SSE_END_MESSAGE_STOP;
+            return AOR_SSE_END_MESSAGES;
     }
     return AOR_SSE_END_NONE;
 }
 
 const char *aor_sse_end_name(aor_sse_end kind) {
     switch (kind) {
-    case AOR_SSE_END_DONE:
+    case AOR_SSE_END_CHAT:
+    case AOR_SSE_END_COMPLETIONS:
         return "data: [DONE]";
-    case AOR_SSE_END_RESPONSE:
+    case AOR_SSE_END_RESPONSES:
         return "response.completed";
-    case AOR_SSE_END_MESSAGE_STOP:
+    case AOR_SSE_END_MESSAGES:
         return "message_stop";
     case AOR_SSE_END_NONE:
         break;
@@ -49,75 +47,111 @@ const char *aor_sse_end_name(aor_sse_end kind) {
     return "";
 }
 
-/* 1 when the name v (n bytes) is one that ends a stream of kind (RESPONSE or
- * MESSAGE_STOP), as an `event:` line's value or a data object's "type". */
-static int end_name(aor_sse_end kind, const char *v, size_t n) {
-    static const char *const response[] = {"response.completed", "response.incomplete",
-                                           "response.failed"};
-    if (kind == AOR_SSE_END_MESSAGE_STOP)
-        return n == 12 && memcmp(v, "message_stop", 12) == 0;
-    if (kind == AOR_SSE_END_RESPONSE)
-        for (size_t i = 0; i < sizeof response / sizeof response[0]; i++)
-            if (n == strlen(response[i]) && memcmp(v, response[i], n) == 0)
-                return 1;
-    return 0;
+/* The endpoint's part of a set key. */
+static const char *endpoint_name(aor_sse_end kind) {
+    static const char *const names[] = {"", "chat/completions", "completions", "responses",
+                                        "messages"};
+    return (size_t)kind < sizeof names / sizeof names[0] ? names[kind] : "";
 }
 
-int aor_sse_end_matches(aor_sse_end kind, const char *ev, size_t len) {
-    if (kind == AOR_SSE_END_NONE || !ev)
+/* 1 when the field value v (n bytes, after "name:") is want, one leading space allowed. */
+static int field_is(const char *v, size_t n, const char *want) {
+    if (n && *v == ' ') {
+        v++;
+        n--;
+    }
+    size_t k = strlen(want);
+    return n == k && memcmp(v, want, k) == 0;
+}
+
+int aor_sse_end_line(aor_sse_end kind, const char *line, size_t len) {
+    static const char *const response_ends[] = {"response.completed", "response.incomplete",
+                                                "response.failed"};
+    if (!line)
         return 0;
-    const char *s = ev, *end = ev + len;
-    while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        size_t l = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        if (l && s[l - 1] == '\r')
-            l--;
-        const char *v = NULL;
-        size_t vl = 0;
-        int is_data = 0;
-        if (l >= 5 && memcmp(s, "data:", 5) == 0) {
-            v = s + 5;
-            vl = l - 5;
-            is_data = 1;
-        } else if (l >= 6 && memcmp(s, "event:", 6) == 0) {
-            v = s + 6;
-            vl = l - 6;
-        }
-        if (v && vl && *v == ' ') { /* one space after the colon is not the value's */
-            v++;
-            vl--;
-        }
-        if (v && kind == AOR_SSE_END_DONE) {
-            if (is_data && vl == 6 && memcmp(v, "[DONE]", 6) == 0)
+    switch (kind) {
+    case AOR_SSE_END_CHAT:
+    case AOR_SSE_END_COMPLETIONS:
+        return len >= 5 && memcmp(line, "data:", 5) == 0 && field_is(line + 5, len - 5, "[DONE]");
+    case AOR_SSE_END_MESSAGES:
+        return len >= 6 && memcmp(line, "event:", 6) == 0 &&
+               field_is(line + 6, len - 6, "message_stop");
+    case AOR_SSE_END_RESPONSES:
+        if (len < 6 || memcmp(line, "event:", 6) != 0)
+            return 0;
+        for (size_t i = 0; i < sizeof response_ends / sizeof response_ends[0]; i++)
+            if (field_is(line + 6, len - 6, response_ends[i]))
                 return 1;
-        } else if (v && !is_data) {
-            while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-                vl--;
-            if (end_name(kind, v, vl))
-                return 1;
-        } else if (v) {
-            const char *t;
-            size_t tl;
-            if (aor_json_top_string(v, vl, "type", &t, &tl) == 1 && end_name(kind, t, tl))
-                return 1;
-        }
-        s = nl ? nl + 1 : end;
+        return 0;
+    case AOR_SSE_END_NONE:
+        break;
     }
     return 0;
 }
 
-/* One noted upstream: the map's key strings live here. */
+void aor_sse_end_scan_init(aor_sse_end_scan *s, aor_sse_end kind) {
+    s->kind = kind;
+    s->seen = 0;
+    s->len = 0;
+}
+
+/* The current line is complete: is it the terminator? */
+static void scan_line_end(aor_sse_end_scan *s) {
+    size_t l = s->len;
+    s->len = 0;
+    if (l > AOR_SSE_END_LINE_MAX)
+        return; /* longer than any terminator line */
+    if (l && s->line[l - 1] == '\r')
+        l--;
+    if (aor_sse_end_line(s->kind, s->line, l))
+        s->seen = 1;
+}
+
+int aor_sse_end_scan_feed(aor_sse_end_scan *s, const char *data, size_t len) {
+    if (s->kind == AOR_SSE_END_NONE || s->seen)
+        return s->seen;
+    const char *p = data, *end = data + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (s->len <= AOR_SSE_END_LINE_MAX) { /* keep one byte more: "too long" */
+            size_t room = sizeof s->line - s->len, take = n < room ? n : room;
+            memcpy(s->line + s->len, p, take);
+            s->len += take;
+        }
+        if (!nl)
+            break;
+        scan_line_end(s);
+        if (s->seen)
+            break;
+        p = nl + 1;
+    }
+    return s->seen;
+}
+
+int aor_sse_end_scan_finish(aor_sse_end_scan *s) {
+    if (s->kind != AOR_SSE_END_NONE && !s->seen && s->len)
+        scan_line_end(s);
+    return s->seen;
+}
+
+struct aor_sse_ends {
+    aor_map *map; /* (base_url, "endpoint\nmodel") -> entry */
+};
+
+/* One (base_url, endpoint, model): the map's key strings live here. */
 typedef struct {
-    const char *kind; /* static: aor_sse_end_name */
-    char base_url[];
+    int misses;   /* streams in a row without the terminator since it was last seen */
+    char *second; /* "endpoint\nmodel", in text after base_url */
+    char text[];  /* base_url NUL endpoint \n model NUL */
 } seen_entry;
 
 aor_sse_ends *aor_sse_ends_new(void) {
     aor_sse_ends *s = calloc(1, sizeof *s);
     if (!s)
         goto fail;
-    s->seen = aor_map_new();
-    if (!s->seen)
+    s->map = aor_map_new();
+    if (!s->map)
         goto fail;
     return s;
 fail:
@@ -129,35 +163,56 @@ fail:
 void aor_sse_ends_free(aor_sse_ends *s) {
     if (!s)
         return;
-    aor_map_free(s->seen, free);
+    aor_map_free(s->map, free);
     free(s);
 }
 
-int aor_sse_ends_seen(const aor_sse_ends *s, const char *base_url, aor_sse_end kind) {
-    if (!s || !base_url || kind == AOR_SSE_END_NONE)
-        return 0;
-    return aor_map_get(s->seen, base_url, aor_sse_end_name(kind)) != NULL;
+size_t aor_sse_ends_count(const aor_sse_ends *s) {
+    return s ? aor_map_count(s->map) : 0;
 }
 
-int aor_sse_ends_note(aor_sse_ends *s, const char *base_url, aor_sse_end kind) {
-    if (!s || !base_url) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (kind == AOR_SSE_END_NONE || aor_sse_ends_seen(s, base_url, kind))
-        return 0;
-    size_t n = strlen(base_url);
-    seen_entry *e = malloc(sizeof *e + n + 1);
-    if (!e) {
-        errno = ENOMEM;
-        return -1;
-    }
-    e->kind = aor_sse_end_name(kind);
-    memcpy(e->base_url, base_url, n + 1);
-    if (aor_map_put(s->seen, e->base_url, e->kind, e, NULL) != 0) {
+/* Notes (base_url, second) as an upstream that ends its streams well. */
+static void note(aor_sse_ends *s, const char *base_url, const char *second) {
+    if (aor_map_count(s->map) >= AOR_SSE_ENDS_MAX)
+        return;
+    size_t bl = strlen(base_url), sl = strlen(second);
+    seen_entry *e = malloc(sizeof *e + bl + 1 + sl + 1);
+    if (!e)
+        return;
+    e->misses = 0;
+    memcpy(e->text, base_url, bl + 1);
+    e->second = e->text + bl + 1;
+    memcpy(e->second, second, sl + 1);
+    if (aor_map_put(s->map, e->text, e->second, e, NULL) != 0)
         free(e);
-        errno = ENOMEM;
-        return -1;
+}
+
+int aor_sse_ends_check(aor_sse_ends *s, const char *base_url, aor_sse_end kind, const char *model,
+                       int terminated) {
+    if (!s || !base_url || kind == AOR_SSE_END_NONE)
+        return 0;
+    /* The second half of the key: endpoint and model, on the stack when short. */
+    const char *ep = endpoint_name(kind), *m = model ? model : "";
+    size_t el = strlen(ep), ml = strlen(m);
+    char small[160], *second = el + 1 + ml < sizeof small ? small : malloc(el + 1 + ml + 1);
+    if (!second)
+        return 0;
+    memcpy(second, ep, el);
+    second[el] = '\n';
+    memcpy(second + el + 1, m, ml + 1);
+    seen_entry *e = aor_map_get(s->map, base_url, second);
+    int cut = 0;
+    if (terminated) {
+        if (e)
+            e->misses = 0;
+        else
+            note(s, base_url, second);
+    } else if (e) {
+        cut = 1;
+        if (++e->misses >= AOR_SSE_ENDS_MISSES_MAX)
+            free(aor_map_remove(s->map, base_url, second));
     }
-    return 0;
+    if (second != small)
+        free(second);
+    return cut;
 }

@@ -2,16 +2,16 @@
  * upstreams have been seen to send it (spec §4.1: "a stream that ends without its
  * terminator"; §5.3: an upstream failure after the first byte reaches the client as an
  * unfinished response, "never a clean end"). A stream whose HTTP framing ends cleanly
- * but whose terminator never came was cut short somewhere (a gateway that closes a
- * failed stream's chunked body cleanly): the proxy records it as a failure and cuts the
- * client's response, but only for an upstream (base_url) that has sent the terminator
- * before, so an OpenAI-compatible server that never sends `data: [DONE]` is not cut on
- * every stream (docs/routing.md §3).
+ * but whose terminator never came was cut short on the way (a gateway that closes a
+ * failed stream's chunked body cleanly): the proxy records it as a failure and leaves
+ * the client's response unfinished, but only where the same upstream, endpoint and model
+ * have ended a stream with the terminator before, so an OpenAI-compatible server that
+ * never sends `data: [DONE]` is not cut on every stream (docs/routing.md §8, "The walk").
  *
  * Sources: OpenAI API reference, Chat Completions and Completions streaming ("data:
  * [DONE]" ends the stream) and Responses streaming events (response.completed,
  * response.incomplete, response.failed); Anthropic Messages streaming (message_stop is
- * the final event). Gemini's streamGenerateContent has no terminator. */
+ * the final event, `event: message_stop`). Gemini's streamGenerateContent has none. */
 #ifndef AOR_SSE_END_H
 #define AOR_SSE_END_H
 
@@ -19,34 +19,65 @@
 
 #include <stddef.h>
 
+/* A streaming endpoint with a terminator, by the path its requests go to. */
 typedef enum {
-    AOR_SSE_END_NONE = 0,     /* the endpoint's stream has no terminator (or unknown) */
-    AOR_SSE_END_DONE,         /* OpenAI Chat Completions / Completions: data: [DONE] */
-    AOR_SSE_END_RESPONSE,     /* OpenAI Responses: response.completed / .incomplete / .failed */
-    AOR_SSE_END_MESSAGE_STOP, /* Anthropic Messages: event: message_stop */
+    AOR_SSE_END_NONE = 0,    /* the endpoint's stream has no terminator (or unknown) */
+    AOR_SSE_END_CHAT,        /* OpenAI .../chat/completions: data: [DONE] */
+    AOR_SSE_END_COMPLETIONS, /* OpenAI .../completions: data: [DONE] */
+    AOR_SSE_END_RESPONSES,   /* OpenAI .../responses: event: response.completed (.incomplete,
+                                .failed) */
+    AOR_SSE_END_MESSAGES,    /* Anthropic .../messages: event: message_stop */
 } aor_sse_end;
 
-/* The terminator of a stream answering a request of dialect to path (the request path
- * without its query; matched by suffix so that a base_url's prefix such as /openai/v1
- * or Azure's /openai/deployments/NAME does not matter): .../chat/completions and
- * .../completions -> DONE, .../responses -> RESPONSE (openai dialect), .../messages ->
- * MESSAGE_STOP (anthropic dialect); anything else NONE. path may be NULL (NONE). */
+/* The endpoint of a request of dialect to path (the request path without its query;
+ * matched by suffix, so that a base_url's prefix such as /openai/v1 or Azure's
+ * /openai/deployments/NAME does not matter; trailing slashes ignored). NONE for any
+ * other path, and for a NULL path. */
 aor_sse_end aor_sse_end_of(aor_dialect dialect, const char *path);
 
-/* 1 when the SSE event ev (len bytes: its lines, with or without the blank line that
- * ends it) is the terminator kind: DONE a `data: [DONE]` line; RESPONSE an `event:`
- * line response.completed, response.incomplete or response.failed, or data whose
- * "type" is one of them; MESSAGE_STOP an `event: message_stop` line, or data whose
- * "type" is message_stop. 0 otherwise, and always for NONE. */
-int aor_sse_end_matches(aor_sse_end kind, const char *ev, size_t len);
-
-/* How the terminator kind is written, for messages ("data: [DONE]", "message_stop",
- * "response.completed"); "" for NONE. Static storage. */
+/* How the terminator of kind's streams is written, for messages ("data: [DONE]",
+ * "message_stop", "response.completed"); "" for NONE. Static storage. */
 const char *aor_sse_end_name(aor_sse_end kind);
 
-/* The upstreams (base_url, terminator kind) seen to end a stream with its terminator,
- * since aord started. Opaque; single-threaded like the rest of aord. */
+/* 1 when the SSE line (len bytes, without its line end) is kind's terminator: a data
+ * line "[DONE]" (CHAT, COMPLETIONS), an event line message_stop (MESSAGES), an event
+ * line response.completed, response.incomplete or response.failed (RESPONSES); one
+ * space after the colon, as SSE allows. 0 otherwise, and always for NONE. A line, not
+ * a substring: the text of an event's data is JSON, in which a line end is escaped, so
+ * a model that writes "data: [DONE]" cannot end its own stream. */
+int aor_sse_end_line(aor_sse_end kind, const char *line, size_t len);
+
+/* Longest line the scanner keeps (the longest terminator line is 26 bytes). */
+#define AOR_SSE_END_LINE_MAX 32
+
+/* Looks for kind's terminator in a stream's bytes as they go by, in pieces of any size
+ * (a line may be split across them). Zero-initialised with aor_sse_end_scan_init. */
+typedef struct {
+    aor_sse_end kind;
+    int seen;   /* the terminator line went by */
+    size_t len; /* bytes of the current line so far, up to AOR_SSE_END_LINE_MAX + 1 */
+    char line[AOR_SSE_END_LINE_MAX + 1];
+} aor_sse_end_scan;
+
+/* Starts a scan for kind's terminator (NONE: never seen). */
+void aor_sse_end_scan_init(aor_sse_end_scan *s, aor_sse_end kind);
+
+/* Feeds the next len bytes of the stream. Cost: a memchr per line, a compare per line
+ * start. Returns s->seen. */
+int aor_sse_end_scan_feed(aor_sse_end_scan *s, const char *data, size_t len);
+
+/* At the stream's end: a last line without its line end counts too. Returns s->seen. */
+int aor_sse_end_scan_finish(aor_sse_end_scan *s);
+
+/* The (upstream base_url, endpoint, model) seen to end a stream with its terminator since
+ * aord started. Opaque; single-threaded like the rest of aord. At most
+ * AOR_SSE_ENDS_MAX entries (clients choose model names); beyond, nothing more is noted. */
 typedef struct aor_sse_ends aor_sse_ends;
+
+#define AOR_SSE_ENDS_MAX 4096
+/* Streams in a row that ended without the terminator after which an upstream is no
+ * longer expected to send it (a server replaced behind the same base_url). */
+#define AOR_SSE_ENDS_MISSES_MAX 2
 
 /* New empty set. Returns NULL with errno ENOMEM. Free with aor_sse_ends_free. */
 aor_sse_ends *aor_sse_ends_new(void);
@@ -54,14 +85,17 @@ aor_sse_ends *aor_sse_ends_new(void);
 /* Frees the set. NULL: no-op. */
 void aor_sse_ends_free(aor_sse_ends *s);
 
-/* 1 when base_url has been seen to end a stream with the terminator kind (aor_sse_ends_note);
- * 0 otherwise, for NONE, and when s or base_url is NULL. */
-int aor_sse_ends_seen(const aor_sse_ends *s, const char *base_url, aor_sse_end kind);
+/* A stream of kind from base_url for model (NULL: none) ended cleanly; terminated: its
+ * terminator went by. Terminated, the upstream is noted as one that sends it (copies
+ * the strings; ENOMEM or a full set: not noted, so its streams are not checked).
+ * Not terminated, returns 1 when such a stream was expected to end with its terminator
+ * (then it was cut short: a failure); after AOR_SSE_ENDS_MISSES_MAX such streams in a
+ * row the upstream is no longer expected to send one. Returns 0 otherwise, and for
+ * NONE, a NULL s or base_url. */
+int aor_sse_ends_check(aor_sse_ends *s, const char *base_url, aor_sse_end kind, const char *model,
+                       int terminated);
 
-/* Notes that base_url ended a stream with the terminator kind (the strings are copied).
- * Returns 0 (also when it was noted before, or kind is NONE), or -1 with errno ENOMEM
- * (nothing noted: that upstream's streams are then not checked) or EINVAL (s or
- * base_url NULL). */
-int aor_sse_ends_note(aor_sse_ends *s, const char *base_url, aor_sse_end kind);
+/* Number of (base_url, endpoint, model) noted. 0 for NULL. */
+size_t aor_sse_ends_count(const aor_sse_ends *s);
 
 #endif

@@ -449,12 +449,82 @@ def test_anthropic_stream_without_message_stop_is_a_failure(env):
     r = env.curl(args)
     eq((r.status, r.rc), (200, 0), "a complete Anthropic stream")
     check("message_stop" in r.body[-200:], "it ends with message_stop")
+    stop = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    mock2.script("secret-A", [sse_answer(stop + 'event: ping\ndata: {"type": "ping"}\n\n')])
+    eq(env.curl(args).rc, 0, "a ping after message_stop: complete (Anthropic sends pings)")
     mock2.script("secret-A", [{"kind": "end_after", "events": 4}])
     r = env.curl(args)
     eq((r.status, r.rc), (200, 18), "without message_stop: left unfinished (%s)"
        % r.stderr.strip())
     a = row(d2, "A")
     check(a is not None and a["last_error_kind"] == "transient", "A backed off: %r" % a)
+
+
+def sse_answer(text):
+    """A mock answer of raw SSE text, ended cleanly (Content-Length)."""
+    return {"body_text": text, "content_type": "text/event-stream"}
+
+
+def chunk_event(text):
+    return ('data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,'
+            '"delta":{"content":"%s"}}]}\n\n' % text)
+
+
+def responses(env):
+    body = json.dumps({"model": "gpt-4o-mini", "input": "hi", "stream": True})
+    return env.curl(["https://api.openai.com/v1/responses", "-H", "Authorization: Bearer c",
+                     "-H", "Content-Type: application/json", "-d", body])
+
+
+def test_terminator_check_takes_complete_streams_as_they_are(env):
+    """Review of the check above: it looked at the last event in the 4 KiB kept of a
+    stream's end, so a response.completed longer than that (it carries the whole response)
+    followed by data: [DONE] was cut as unterminated, and a cut stream whose last event
+    was long went unseen. The terminator's line is now looked for as the bytes go by.
+    Complete streams pass whatever their shape; a cut one is seen however long its last
+    event; the check is per endpoint and model."""
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [sse_answer(chunk_event("1") + "data: [DONE]\n\n")])
+    eq(chat(env, stream=True).rc, 0, "learned: this upstream ends its chat streams with [DONE]")
+    complete = [
+        chunk_event("1") + "data: [DONE]\n\n: keep-alive\n\n",
+        (chunk_event("1") + "data: [DONE]\n\n").replace("\n", "\r\n"),
+        chunk_event("1") + "data: [DONE]",
+        chunk_event("x" * 6000) + "data: [DONE]\n\n",
+        chunk_event("1") + "data: [DONE]\n\n: " + "p" * 6000 + "\n\n",
+    ]  # fmt: skip
+    for text in complete:
+        mock.script("secret-A", [sse_answer(text)])
+        r = chat(env, stream=True)
+        eq((r.status, r.rc), (200, 0), "complete stream ending %r" % text[-40:])
+    eq(d.state()["backoff"], [], "none of them a failure")
+    mock.script("secret-A", [sse_answer(chunk_event("1") + chunk_event("y" * 6000))])
+    r = chat(env, stream=True)
+    eq(r.rc, 18, "a cut stream whose last event is over 4 KiB is seen (%s)" % r.stderr.strip())
+    d.admin("POST", "/admin/api/backoff/clear")
+    # Another model, never seen with [DONE] here: passed on.
+    mock.script("secret-A", [sse_answer(chunk_event("1"))])
+    eq(chat(env, model="gpt-4o", stream=True).rc, 0, "another model: not expected, not cut")
+    # Responses: a response.completed over 4 KiB, then a [DONE] some servers add.
+    created = 'event: response.created\ndata: {"type":"response.created"}\n\n'
+    done = ('event: response.completed\ndata: {"type":"response.completed","response":'
+            '{"instructions":"%s"}}\n\n' % ("x" * 6000))  # fmt: skip
+    for text in (created + done, created + done + "data: [DONE]\n\n", created + done):
+        mock.script("secret-A", [sse_answer(text)])
+        r = responses(env)
+        eq((r.status, r.rc), (200, 0), "a complete Responses stream")
+    mock.script("secret-A", [sse_answer(created)])
+    eq(responses(env).rc, 18, "a Responses stream without response.completed is cut")
+    # An upstream replaced by one that never sends the terminator: two cuts, then trusted.
+    d.admin("POST", "/admin/api/backoff/clear")
+    mock.script("secret-A", [sse_answer(chunk_event("1") + "data: [DONE]\n\n")])
+    eq(chat(env, stream=True).rc, 0, "a complete stream: expected again, no misses")
+    rcs = []
+    for _ in range(4):
+        mock.script("secret-A", [sse_answer(chunk_event("1"))])
+        rcs.append(chat(env, stream=True).rc)
+        d.advance(100)
+    eq(rcs, [18, 18, 0, 0], "no longer expected after two misses in a row")
 
 
 def test_a_failed_connect_at_the_end_does_not_hide_the_last_response(env):

@@ -471,6 +471,33 @@ def test_stream_of_one_error_event_without_blank_line_is_a_failure(env):
        "the overloaded error event backed the key off as rate")
 
 
+def test_stream_reset_after_its_terminator_is_complete(env):
+    """An upstream that resets its connection after a stream's data: [DONE] instead of
+    sending the last chunk: the answer is whole, so the client's response ends cleanly
+    and the attempt is a success (it was cut and the key backed off as transient)."""
+    ev = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+
+    def handler(s, n):
+        head, _ = up.read_request(s)
+        if head is None:
+            return
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % len(ev) + ev + b"\r\n")
+        time.sleep(0.2)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    status, head, got = ask(d, STREAM_BODY)  # read_answer raises on an unfinished answer
+    eq(status, 200, "the stream")
+    check(got.endswith(b"data: [DONE]\n\n"), "all of it: %r" % got[-60:])
+    eq(d.state()["backoff"], [], "a success, nothing backed off")
+    check("upstream failed after its stream's terminator" in d.stderr_text(),
+          "aord says so:\n" + d.stderr_text()[-1500:])
+    up.close()
+
+
 def test_304_to_a_conditional_request_is_returned_without_a_body(env):
     """An upstream 304 Not Modified (a conditional GET the client made) goes back as it
     came, without a body or framing, and the connection goes on (review: it became a 502
