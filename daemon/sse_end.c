@@ -95,16 +95,22 @@ void aor_sse_end_scan_init(aor_sse_end_scan *s, aor_sse_end kind) {
     s->len = 0;
 }
 
-/* The current line is complete: is it the terminator? */
+/* A complete line of l bytes at line (its line end not included): the terminator? */
+static void scan_line(aor_sse_end_scan *s, const char *line, size_t l) {
+    if (l > AOR_SSE_END_LINE_MAX + 1)
+        return; /* longer than any terminator line, with its CR */
+    if (l && line[l - 1] == '\r')
+        l--;
+    if (aor_sse_end_line(s->kind, line, l))
+        s->seen = 1;
+}
+
+/* The line kept in s is complete. */
 static void scan_line_end(aor_sse_end_scan *s) {
     size_t l = s->len;
     s->len = 0;
-    if (l > AOR_SSE_END_LINE_MAX)
-        return; /* longer than any terminator line */
-    if (l && s->line[l - 1] == '\r')
-        l--;
-    if (aor_sse_end_line(s->kind, s->line, l))
-        s->seen = 1;
+    if (l <= AOR_SSE_END_LINE_MAX)
+        scan_line(s, s->line, l);
 }
 
 int aor_sse_end_scan_feed(aor_sse_end_scan *s, const char *data, size_t len) {
@@ -114,6 +120,13 @@ int aor_sse_end_scan_feed(aor_sse_end_scan *s, const char *data, size_t len) {
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (nl && s->len == 0) { /* a whole line in this piece: looked at where it is */
+            scan_line(s, p, n);
+            if (s->seen)
+                break;
+            p = nl + 1;
+            continue;
+        }
         if (s->len <= AOR_SSE_END_LINE_MAX) { /* keep one byte more: "too long" */
             size_t room = sizeof s->line - s->len, take = n < room ? n : room;
             memcpy(s->line + s->len, p, take);
