@@ -29,8 +29,11 @@
 #define IDLE_TIMEOUT_S 300
 #define OUT_LOW_WATERMARK (256 * 1024)
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
-#define HUP_CHECK_MS 250     /* how often a half-closed client's request looks for a close */
-#define READ_MAX 16384       /* bytes per SSL_read (one TLS record's payload) */
+#define HUP_CHECK_MS 250 /* how often a half-closed client's request looks for a close */
+#define LINGER_IDLE_S 2  /* a refused client's upload read and dropped until it pauses */
+#define LINGER_MAX_S 30  /* this long, */
+#define LINGER_MAX_BYTES (256L * 1024 * 1024) /* or this much, at most */
+#define READ_MAX 16384                        /* bytes per SSL_read (one TLS record's payload) */
 #define PLAIN_READ_MAX 65536 /* bytes per recv of a plain socket (a big prompt in one) */
 #define IN_READ_MAX_PER_EVENT (256 * 1024) /* bytes taken per readable event */
 
@@ -74,6 +77,17 @@ struct aor_conn {
      * (hup_check, every HUP_CHECK_MS) */
     struct event *hup_ev;
     int aborted; /* an answer was cut: close without close_notify (spec §5.3) */
+    /* A refused request (refuse) may still be arriving: after its answer the connection
+     * closes its sending side and reads what comes, dropping it, before it closes (RFC
+     * 9112 §9.6): a close with unread bytes resets the connection, and a client still
+     * uploading (a body over body_max without Expect) would fail on its write and never
+     * read the answer. */
+    int refused;
+    int lingering;             /* the answer is out; reading to drop until the client ends */
+    struct event *linger_ev;   /* every LINGER_IDLE_S: a pause ends it (linger_check) */
+    unsigned long linger_seen; /* io_count when linger_ev last fired */
+    int linger_rounds;
+    long linger_bytes;
     int http10;
     int depth; /* > 0 while process_input runs: frees are deferred */
     int dead;  /* free when depth drops to 0 */
@@ -163,6 +177,8 @@ static void conn_free(aor_conn *c) {
         event_free(c->idle_ev);
     if (c->hup_ev)
         event_free(c->hup_ev);
+    if (c->linger_ev)
+        event_free(c->linger_ev);
     if (c->flush_ev)
         event_free(c->flush_ev);
     if (c->stage) {
@@ -199,6 +215,87 @@ static void conn_release(aor_conn *c) {
         return;
     }
     conn_free(c);
+}
+
+static void linger_check(evutil_socket_t fd, short what, void *arg);
+
+/* The answer to a refused request is out, and the client may still be sending (a body
+ * over body_max, without Expect: 100-continue). Closing now, with its bytes unread,
+ * would reset the connection: a client still writing fails on its write and never reads
+ * the answer (QA: curl 55, fetch ECONNRESET, SDKs "Connection error" and a retry of the
+ * whole upload). So the connection ends its sending side (close_notify first, on TLS),
+ * then reads and drops what comes until the client closes, pauses for LINGER_IDLE_S,
+ * or LINGER_MAX_S or LINGER_MAX_BYTES are reached (RFC 9112 §9.6; nginx's lingering
+ * close). Returns 0 when c lingers, -1 when it is to be freed now. */
+static int linger_start(aor_conn *c) {
+    if (!c->refused || c->peer_eof || c->dead || c->aborted || c->lingering)
+        return -1;
+    c->linger_ev = evtimer_new(c->d->base, linger_check, c);
+    if (!c->linger_ev)
+        return -1;
+    if (c->ssl && SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN)) {
+        ERR_clear_error();
+        SSL_shutdown(c->ssl); /* best effort, as at any close */
+        ERR_clear_error();
+    }
+    shutdown(c->fd, SHUT_WR);
+    c->lingering = 1;
+    evbuffer_drain(c->in, evbuffer_get_length(c->in));
+    event_del(c->idle_ev); /* linger_ev bounds it now */
+    c->linger_seen = c->io_count;
+    struct timeval tv = {LINGER_IDLE_S, 0};
+    event_add(c->linger_ev, &tv);
+    read_enable(c, 1);
+    return 0;
+}
+
+/* Every LINGER_IDLE_S while lingering: nothing came since the last look, or LINGER_MAX_S
+ * passed: closed. */
+static void linger_check(evutil_socket_t fd, short what, void *arg) {
+    aor_conn *c = arg;
+    if (c->io_count == c->linger_seen || ++c->linger_rounds * LINGER_IDLE_S >= LINGER_MAX_S) {
+        aor_debug("refused client: stopped reading its upload after %ld bytes", c->linger_bytes);
+        conn_release(c);
+        return;
+    }
+    c->linger_seen = c->io_count;
+    struct timeval tv = {LINGER_IDLE_S, 0};
+    event_add(c->linger_ev, &tv);
+}
+
+/* Readable while lingering: the bytes are dropped; the client's end (or an error, or
+ * LINGER_MAX_BYTES) closes the connection. */
+static void linger_read(aor_conn *c) {
+    static char sink[PLAIN_READ_MAX];
+    for (int i = 0; i < 16; i++) { /* at most 1 MiB per event: others get their turn */
+        long n;
+        if (c->ssl) {
+            aor_tls_io_clear_errors();
+            int r = SSL_read(c->ssl, sink, (int)sizeof sink);
+            if (r <= 0 && SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_READ)
+                return;
+            n = r;
+        } else {
+            ssize_t r = recv(c->fd, sink, sizeof sink, 0);
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                return;
+            n = (long)r;
+        }
+        if (n <= 0) /* its end (FIN, close_notify), or an error */
+            break;
+        c->linger_bytes += n;
+        if (c->linger_bytes > LINGER_MAX_BYTES)
+            break;
+        if (i == 15)
+            return; /* more next time */
+    }
+    conn_release(c);
+}
+
+/* A closing connection has sent everything: it lingers (linger_start) or is freed. */
+static void closed_after_answer(aor_conn *c) {
+    if (linger_start(c) != 0)
+        conn_release(c);
 }
 
 static void process_input(aor_conn *c);
@@ -292,6 +389,7 @@ static void refuse(aor_conn *c, int status, const char *why, const char *target,
                             head || !body ? NULL : body, body ? len : 0, NULL);
     free(body);
     c->closing = 1;
+    c->refused = 1;
 }
 
 /* Acts on a result of aor_http_reader_feed other than NEED_MORE. Returns 1 when the next
@@ -309,7 +407,7 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
     aor_http_request *req = aor_http_reader_take(c->reader);
     if (!req)
         return 0;
-    status = aor_guard_check(req, !c->via_shim, &why);
+    status = aor_guard_check(req, !c->via_shim, c->d->sidecar_url, &why);
     if (status) {
         refuse(c, status, why, req->url, req->method == HTTP_HEAD);
         aor_http_request_free(req);
@@ -335,8 +433,12 @@ static void input_done(aor_conn *c) {
         return;
     if (c->peer_eof && !c->busy)
         c->closing = 1; /* every complete request is answered */
-    if (c->dead || (c->closing && !c->busy && out_len(c) == 0)) {
+    if (c->dead) {
         conn_free(c);
+        return;
+    }
+    if (c->closing && !c->busy && out_len(c) == 0) {
+        closed_after_answer(c);
         return;
     }
     if (c->closing)
@@ -407,7 +509,7 @@ static void process_bytes(aor_conn *c, const char *data, size_t len) {
  * request in flight that there is room again. */
 static void after_write(aor_conn *c) {
     if (c->closing && !c->busy && out_len(c) == 0) {
-        conn_release(c);
+        closed_after_answer(c);
         return;
     }
     if (c->drain_cb && evbuffer_get_length(c->out) < OUT_LOW_WATERMARK)
@@ -565,6 +667,10 @@ static void on_idle(evutil_socket_t fd, short what, void *arg) {
 static void on_readable(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
     c->io_count++;
+    if (c->lingering) {
+        linger_read(c);
+        return;
+    }
     if (c->write_wants_read) {
         c->write_wants_read = 0;
         c->depth++;
@@ -982,6 +1088,8 @@ void aor_conn_abort(aor_conn *c) {
 /* 1 while c has an answer to finish: a request in flight or still arriving (a prompt
  * being uploaded), or bytes not yet written. */
 static int answering(aor_conn *c) {
+    if (c->lingering) /* answered: only reading what a refused client still sends */
+        return 0;
     return c->busy || out_len(c) > 0 || aor_http_reader_partial(c->reader) ||
            (!c->closing && evbuffer_get_length(c->in) > 0);
 }

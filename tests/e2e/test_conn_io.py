@@ -430,6 +430,56 @@ def test_sidecar_client_gone_cancels_the_request_in_flight(env):
     up.close()
 
 
+def test_refused_upload_still_gets_its_answer(env):
+    """QA: a body over body_max sent without Expect: 100-continue (fetch, the SDKs,
+    urllib, `curl -H Expect:`) was answered 413 and the connection closed with the rest
+    of the upload unread: the kernel reset it, the client failed on its write (curl 55,
+    ECONNRESET, "Connection error" and an SDK retry of the whole upload) and never read
+    the 413. aord now ends its sending side and drops what still comes until the client
+    closes (a lingering close), on the sidecar and on the shim's TLS connections."""
+    up = RawUpstream(lambda s, n: echo(up, s))
+    port = aortest.free_port()
+    env.set_keys(OPENAI_API_KEY="sk-test-raw-upstream")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        body_max = 64K
+        [key "a"]
+        env = OPENAI_API_KEY
+        [provider "openai"]
+        dialect = openai
+        base_url = http://127.0.0.1:{up.port}
+        intercept = {HOST}
+        keys = a
+        models = *
+        """)
+    d = env.start_daemon()
+    body = b'{"model":"gpt-4o","pad":"' + b"x" * (8 << 20) + b'"}'  # 8 MiB, no Expect
+    for kind in ("sidecar", "tls"):
+        if kind == "sidecar":
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+        else:
+            s = tls_conn(env)
+        s.sendall(request(body=body))  # all of it, as a client without Expect does
+        out, how = read_all(s)
+        s.close()
+        check(out.startswith(b"HTTP/1.1 413"), "%s: the 413 after the whole upload: %r"
+              % (kind, out[:120]))
+        check(b"body_max" in out, "%s: saying why" % kind)
+    eq(len(up.heads), 0, "nothing went upstream")
+    # The connection is not kept: a client that sends nothing more is let go.
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+    s.sendall(request(body=b"y" * (100 << 10)))
+    t0 = time.monotonic()
+    out, how = read_all(s)
+    s.close()
+    check(out.startswith(b"HTTP/1.1 413") and how == "eof", "413, then the end (%s)" % how)
+    check(time.monotonic() - t0 < 10, "within the lingering pause")
+    eq(d.http("GET", "/healthz")[0], 200, "aord goes on")
+    no_sanitizer_report(d)
+    up.close()
+
+
 def test_stop_with_a_connection_in_the_preamble_stage_is_clean(env):
     """A shim connection that sent its preamble but no byte of its own yet (the client
     has not written) when aord stops: freed, nothing leaked."""
