@@ -44,6 +44,7 @@ typedef struct aor_daemon {
     char *data_dir;       /* $XDG_DATA_HOME/aor */
     char admin_token[65]; /* hex */
     int tcp_port;         /* bound sidecar port (0 when off) */
+    char sidecar_url[64]; /* "http://127.0.0.1:8787" as bound ("" when off), for hints */
     aor_metrics m;
     double started;
     struct aor_conn *conns;            /* open client connections (daemon/conn.c), for shutdown */

@@ -1,5 +1,6 @@
 #include "guard.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -45,7 +46,23 @@ static int loopback_origin(const char *origin) {
     return 0;
 }
 
-int aor_guard_check(const aor_http_request *req, int sidecar, const char **why) {
+/* The hint of a refused proxy request (what: "CONNECT", "absolute-form request target"):
+ * point the base URL at the sidecar as it is bound, or use the shim. */
+static const char *not_a_proxy(const char *what, const char *base_url) {
+    static _Thread_local char msg[192];
+    if (base_url && *base_url)
+        snprintf(msg, sizeof msg,
+                 "%s: aor is not an HTTP proxy; point the client's base URL at it (e.g. "
+                 "OPENAI_BASE_URL=%.64s/v1) or use the shim",
+                 what, base_url);
+    else
+        snprintf(msg, sizeof msg,
+                 "%s: aor is not an HTTP proxy; use the shim (`aor run -- PROGRAM`)", what);
+    return msg;
+}
+
+int aor_guard_check(const aor_http_request *req, int sidecar, const char *base_url,
+                    const char **why) {
     switch (req->method) {
     case HTTP_GET:
     case HTTP_HEAD:
@@ -55,16 +72,14 @@ int aor_guard_check(const aor_http_request *req, int sidecar, const char **why) 
     case HTTP_DELETE:
         break;
     case HTTP_CONNECT:
-        *why = "CONNECT: aor is not an HTTP proxy; point the client's base URL at it "
-               "(e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1) or use the shim";
+        *why = not_a_proxy("CONNECT", base_url);
         return 405;
     default:
         *why = "this method is not supported (GET, HEAD, POST, PUT, PATCH, DELETE are)";
         return 405;
     }
     if (!req->url || req->url[0] != '/') {
-        *why = "absolute-form request target: aor is not an HTTP proxy; point the client's "
-               "base URL at it (e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1)";
+        *why = not_a_proxy("absolute-form request target", base_url);
         return 400;
     }
     /* RFC 9112 §3.2: a server responds 400 to an HTTP/1.1 request without Host. */

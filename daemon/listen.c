@@ -13,6 +13,7 @@
 #include <linux/sock_diag.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -321,6 +322,13 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
     getsockname(evconnlistener_get_fd(d->tcp_listener), (struct sockaddr *)&ss, &sl);
     d->tcp_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    char ip[INET6_ADDRSTRLEN] = "127.0.0.1";
+    if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip);
+    else
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof ip);
+    snprintf(d->sidecar_url, sizeof d->sidecar_url,
+             ss.ss_family == AF_INET6 ? "http://[%s]:%d" : "http://%s:%d", ip, d->tcp_port);
     return 0;
 }
 

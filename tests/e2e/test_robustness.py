@@ -46,6 +46,10 @@ def test_requests_aor_cannot_serve_change_no_state(env):
         out = raw(d.port, c)
         status = int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/1.1 ") else 0
         check(status in (400, 405), "refused locally: %r -> %r" % (c[:30], out[:80]))
+        if c.startswith((b"CONNECT", b"POST http")):
+            # QA: the hint named port 8787 whatever the sidecar listens on.
+            hint = b"OPENAI_BASE_URL=http://127.0.0.1:%d/v1" % d.port
+            check(hint in out, "the hint names this sidecar (%s): %r" % (hint, out[-300:]))
     # RFC 9112 §3.2, RFC 9110 §10.1.1, §15.5.15: no Host in HTTP/1.1, an expectation aor
     # cannot meet, a request target over 32 KiB.
     post = b"POST /v1/chat/completions HTTP/1.1\r\n%sContent-Length: 2\r\n\r\n{}"
