@@ -8,11 +8,14 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef enum { OK, WARN, FAIL } level;
@@ -441,6 +444,115 @@ out:
     free(bundle);
 }
 
+/* The first cap - 1 bytes `path --version` prints on stdout (NUL-terminated in out), run
+ * with no input and stderr discarded. Returns the byte count, or -1 when it cannot run. */
+static ssize_t version_text(const char *path, char *out, size_t cap) {
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 2);
+        }
+        dup2(fds[1], 1);
+        execl(path, path, "--version", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    while (n + 1 < cap) {
+        ssize_t r = read(fds[0], out + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    out[n] = '\0';
+    close(fds[0]); /* a program that writes more gets SIGPIPE */
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return (ssize_t)n;
+}
+
+/* The ca_certificate value of the wgetrc at path (wget's command names ignore case, '_'
+ * and '-'), malloc'd; NULL when the file has none or cannot be read. */
+static char *wgetrc_ca(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *found = NULL, *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        char name[32];
+        size_t k = 0;
+        const char *s = line;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        for (; *s && *s != '=' && *s != '\n'; s++)
+            if (*s != '_' && *s != '-' && *s != ' ' && *s != '\t' && k + 1 < sizeof name)
+                name[k++] = (char)((*s >= 'A' && *s <= 'Z') ? *s + 32 : *s);
+        name[k] = '\0';
+        if (*s != '=' || strcmp(name, "cacertificate") != 0)
+            continue;
+        s++;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        size_t vl = strcspn(s, "\r\n");
+        while (vl && (s[vl - 1] == ' ' || s[vl - 1] == '\t'))
+            vl--;
+        free(found);
+        found = strndup(s, vl); /* the last one counts, as in wget */
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+/* wget built with GnuTLS (Debian's) reads the system's CA store and its own
+ * ca_certificate setting, none of the variables the shim and `aor run` set: it will not
+ * trust aor unless its wgetrc ($WGETRC, else ~/.wgetrc) names a file with the aor CA
+ * (spec §2 "Trust": doctor names the clients that will not trust aor). */
+static void check_wget(tally *t, const char *data) {
+    char *wget = aor_cli_which("wget");
+    char *ca = aor_path_join(data, "ca.pem");
+    char *bundle = aor_path_join(data, "bundle.pem");
+    char *rc = NULL, *named = NULL;
+    char ver[4096];
+    if (!wget || !ca || !bundle || version_text(wget, ver, sizeof ver) <= 0 ||
+        !strstr(ver, "gnutls"))
+        goto out; /* none, or OpenSSL's, which reads SSL_CERT_FILE */
+    const char *env = getenv("WGETRC");
+    const char *home = getenv("HOME");
+    rc = env && *env ? strdup(env) : home && *home ? aor_path_join(home, ".wgetrc") : NULL;
+    named = rc ? wgetrc_ca(rc) : NULL;
+    if (named && aor_cli_file_has_ca(named, ca) == 1)
+        say(t, OK,
+            "wget (GnuTLS) takes its CAs from %s (ca_certificate in %s): it contains "
+            "the aor CA",
+            named, rc);
+    else
+        say(t, WARN,
+            "wget %s uses GnuTLS, which reads none of the CA variables: it will not trust aor "
+            "(add `ca_certificate = %s` to %s, or pass --ca-certificate=%s)",
+            wget, bundle, rc ? rc : "~/.wgetrc", bundle);
+out:
+    free(named);
+    free(rc);
+    free(bundle);
+    free(ca);
+    free(wget);
+}
+
 int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         int tk = aor_cli_take_config(c, argc, argv, &i);
@@ -490,6 +602,8 @@ int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
 
     if (data)
         check_trust(&t, data, have_ca);
+    if (data)
+        check_wget(&t, data);
     printf("%d failed, %d warnings\n", t.fails, t.warns);
     free(aord);
     free(lib);

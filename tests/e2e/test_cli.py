@@ -822,7 +822,11 @@ def test_check_config_exit_codes(env):
 
 def test_doctor(env):
     setup(env)
-    rc, out, err = aor(env, "doctor")
+    # wget built with GnuTLS (Debian's) is told about aor's CA in its wgetrc (below).
+    wgetrc = env.path("wgetrc-ok")
+    with open(wgetrc, "w") as f:
+        f.write("ca_certificate = %s\n" % env.bundle_path)
+    rc, out, err = aor(env, "doctor", extra_env={"WGETRC": wgetrc})
     eq(rc, 0, "doctor exit code: %s %s" % (out, err))
     for needle in ("ok: config %s is valid" % env.config_path,
                    "ok: aord answers on %s" % env.socket_path,
@@ -891,6 +895,46 @@ def test_doctor(env):
     eq(rc, 1, "a damaged state file fails doctor")
     check(re.search(r"^fail: state file .*aor\.db is damaged \(.*\): aord will not start with it; "
                     r"move it aside", out, re.M), "names it and the way out:\n" + out)
+
+
+def test_doctor_names_wget_built_with_gnutls(env):
+    """QA: Debian's wget is built with GnuTLS, which reads none of the CA variables the
+    shim and `aor run` set: `aor run -- wget https://api.openai.com/...` failed with "the
+    certificate is not trusted" while doctor said all was well (spec §2 "Trust": doctor
+    names the clients that will not trust aor). It now says so, and how to fix it, unless
+    the wgetrc names a file with the aor CA. A wget of another TLS library is not named.
+    The wgets here are stand-ins that print what `wget --version` prints."""
+    setup(env)
+    bindir = env.path("fakebin")
+    os.makedirs(bindir, exist_ok=True)
+    wget = os.path.join(bindir, "wget")
+    path = bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+
+    def fake(features):
+        with open(wget, "w") as f:
+            f.write("#!/bin/sh\necho 'GNU Wget 1.21.3 built on linux-gnu.'\necho\n"
+                    "echo '-cares +digest -gpgme +https +ipv6 +iri +large-file %s'\n" % features)
+        os.chmod(wget, 0o755)
+
+    empty, ok = env.path("wgetrc-empty"), env.path("wgetrc-aor")
+    with open(empty, "w") as f:
+        f.write("# nothing\ntries = 3\n")
+    with open(ok, "w") as f:
+        f.write("Ca-Certificate=%s\n" % env.bundle_path)  # wget ignores case, '_', '-'
+    fake("+ssl/gnutls")
+    rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": empty})
+    eq(rc, 0, "a warning only")
+    want = ("warn: wget %s uses GnuTLS, which reads none of the CA variables: it will not "
+            "trust aor (add `ca_certificate = %s` to %s, or pass --ca-certificate=%s)"
+            % (wget, env.bundle_path, empty, env.bundle_path))
+    check(want in out.splitlines(), "doctor lacks %r:\n%s" % (want, out))
+    rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": ok})
+    check("ok: wget (GnuTLS) takes its CAs from %s (ca_certificate in %s)" % (env.bundle_path, ok)
+          in out, "a wgetrc with the CA is fine:\n" + out)
+    check("warn: wget" not in out, out)
+    fake("+ssl/openssl")
+    rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": empty})
+    check("wget" not in out, "OpenSSL's wget reads SSL_CERT_FILE: not named:\n" + out)
 
 
 def test_doctor_explains_a_refused_start(env):
