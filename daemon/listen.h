@@ -18,7 +18,8 @@
 int aor_listen_unix(aor_daemon *d, char *err, size_t errlen);
 
 /* Binds the sidecar listener at d->cfg->listen ("host:port", loopback only). Sets
- * d->tcp_port and d->sidecar_url. Returns 0 (also when listen is off), or -1 with a message in err. */
+ * d->tcp_port and d->sidecar_url. Returns 0 (also when listen is off), or -1 with a message in err.
+ */
 int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen);
 
 /* What NETLINK_SOCK_DIAG (Linux inet_diag) says of the TCP socket at the other end of
