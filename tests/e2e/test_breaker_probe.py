@@ -84,9 +84,11 @@ def test_probe_in_flight_holds_other_requests(env):
 
 
 def test_lost_probe_does_not_wedge_the_circuit(env):
-    """The probe's client goes away before the provider answers: nothing is recorded for
-    the cancelled attempt, so the probe holds the circuit only for its lease
-    (breaker_open_s); then the next request is the probe."""
+    """A probe whose answer does not come (the provider holds it) holds the circuit only
+    for its lease (breaker_open_s): then the next request is the probe. Until 2026-12-02
+    the probe here was lost by a sidecar client that gave up unnoticed; a client that
+    leaves is now seen, and its probe hands the lease back at once
+    (test_walk.test_probe_whose_client_left_hands_its_lease_back)."""
     mock, d = setup(env)
     mock.script("secret-A", [{"status": 500, "times": -1}])
     mock.script("secret-B", [{"status": 500, "times": -1}])
@@ -95,11 +97,12 @@ def test_lost_probe_does_not_wedge_the_circuit(env):
     chat(env, d)
     eq([b["state"] for b in d.state()["breakers"]], ["open"], "p's circuit open")
     d.advance(31)
-    mock.script("secret-A", [{"status": 500, "delay_ms": 3000, "times": -1}])
-    mock.script("secret-B", [{"status": 500, "delay_ms": 3000, "times": -1}])
+    mock.script("secret-A", [{"status": 500, "delay_ms": 8000}, {"status": 500, "times": -1}])
     before = p_calls(mock)
-    r1 = chat(env, d, extra=["-m", "0.5"])  # the probe's client gives up
-    eq(r1.status, 0, "request 1 had no answer")
+    res = {}
+    t = threading.Thread(target=lambda: res.update(r=chat(env, d)))
+    t.start()  # request 1, the probe: its client waits, the provider holds the answer
+    aortest.wait_until(lambda: p_calls(mock) - before == 1, what="the probe at p")
     r2 = chat(env, d)
     eq((r2.headers.get("x-aor-provider"), r2.headers.get("x-aor-attempts")), ("q", "1"),
        "request 2 skipped p: the probe's lease runs")
@@ -108,13 +111,15 @@ def test_lost_probe_does_not_wedge_the_circuit(env):
     r3 = chat(env, d)
     eq((r3.headers.get("x-aor-provider"), r3.headers.get("x-aor-attempts")), ("q", "1"),
        "request 3 skipped p: 29 s into the 30 s lease")
-    eq(p_calls(mock) - before, 1, "one call to p so far: the lost probe")
+    eq(p_calls(mock) - before, 1, "one call to p so far: the probe without an answer")
     d.advance(1)
     r4 = chat(env, d)
     eq((r4.status, r4.headers.get("x-aor-provider")), (200, "q"),
        "request 4 was the new probe (it failed), then q answered")
     eq(p_calls(mock) - before, 2, "the lease ended: the next request probed p")
     eq([b["state"] for b in d.state()["breakers"]], ["open"], "the failed probe reopened it")
+    t.join(40)
+    check(not t.is_alive(), "request 1 ended")
 
 
 def test_a_streaming_probe_closes_the_circuit_when_its_answer_starts(env):
