@@ -9,6 +9,8 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef enum { OK, WARN, FAIL } level;
@@ -444,11 +447,14 @@ out:
     free(bundle);
 }
 
-/* The first cap - 1 bytes `path --version` prints on stdout (NUL-terminated in out), run
- * with no input and stderr discarded. Returns the byte count, or -1 when it cannot run. */
+/* The first cap - 1 bytes `path --version` prints on stdout within VERSION_WAIT_MS (NUL-
+ * terminated in out), run with no input, stderr discarded and no other descriptor of
+ * ours; the program is killed then if it has not ended. Returns the byte count, or -1
+ * when it cannot run. */
+#define VERSION_WAIT_MS 2000
 static ssize_t version_text(const char *path, char *out, size_t cap) {
     int fds[2];
-    if (pipe(fds) < 0)
+    if (pipe2(fds, O_CLOEXEC) < 0)
         return -1;
     pid_t pid = fork();
     if (pid < 0) {
@@ -456,8 +462,8 @@ static ssize_t version_text(const char *path, char *out, size_t cap) {
         close(fds[1]);
         return -1;
     }
-    if (pid == 0) {
-        int null = open("/dev/null", O_RDWR);
+    if (pid == 0) { /* every descriptor of ours is close-on-exec but 0, 1, 2 */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null >= 0) {
             dup2(null, 0);
             dup2(null, 2);
@@ -468,7 +474,15 @@ static ssize_t version_text(const char *path, char *out, size_t cap) {
     }
     close(fds[1]);
     size_t n = 0;
-    while (n + 1 < cap) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = VERSION_WAIT_MS -
+                    ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        if (n + 1 >= cap || left <= 0 || poll(&pfd, 1, (int)left) == 0)
+            break;
         ssize_t r = read(fds[0], out + n, cap - 1 - n);
         if (r < 0 && errno == EINTR)
             continue;
@@ -477,7 +491,8 @@ static ssize_t version_text(const char *path, char *out, size_t cap) {
         n += (size_t)r;
     }
     out[n] = '\0';
-    close(fds[0]); /* a program that writes more gets SIGPIPE */
+    close(fds[0]);
+    kill(pid, SIGKILL); /* ended already (a zombie: no effect), or taking too long */
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
@@ -511,7 +526,18 @@ static char *wgetrc_ca(const char *path) {
         while (vl && (s[vl - 1] == ' ' || s[vl - 1] == '\t'))
             vl--;
         free(found);
-        found = strndup(s, vl); /* the last one counts, as in wget */
+        const char *home = getenv("HOME");
+        if (vl >= 2 && s[0] == '~' && s[1] == '/' && home && *home) { /* wget expands it */
+            size_t hl = strlen(home);
+            found = malloc(hl + vl);
+            if (found) {
+                memcpy(found, home, hl);
+                memcpy(found + hl, s + 1, vl - 1);
+                found[hl + vl - 1] = '\0';
+            }
+        } else {
+            found = strndup(s, vl); /* the last one counts, as in wget */
+        }
     }
     free(line);
     fclose(f);
@@ -526,26 +552,35 @@ static void check_wget(tally *t, const char *data) {
     char *wget = aor_cli_which("wget");
     char *ca = aor_path_join(data, "ca.pem");
     char *bundle = aor_path_join(data, "bundle.pem");
-    char *rc = NULL, *named = NULL;
+    char *rc = NULL, *named = NULL, *sysrc = NULL;
     char ver[4096];
     if (!wget || !ca || !bundle || version_text(wget, ver, sizeof ver) <= 0 ||
         !strstr(ver, "gnutls"))
         goto out; /* none, or OpenSSL's, which reads SSL_CERT_FILE */
+    /* wget reads the system's wgetrc, then the user's: the last ca_certificate counts. */
+    const char *sys = getenv("SYSTEM_WGETRC");
     const char *env = getenv("WGETRC");
     const char *home = getenv("HOME");
     rc = env && *env ? strdup(env) : home && *home ? aor_path_join(home, ".wgetrc") : NULL;
+    sysrc = strdup(sys && *sys ? sys : "/etc/wgetrc");
+    const char *from = rc;
     named = rc ? wgetrc_ca(rc) : NULL;
+    if (!named && sysrc) {
+        from = sysrc;
+        named = wgetrc_ca(sysrc);
+    }
     if (named && aor_cli_file_has_ca(named, ca) == 1)
         say(t, OK,
             "wget (GnuTLS) takes its CAs from %s (ca_certificate in %s): it contains "
             "the aor CA",
-            named, rc);
+            named, from);
     else
         say(t, WARN,
             "wget %s uses GnuTLS, which reads none of the CA variables: it will not trust aor "
             "(add `ca_certificate = %s` to %s, or pass --ca-certificate=%s)",
             wget, bundle, rc ? rc : "~/.wgetrc", bundle);
 out:
+    free(sysrc);
     free(named);
     free(rc);
     free(bundle);

@@ -286,8 +286,11 @@ static void linger_read(aor_conn *c) {
         c->linger_bytes += n;
         if (c->linger_bytes > LINGER_MAX_BYTES)
             break;
-        if (i == 15)
-            return; /* more next time */
+        if (i == 15) { /* more next time; what OpenSSL holds raises no readiness */
+            if (c->ssl && SSL_has_pending(c->ssl))
+                event_active(c->rev, EV_READ, 0);
+            return;
+        }
     }
     conn_release(c);
 }

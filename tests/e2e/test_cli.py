@@ -932,9 +932,33 @@ def test_doctor_names_wget_built_with_gnutls(env):
     check("ok: wget (GnuTLS) takes its CAs from %s (ca_certificate in %s)" % (env.bundle_path, ok)
           in out, "a wgetrc with the CA is fine:\n" + out)
     check("warn: wget" not in out, out)
+    # Review: wget expands a leading ~/ and reads the system's wgetrc first.
+    home = env.path("wgethome")
+    os.makedirs(home, exist_ok=True)
+    shutil.copy(env.bundle_path, os.path.join(home, "aor-bundle.pem"))
+    tilde = env.path("wgetrc-tilde")
+    with open(tilde, "w") as f:
+        f.write("ca_certificate = ~/aor-bundle.pem\n")
+    rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": tilde, "HOME": home})
+    check("ok: wget (GnuTLS) takes its CAs from %s/aor-bundle.pem" % home in out,
+          "~/ is the home directory, as for wget:\n" + out)
+    rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": empty,
+                                               "SYSTEM_WGETRC": ok})
+    check("ok: wget (GnuTLS) takes its CAs from %s (ca_certificate in %s)" % (env.bundle_path, ok)
+          in out, "the system's wgetrc counts too:\n" + out)
     fake("+ssl/openssl")
     rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": empty})
     check("wget" not in out, "OpenSSL's wget reads SSL_CERT_FILE: not named:\n" + out)
+    # Review: a wget that writes without end, or never ends, held doctor for good.
+    for body in ("yes +ssl/gnutls", "echo +ssl/gnutls; exec sleep 60",
+                 "echo +ssl/gnutls; sleep 60 & exit 0"):
+        with open(wget, "w") as f:
+            f.write("#!/bin/sh\n%s\n" % body)
+        t0 = time.monotonic()
+        rc, out, _ = aor(env, "doctor", extra_env={"PATH": path, "WGETRC": empty})
+        check(time.monotonic() - t0 < 20, "%r: doctor ended (%.1f s)" % (body,
+                                                                         time.monotonic() - t0))
+        check("warn: wget %s uses GnuTLS" % wget in out, "%r: still read:\n%s" % (body, out))
 
 
 def test_doctor_explains_a_refused_start(env):
