@@ -74,6 +74,8 @@ static const char common_headers[] = "x-request-id: req_bench\r\n"
                                      "x-ratelimit-reset-requests: 6ms\r\n";
 
 static char json_answer[2048];
+static char json_answer_close[2048]; /* the same with Connection: close */
+static size_t json_answer_close_len;
 static size_t json_answer_len;
 
 static uint64_t now_ns(void) {
@@ -173,8 +175,16 @@ static void stream_unlink(mconn *c) {
 static void conn_close(mconn *c) {
     stream_unlink(c);
     epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
-    if (c->ssl)
+    if (c->ssl) {
+        if (c->close_after && !c->handshaking) {
+            /* Connection: close answered: end with close_notify, as a server does (wrk
+             * counted the bare close as a read error on every connection) */
+            ERR_clear_error();
+            SSL_shutdown(c->ssl);
+            ERR_clear_error();
+        }
         SSL_free(c->ssl);
+    }
     close(c->fd);
     free(c->in);
     free(c->out);
@@ -307,7 +317,10 @@ static int process_requests(mconn *c) {
         if (body_streams(body, (size_t)clen)) {
             stream_start(c, body, (size_t)clen);
         } else {
-            out_add(c, json_answer, json_answer_len);
+            if (close_req) /* say so: wrk takes an answer without it as keep-alive */
+                out_add(c, json_answer_close, json_answer_close_len);
+            else
+                out_add(c, json_answer, json_answer_len);
             served++;
         }
         off += hlen + (size_t)clen;
@@ -502,6 +515,13 @@ int main(int argc, char **argv) {
     if (n < 0 || (size_t)n >= sizeof json_answer)
         return 1;
     json_answer_len = (size_t)n;
+    n = snprintf(json_answer_close, sizeof json_answer_close,
+                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n%s"
+                 "Content-Length: %zu\r\n\r\n%s",
+                 common_headers, sizeof json_body - 1, json_body);
+    if (n < 0 || (size_t)n >= sizeof json_answer_close)
+        return 1;
+    json_answer_close_len = (size_t)n;
 
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
