@@ -485,6 +485,19 @@ static long parse_port(const char *s) {
     return v;
 }
 
+/* The fixed JSON answer into buf (cap bytes), with the header lines extra; its length in
+ * *len. -1 when it does not fit. */
+static int make_json_answer(char *buf, size_t cap, const char *extra, size_t *len) {
+    int n = snprintf(buf, cap,
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%s%s"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     extra, common_headers, sizeof json_body - 1, json_body);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    *len = (size_t)n;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     long port = 0, tls_port = -1;
     const char *cert = NULL, *key = NULL, *port_file = NULL;
@@ -508,20 +521,10 @@ int main(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     signal(SIGTERM, on_term);
     signal(SIGPIPE, SIG_IGN);
-    int n = snprintf(json_answer, sizeof json_answer,
-                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%s"
-                     "Content-Length: %zu\r\n\r\n%s",
-                     common_headers, sizeof json_body - 1, json_body);
-    if (n < 0 || (size_t)n >= sizeof json_answer)
+    if (make_json_answer(json_answer, sizeof json_answer, "", &json_answer_len) < 0 ||
+        make_json_answer(json_answer_close, sizeof json_answer_close, "Connection: close\r\n",
+                         &json_answer_close_len) < 0)
         return 1;
-    json_answer_len = (size_t)n;
-    n = snprintf(json_answer_close, sizeof json_answer_close,
-                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n%s"
-                 "Content-Length: %zu\r\n\r\n%s",
-                 common_headers, sizeof json_body - 1, json_body);
-    if (n < 0 || (size_t)n >= sizeof json_answer_close)
-        return 1;
-    json_answer_close_len = (size_t)n;
 
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)

@@ -332,6 +332,15 @@ def test_streams_that_end_with_an_error_event_are_failures(env):
     failed_streams_escalate(env, d, seen)
 
 
+def anthropic_stream_args():
+    """curl arguments for a streamed Messages request to claude-x through the shim."""
+    body = json.dumps({"model": "claude-x", "max_tokens": 10, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+    return ["https://api.anthropic.com/v1/messages", "-H", "x-api-key: client-1",
+            "-H", "anthropic-version: 2023-06-01", "-H", "content-type: application/json",
+            "-d", body]  # fmt: skip
+
+
 def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
     """Anthropic sends event: error / overloaded_error in the middle of a stream: a rate
     failure (§4.1), so the next request goes to the other key, not back to the overloaded
@@ -340,11 +349,7 @@ def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
     is never a clean end; it was passed on as one)."""
     mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="claude-x")
     mock.script("secret-A", [{"kind": "sse_error_after", "events": 2}])
-    body = json.dumps({"model": "claude-x", "max_tokens": 10, "stream": True,
-                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
-    args = ["https://api.anthropic.com/v1/messages", "-H", "x-api-key: client-1",
-            "-H", "anthropic-version: 2023-06-01", "-H", "content-type: application/json",
-            "-d", body]  # fmt: skip
+    args = anthropic_stream_args()
     r = env.curl(args)
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the stream came from A")
     check("overloaded_error" in r.body, "the client gets the error event")
@@ -441,11 +446,7 @@ def test_anthropic_stream_without_message_stop_is_a_failure(env):
     """The same for Anthropic's Messages stream, which ends with message_stop."""
     mock2, d2 = setup(env, keys=(("A", 0),), dialect="anthropic", host="api.anthropic.com",
                       models="claude-x")  # fmt: skip
-    body = json.dumps({"model": "claude-x", "max_tokens": 10, "stream": True,
-                       "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
-    args = ["https://api.anthropic.com/v1/messages", "-H", "x-api-key: client-1",
-            "-H", "anthropic-version: 2023-06-01", "-H", "content-type: application/json",
-            "-d", body]  # fmt: skip
+    args = anthropic_stream_args()
     r = env.curl(args)
     eq((r.status, r.rc), (200, 0), "a complete Anthropic stream")
     check("message_stop" in r.body[-200:], "it ends with message_stop")

@@ -150,22 +150,7 @@ def test_shim_client_that_leaves_ends_its_walk(env):
     nobody (billed, and the answer thrown away). A full close of the shim's connection
     (POLLHUP on the Unix socket, unlike a shutdown(SHUT_WR)) now cancels the request in
     flight: no further candidate is tried and nothing is backed off."""
-    mock, d = two_key_setup(env, fake_clock=None, debug=True)
-    mock.script("key-a-secret", [{"status": 429, "delay_ms": 3000}])
-    t0 = time.monotonic()
-    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H",
-                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
-                  "-d", CHAT], timeout=1)
-    eq(r.rc, 28, "curl gave up after 1 s (%s)" % r.stderr)
-    check(any(x["key"] == "key-a-secret" for x in mock.log()), "key A had the request")
-    time.sleep(max(0, 5 - (time.monotonic() - t0)))  # A's 429 came at 3 s
-    eq([x["key"] for x in mock.log() if x["key"] != "key-a-secret"], [],
-       "no other key got the request of a client that left")
-    eq(d.state()["backoff"], [], "nothing backed off for it")
-    check("shim client closed its connection with a request in flight: cancelled"
-          in d.stderr_text(), "the debug log says so:\n" + d.stderr_text()[-2000:])
-    r = shim_chat(env)
-    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "aord goes on serving")
+    client_that_leaves_ends_its_walk(env, "shim")
 
 
 def test_sidecar_client_that_leaves_ends_its_walk(env):
@@ -175,23 +160,29 @@ def test_sidecar_client_that_leaves_ends_its_walk(env):
     (inet_diag): released by its process, the client is gone and the request is
     cancelled. A client that only half-closed is still answered
     (test_conn_io.test_half_closed_sidecar_client_waits_for_a_slow_answer)."""
+    client_that_leaves_ends_its_walk(env, "sidecar")
+
+
+def client_that_leaves_ends_its_walk(env, via):
+    """curl (through the shim, or to the sidecar) gives up after 1 s while key A holds its
+    request for 3 s and then answers 429: nothing goes on to key B, nothing is backed off,
+    the debug log says why, and aord goes on serving."""
     mock, d = two_key_setup(env, fake_clock=None, debug=True)
     mock.script("key-a-secret", [{"status": 429, "delay_ms": 3000}])
+    url = ("https://api.openai.com" if via == "shim" else d.url) + "/v1/chat/completions"
+    args = [url, "-H", "Authorization: Bearer client-token", "-H",
+            "Content-Type: application/json", "-d", CHAT]  # fmt: skip
     t0 = time.monotonic()
-    r = env.curl(["http://127.0.0.1:%d/v1/chat/completions" % d.port, "-H",
-                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
-                  "-d", CHAT], preload=False, timeout=1)
+    r = env.curl(args, preload=via == "shim", timeout=1)
     eq(r.rc, 28, "curl gave up after 1 s (%s)" % r.stderr)
     check(any(x["key"] == "key-a-secret" for x in mock.log()), "key A had the request")
     time.sleep(max(0, 5 - (time.monotonic() - t0)))  # A's 429 came at 3 s
     eq([x["key"] for x in mock.log() if x["key"] != "key-a-secret"], [],
        "no other key got the request of a client that left")
     eq(d.state()["backoff"], [], "nothing backed off for it")
-    check("sidecar client closed its connection with a request in flight: cancelled"
+    check("%s client closed its connection with a request in flight: cancelled" % via
           in d.stderr_text(), "the debug log says so:\n" + d.stderr_text()[-2000:])
-    r = env.curl(["http://127.0.0.1:%d/v1/chat/completions" % d.port, "-H",
-                  "Authorization: Bearer client-token", "-H", "Content-Type: application/json",
-                  "-d", CHAT], preload=False)
+    r = env.curl(args, preload=via == "shim")
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "aord goes on serving")
 
 
