@@ -1231,7 +1231,7 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
         aor_sse_end kind = p->end_scan.kind;
         int terminated = aor_sse_end_scan_finish(&p->end_scan);
         if (aor_sse_ends_check(p->d->sse_ends, p->cfg->providers[p->cand->provider].base_url, kind,
-                               p->model, terminated)) {
+                               p->model, p->end_scan.epoch, terminated)) {
             v->kind = AOR_KIND_TRANSIENT;
             v->hint_s = -1;
             snprintf(v->reason, sizeof v->reason,
@@ -1356,6 +1356,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             p->sse_tail = malloc(SSE_TAIL_MAX);
         p->tail_total = 0;
         aor_sse_end_scan_init(&p->end_scan, aor_sse_end_of(p->dialect, p->path));
+        p->end_scan.epoch = aor_sse_ends_epoch(p->d->sse_ends);
         size_t hl = evbuffer_get_length(p->held);
         const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
         if (h) {

@@ -54,17 +54,22 @@ static const char *endpoint_name(aor_sse_end kind) {
     return (size_t)kind < sizeof names / sizeof names[0] ? names[kind] : "";
 }
 
-/* 1 when the field value v (n bytes, after "name:") is want, one leading space allowed. */
-static int field_is(const char *v, size_t n, const char *want) {
+/* 1 when the field value v (n bytes, after "name:") is want (prefix: starts with it),
+ * one leading space and any trailing blanks allowed. */
+static int field_is(const char *v, size_t n, const char *want, int prefix) {
     if (n && *v == ' ') {
         v++;
         n--;
     }
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
     size_t k = strlen(want);
-    return n == k && memcmp(v, want, k) == 0;
+    return (prefix ? n >= k : n == k) && memcmp(v, want, k) == 0;
 }
 
 int aor_sse_end_line(aor_sse_end kind, const char *line, size_t len) {
+    if (len > AOR_SSE_END_LINE_MAX)
+        return 0;
     static const char *const response_ends[] = {"response.completed", "response.incomplete",
                                                 "response.failed"};
     if (!line)
@@ -72,15 +77,16 @@ int aor_sse_end_line(aor_sse_end kind, const char *line, size_t len) {
     switch (kind) {
     case AOR_SSE_END_CHAT:
     case AOR_SSE_END_COMPLETIONS:
-        return len >= 5 && memcmp(line, "data:", 5) == 0 && field_is(line + 5, len - 5, "[DONE]");
+        return len >= 5 && memcmp(line, "data:", 5) == 0 &&
+               field_is(line + 5, len - 5, "[DONE]", 1);
     case AOR_SSE_END_MESSAGES:
         return len >= 6 && memcmp(line, "event:", 6) == 0 &&
-               field_is(line + 6, len - 6, "message_stop");
+               field_is(line + 6, len - 6, "message_stop", 0);
     case AOR_SSE_END_RESPONSES:
         if (len < 6 || memcmp(line, "event:", 6) != 0)
             return 0;
         for (size_t i = 0; i < sizeof response_ends / sizeof response_ends[0]; i++)
-            if (field_is(line + 6, len - 6, response_ends[i]))
+            if (field_is(line + 6, len - 6, response_ends[i], 0))
                 return 1;
         return 0;
     case AOR_SSE_END_NONE:
@@ -91,6 +97,7 @@ int aor_sse_end_line(aor_sse_end kind, const char *line, size_t len) {
 
 void aor_sse_end_scan_init(aor_sse_end_scan *s, aor_sse_end kind) {
     s->kind = kind;
+    s->epoch = 0;
     s->seen = 0;
     s->len = 0;
 }
@@ -109,7 +116,7 @@ static void scan_line(aor_sse_end_scan *s, const char *line, size_t l) {
 static void scan_line_end(aor_sse_end_scan *s) {
     size_t l = s->len;
     s->len = 0;
-    if (l <= AOR_SSE_END_LINE_MAX)
+    if (l <= AOR_SSE_END_LINE_MAX + 1) /* else more came than any terminator line has */
         scan_line(s, s->line, l);
 }
 
@@ -127,7 +134,7 @@ int aor_sse_end_scan_feed(aor_sse_end_scan *s, const char *data, size_t len) {
             p = nl + 1;
             continue;
         }
-        if (s->len <= AOR_SSE_END_LINE_MAX) { /* keep one byte more: "too long" */
+        if (s->len <= AOR_SSE_END_LINE_MAX + 1) { /* up to a CR, and one more: "too long" */
             size_t room = sizeof s->line - s->len, take = n < room ? n : room;
             memcpy(s->line + s->len, p, take);
             s->len += take;
@@ -149,14 +156,16 @@ int aor_sse_end_scan_finish(aor_sse_end_scan *s) {
 }
 
 struct aor_sse_ends {
-    aor_map *map; /* (base_url, "endpoint\nmodel") -> entry */
+    aor_map *map;        /* (base_url, "endpoint\nmodel") -> entry */
+    unsigned long epoch; /* misses counted so far, of every entry */
 };
 
 /* One (base_url, endpoint, model): the map's key strings live here. */
 typedef struct {
-    int misses;   /* streams in a row without the terminator since it was last seen */
-    char *second; /* "endpoint\nmodel", in text after base_url */
-    char text[];  /* base_url NUL endpoint \n model NUL */
+    int misses;               /* streams in a row without the terminator since it was last seen */
+    unsigned long miss_epoch; /* the set's epoch after the last counted miss */
+    char *second;             /* "endpoint\nmodel", in text after base_url */
+    char text[];              /* base_url NUL endpoint \n model NUL */
 } seen_entry;
 
 aor_sse_ends *aor_sse_ends_new(void) {
@@ -180,6 +189,10 @@ void aor_sse_ends_free(aor_sse_ends *s) {
     free(s);
 }
 
+unsigned long aor_sse_ends_epoch(const aor_sse_ends *s) {
+    return s ? s->epoch : 0;
+}
+
 size_t aor_sse_ends_count(const aor_sse_ends *s) {
     return s ? aor_map_count(s->map) : 0;
 }
@@ -193,6 +206,7 @@ static void note(aor_sse_ends *s, const char *base_url, const char *second) {
     if (!e)
         return;
     e->misses = 0;
+    e->miss_epoch = 0;
     memcpy(e->text, base_url, bl + 1);
     e->second = e->text + bl + 1;
     memcpy(e->second, second, sl + 1);
@@ -201,7 +215,7 @@ static void note(aor_sse_ends *s, const char *base_url, const char *second) {
 }
 
 int aor_sse_ends_check(aor_sse_ends *s, const char *base_url, aor_sse_end kind, const char *model,
-                       int terminated) {
+                       unsigned long epoch, int terminated) {
     if (!s || !base_url || kind == AOR_SSE_END_NONE)
         return 0;
     /* The second half of the key: endpoint and model, on the stack when short. */
@@ -222,8 +236,12 @@ int aor_sse_ends_check(aor_sse_ends *s, const char *base_url, aor_sse_end kind, 
             note(s, base_url, second);
     } else if (e) {
         cut = 1;
-        if (++e->misses >= AOR_SSE_ENDS_MISSES_MAX)
-            free(aor_map_remove(s->map, base_url, second));
+        /* Streams in flight when the last miss was counted were cut with it: one event. */
+        if (e->misses == 0 || epoch >= e->miss_epoch) {
+            e->miss_epoch = ++s->epoch;
+            if (++e->misses >= AOR_SSE_ENDS_MISSES_MAX)
+                free(aor_map_remove(s->map, base_url, second));
+        }
     }
     if (second != small)
         free(second);

@@ -40,26 +40,30 @@ aor_sse_end aor_sse_end_of(aor_dialect dialect, const char *path);
 const char *aor_sse_end_name(aor_sse_end kind);
 
 /* 1 when the SSE line (len bytes, without its line end) is kind's terminator: a data
- * line "[DONE]" (CHAT, COMPLETIONS), an event line message_stop (MESSAGES), an event
- * line response.completed, response.incomplete or response.failed (RESPONSES); one
- * space after the colon, as SSE allows. 0 otherwise, and always for NONE. A line, not
- * a substring: the text of an event's data is JSON, in which a line end is escaped, so
- * a model that writes "data: [DONE]" cannot end its own stream. */
+ * line that starts with "[DONE]" (CHAT, COMPLETIONS; the SDKs' own test, so "[DONE] "
+ * counts), an event line message_stop (MESSAGES), an event line response.completed,
+ * response.incomplete or response.failed (RESPONSES; event names with trailing blanks
+ * too); one space after the colon, as SSE allows. 0 otherwise, and always for NONE. A
+ * line, not a substring: the text of an event's data is JSON, in which a line end is
+ * escaped, so a model that writes "data: [DONE]" cannot end its own stream. A line over
+ * AOR_SSE_END_LINE_MAX bytes never is. */
 int aor_sse_end_line(aor_sse_end kind, const char *line, size_t len);
 
-/* Longest line the scanner keeps (the longest terminator line is 26 bytes). */
+/* Longest line (without its CR LF) that can be a terminator line: a longer one never is
+ * (the longest written by a provider is 26 bytes). */
 #define AOR_SSE_END_LINE_MAX 32
 
 /* Looks for kind's terminator in a stream's bytes as they go by, in pieces of any size
  * (a line may be split across them). Zero-initialised with aor_sse_end_scan_init. */
 typedef struct {
     aor_sse_end kind;
-    int seen;   /* the terminator line went by */
-    size_t len; /* bytes of the current line so far, up to AOR_SSE_END_LINE_MAX + 1 */
-    char line[AOR_SSE_END_LINE_MAX + 1];
+    unsigned long epoch; /* the set's epoch when the stream started (aor_sse_ends_epoch) */
+    int seen;            /* the terminator line went by */
+    size_t len;          /* bytes of the current line so far, up to AOR_SSE_END_LINE_MAX + 2 */
+    char line[AOR_SSE_END_LINE_MAX + 2];
 } aor_sse_end_scan;
 
-/* Starts a scan for kind's terminator (NONE: never seen). */
+/* Starts a scan for kind's terminator (NONE: never seen); epoch 0. */
 void aor_sse_end_scan_init(aor_sse_end_scan *s, aor_sse_end kind);
 
 /* Feeds the next len bytes of the stream. Cost: a memchr per line, a compare per line
@@ -76,7 +80,9 @@ typedef struct aor_sse_ends aor_sse_ends;
 
 #define AOR_SSE_ENDS_MAX 4096
 /* Streams in a row that ended without the terminator after which an upstream is no
- * longer expected to send it (a server replaced behind the same base_url). */
+ * longer expected to send it (a server replaced behind the same base_url). Streams cut
+ * together count once: only one that started after the last counted miss counts (an
+ * outage that cuts ten streams at once must not make the upstream's cuts go unseen). */
 #define AOR_SSE_ENDS_MISSES_MAX 2
 
 /* New empty set. Returns NULL with errno ENOMEM. Free with aor_sse_ends_free. */
@@ -85,15 +91,20 @@ aor_sse_ends *aor_sse_ends_new(void);
 /* Frees the set. NULL: no-op. */
 void aor_sse_ends_free(aor_sse_ends *s);
 
-/* A stream of kind from base_url for model (NULL: none) ended cleanly; terminated: its
- * terminator went by. Terminated, the upstream is noted as one that sends it (copies
- * the strings; ENOMEM or a full set: not noted, so its streams are not checked).
- * Not terminated, returns 1 when such a stream was expected to end with its terminator
- * (then it was cut short: a failure); after AOR_SSE_ENDS_MISSES_MAX such streams in a
- * row the upstream is no longer expected to send one. Returns 0 otherwise, and for
- * NONE, a NULL s or base_url. */
+/* The set's epoch: a count of the misses counted so far. A stream notes it when it
+ * starts (aor_sse_end_scan.epoch). 0 for NULL. */
+unsigned long aor_sse_ends_epoch(const aor_sse_ends *s);
+
+/* A stream of kind from base_url for model (NULL: none), started at epoch (as
+ * aor_sse_ends_epoch said then), ended cleanly; terminated: its terminator went by.
+ * Terminated, the upstream is noted as one that sends it (copies the strings; ENOMEM or
+ * a full set: not noted, so its streams are not checked). Not terminated, returns 1 when
+ * such a stream was expected to end with its terminator (then it was cut short: a
+ * failure); after AOR_SSE_ENDS_MISSES_MAX such streams in a row, each started after the
+ * miss before it, the upstream is no longer expected to send one. Returns 0 otherwise,
+ * and for NONE, a NULL s or base_url. */
 int aor_sse_ends_check(aor_sse_ends *s, const char *base_url, aor_sse_end kind, const char *model,
-                       int terminated);
+                       unsigned long epoch, int terminated);
 
 /* Number of (base_url, endpoint, model) noted. 0 for NULL. */
 size_t aor_sse_ends_count(const aor_sse_ends *s);

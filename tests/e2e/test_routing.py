@@ -5,6 +5,7 @@ the mock provider."""
 import json
 import os
 import re
+import threading
 
 import aortest
 from aortest import check, eq
@@ -526,6 +527,30 @@ def test_terminator_check_takes_complete_streams_as_they_are(env):
         rcs.append(chat(env, stream=True).rc)
         d.advance(100)
     eq(rcs, [18, 18, 0, 0], "no longer expected after two misses in a row")
+
+
+def test_streams_cut_together_are_all_seen(env):
+    """QA: six streams cut at once by one outage counted as six misses in a row, so the
+    rule that forgets an upstream after two (a server replaced behind its base_url) let
+    the other four through as whole answers and cleared the key's failure. Streams in
+    flight when a miss is counted now count with it as one. Also: a [DONE] line with a
+    trailing blank is the terminator, as for the SDKs (startsWith("[DONE]"))."""
+    mock, d = setup(env, keys=(("A", 0),))
+    mock.script("secret-A", [sse_answer(chunk_event("1") + "data: [DONE] \n\n")])
+    r = chat(env, stream=True)
+    eq((r.status, r.rc), (200, 0), "learned, from a [DONE] with a trailing blank")
+    mock.script("secret-A", [{"kind": "end_after", "events": 3, "times": 6,
+                              "interval_ms": 300}])  # fmt: skip
+    res = [None] * 6
+    threads = [threading.Thread(target=lambda i=i: res.__setitem__(i, chat(env, stream=True)))
+               for i in range(6)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    eq([r.rc for r in res], [18] * 6, "every stream of the outage is left unfinished")
+    a = row(d, "A")
+    check(a is not None and a["last_error_kind"] == "transient", "A backed off: %r" % a)
 
 
 def test_a_failed_connect_at_the_end_does_not_hide_the_last_response(env):
