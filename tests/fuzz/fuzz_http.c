@@ -32,7 +32,7 @@ static void note_request(FILE *sum, aor_http_request *req, int sidecar) {
     fwrite(body, 1, blen, sum);
 
     const char *why = NULL;
-    int g = aor_guard_check(req, sidecar, &why);
+    int g = aor_guard_check(req, sidecar, sidecar ? "http://127.0.0.1:8787" : NULL, &why);
     FUZZ_CHECK(g == 0 || ((g == 400 || g == 403 || g == 405 || g == 417) && why), "guard answer");
     fprintf(sum, "\nG %d\n", g);
     if (g != 0)
