@@ -265,21 +265,23 @@ def test_requests_pipelined_before_half_close_are_all_answered(env):
     up.close()
 
 
+def slow_echo(up, s):
+    """Answers every request with its own body, 1.2 s after it came."""
+    while True:
+        head, body = up.read_request(s)
+        if head is None:
+            return
+        time.sleep(1.2)
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
 def test_half_closed_shim_client_waits_for_a_slow_answer(env):
     """A shim client that ends its sending side (close_notify, or shutdown(SHUT_WR))
     while the upstream takes a second is still there: it gets the answer. Only a full
     close cancels the request (test_walk.test_shim_client_that_leaves_ends_its_walk);
     aord looks for one every 250 ms while the request lasts, and must not mistake the
     half-close for it."""
-
-    def slow_echo(up, s):
-        while True:
-            head, body = up.read_request(s)
-            if head is None:
-                return
-            time.sleep(1.2)
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     up, d = start(env, slow_echo)
     for how_end in ("close_notify", "shutdown"):
@@ -353,15 +355,6 @@ def test_half_closed_sidecar_client_waits_for_a_slow_answer(env):
     while the upstream takes a second still gets the answer: aord looks for a close every
     250 ms while the request lasts (test_sidecar_client_gone_cancels_the_request_in_
     flight) and must not take the half-close, alike on the wire, for one."""
-
-    def slow_echo(up, s):
-        while True:
-            head, body = up.read_request(s)
-            if head is None:
-                return
-            time.sleep(1.2)
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     up, d = start(env, slow_echo)
     for n in (1, 2):
