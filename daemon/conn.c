@@ -160,6 +160,16 @@ static void log_tls_errors(void) {
     }
 }
 
+/* Sends the TLS close_notify of c (c->ssl set) once its handshake is done and none went
+ * out yet: best effort, the socket is non-blocking and closed or shut down right after. */
+static void send_close_notify(aor_conn *c) {
+    if (!SSL_is_init_finished(c->ssl) || (SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
+        return;
+    ERR_clear_error();
+    SSL_shutdown(c->ssl);
+    ERR_clear_error();
+}
+
 static void conn_free(aor_conn *c) {
     if (c->prev)
         c->prev->next = c->next;
@@ -191,14 +201,9 @@ static void conn_free(aor_conn *c) {
     if (c->out)
         evbuffer_free(c->out);
     if (c->ssl) {
-        /* A close that sent everything says so (close_notify, best effort: the socket
-         * is non-blocking and closed right after). */
-        if (c->closing && !c->dead && !c->aborted && out_len(c) == 0 &&
-            !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN) && SSL_is_init_finished(c->ssl)) {
-            ERR_clear_error();
-            SSL_shutdown(c->ssl);
-            ERR_clear_error();
-        }
+        /* A close that sent everything says so. */
+        if (c->closing && !c->dead && !c->aborted && out_len(c) == 0)
+            send_close_notify(c);
         SSL_free(c->ssl);
     }
     if (c->fd >= 0)
@@ -233,11 +238,8 @@ static int linger_start(aor_conn *c) {
     c->linger_ev = evtimer_new(c->d->base, linger_check, c);
     if (!c->linger_ev)
         return -1;
-    if (c->ssl && SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN)) {
-        ERR_clear_error();
-        SSL_shutdown(c->ssl); /* best effort, as at any close */
-        ERR_clear_error();
-    }
+    if (c->ssl)
+        send_close_notify(c);
     shutdown(c->fd, SHUT_WR);
     c->lingering = 1;
     evbuffer_drain(c->in, evbuffer_get_length(c->in));
