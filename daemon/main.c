@@ -282,14 +282,14 @@ int main(int argc, char **argv) {
     raise_fd_limit();
     int check_only = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-            config_arg = argv[++i];
-        } else if (strcmp(argv[i], "--config") == 0) {
-            fprintf(stderr, "aord: --config needs a FILE\n");
-            usage(stderr);
-            return 2;
-        } else if (strncmp(argv[i], "--config=", 9) == 0) {
-            config_arg = argv[i] + 9;
+        if (strcmp(argv[i], "--config") == 0 || strncmp(argv[i], "--config=", 9) == 0) {
+            /* An empty name ("$UNSET") is refused, as by aor: not the default file. */
+            config_arg = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
+            if (!config_arg || !*config_arg) {
+                fprintf(stderr, "aord: --config needs a FILE\n");
+                usage(stderr);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--check-config") == 0) {
             check_only = 1;
         } else if (strcmp(argv[i], "--version") == 0) {

@@ -1524,6 +1524,15 @@ def test_a_missing_chosen_config_is_an_error_everywhere(env):
     eq(err, "aor: configuration file %s (named by --config): No such file or directory\n"
        % missing, "doctor names the file and the option")
     eq(out, "", "doctor checks nothing else")
+    # An empty name (an unset variable: `--config "$CFG"`) is no file either. QA: aord
+    # took it for "no --config" and checked or ran on the default file, where aor refused.
+    for args in (["--config", ""], ["--config="]):
+        rc, out, err = aor(env, *args, "check-config")
+        eq((rc, err), (2, "aor: --config needs a file name\n"), "aor %r" % args)
+        r = subprocess.run([os.path.join(env.build, "aord"), "--check-config"] + args,
+                           capture_output=True, text=True, env=env.env, timeout=30)
+        eq(r.returncode, 2, "aord %r: exit 2 (%r)" % (args, r.stdout))
+        check(r.stderr.startswith("aord: --config needs a FILE\n"), "aord says so: %r" % r.stderr)
 
 
 def test_cli_arguments_and_counts(env):
