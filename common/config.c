@@ -95,8 +95,9 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
         if (dup)
             continue;
         const char *val = getenv(k->env);
+        size_t ef_line = 0; /* the env_file line the value came from; 0: the environment */
         if (aor_cfg_blank(val))
-            val = ef ? aor_cfg_envfile_get(ef, k->env) : NULL;
+            val = ef ? aor_cfg_envfile_get(ef, k->env, &ef_line) : NULL;
         if (aor_cfg_blank(val) && cfg->secrets_optional)
             continue;
         if (aor_cfg_blank(val) && ef_failed) {
@@ -125,11 +126,19 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
             c->errs->oom = 1;
             continue;
         }
-        if (aor_cfg_clean_secret(k->secret) != 0)
-            aor_cfg_err(c->errs, env_line,
-                        "key \"%s\": the value of %s is longer than %d bytes or contains spaces "
-                        "or control characters (the value is not shown)",
-                        k->name, k->env, AOR_CFG_SECRET_MAX);
+        const char *why = NULL;
+        if (aor_cfg_clean_secret(k->secret, &why) != 0) {
+            if (ef_line)
+                aor_cfg_err_in(c->errs, cfg->env_file, ef_line,
+                               "the value of %s (the secret of key \"%s\") %s; fix it on this "
+                               "line (the value is not shown)",
+                               k->env, k->name, why);
+            else
+                aor_cfg_err(c->errs, env_line,
+                            "key \"%s\": the value of %s in aord's environment %s (the value "
+                            "is not shown)",
+                            k->name, k->env, why);
+        }
     }
 }
 
@@ -260,8 +269,12 @@ static void check_routing(aor_cfg_parse_ctx *c) {
     if (c->cfg->backoff_max_s < c->cfg->backoff_initial_s) {
         size_t line =
             r ? (r->seen[R_BACKOFF_MAX] ? r->seen[R_BACKOFF_MAX] : r->seen[R_BACKOFF_INITIAL]) : 0;
-        aor_cfg_err(c->errs, line, "backoff_max_s (%g) is smaller than backoff_initial_s (%g)",
-                    c->cfg->backoff_max_s, c->cfg->backoff_initial_s);
+        int max_set = r && r->seen[R_BACKOFF_MAX];
+        aor_cfg_err(c->errs, line,
+                    "backoff_max_s (%g%s) is smaller than backoff_initial_s (%g): the first "
+                    "window must fit under the cap; lower backoff_initial_s or %s backoff_max_s",
+                    c->cfg->backoff_max_s, max_set ? "" : " s, the default",
+                    c->cfg->backoff_initial_s, max_set ? "raise" : "set");
     }
 }
 
@@ -459,7 +472,15 @@ static void load_text(aor_config *cfg, aor_cfg_errs *errs, aor_cfg_errs *warns, 
     if (cfg->nproviders == 0 && (cfg->nkeys || !c.saw_key_or_prov)) {
         /* No [provider] section: the providers come from the environment (§3.3), so a
          * file that only tunes [daemon] / [routing] keeps the zero-config behaviour. */
-        if (cfg->nkeys) {
+        /* A [provider] section with a bad header, or an unknown section, already has its
+         * own error (with a "did you mean"); this one would only follow from it. */
+        int bad_prov = 0;
+        for (size_t i = 0; i < c.nsecs; i++)
+            if (c.secs[i].type == SEC_PROVIDER || c.secs[i].type == SEC_BAD)
+                bad_prov = 1;
+        if (cfg->nkeys && bad_prov) {
+            /* reported */
+        } else if (cfg->nkeys) {
             aor_cfg_err(errs, c.secs[c.kinfo[0].sec].line,
                         "keys are declared but no [provider \"NAME\"] section uses them; add "
                         "one with keys = %s (without any [provider] and [key] section the "

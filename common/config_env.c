@@ -54,19 +54,26 @@ void aor_cfg_envfile_free(aor_cfg_envfile *ef) {
     }
     free(ef->names);
     free(ef->values);
+    free(ef->lines);
     memset(ef, 0, sizeof *ef);
 }
 
-const char *aor_cfg_envfile_get(const aor_cfg_envfile *ef, const char *name) {
+const char *aor_cfg_envfile_get(const aor_cfg_envfile *ef, const char *name, size_t *line) {
     const char *found = NULL;
-    for (size_t i = 0; i < ef->n; i++) /* the last assignment wins, as in a shell */
-        if (strcmp(ef->names[i], name) == 0)
+    if (line)
+        *line = 0;
+    for (size_t i = 0; i < ef->n; i++) { /* the last assignment wins, as in a shell */
+        if (strcmp(ef->names[i], name) == 0) {
             found = ef->values[i];
+            if (line)
+                *line = ef->lines[i];
+        }
+    }
     return found;
 }
 
-static int envfile_add(aor_cfg_envfile *ef, const char *name, size_t nlen, const char *val,
-                       size_t vlen) {
+static int envfile_add(aor_cfg_envfile *ef, size_t lineno, const char *name, size_t nlen,
+                       const char *val, size_t vlen) {
     char **nn = realloc(ef->names, (ef->n + 1) * sizeof *nn);
     if (!nn)
         return -1;
@@ -75,6 +82,10 @@ static int envfile_add(aor_cfg_envfile *ef, const char *name, size_t nlen, const
     if (!nv)
         return -1;
     ef->values = nv;
+    size_t *nl = realloc(ef->lines, (ef->n + 1) * sizeof *nl);
+    if (!nl)
+        return -1;
+    ef->lines = nl;
     char *n = strndup(name, nlen);
     char *v = strndup(val, vlen);
     if (!n || !v) {
@@ -87,6 +98,7 @@ static int envfile_add(aor_cfg_envfile *ef, const char *name, size_t nlen, const
     }
     ef->names[ef->n] = n;
     ef->values[ef->n] = v;
+    ef->lines[ef->n] = lineno;
     ef->n++;
     return 0;
 }
@@ -213,7 +225,7 @@ int aor_cfg_envfile_load(const char *path, size_t opt_line, aor_cfg_errs *errs,
             v++;
             e--;
         }
-        if (envfile_add(out, name, nlen, v, (size_t)(e - v)) != 0) {
+        if (envfile_add(out, lineno, name, nlen, v, (size_t)(e - v)) != 0) {
             errs->oom = 1;
             bad = 1;
             break;
@@ -263,8 +275,9 @@ static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var,
             return -1;
         const char *val = getenv(name);
         const char *from = AOR_CFG_ENV_NAME;
+        size_t from_line = 0;
         if (aor_cfg_blank(val) && ef) {
-            val = aor_cfg_envfile_get(ef, name);
+            val = aor_cfg_envfile_get(ef, name, &from_line);
             from = cfg->env_file;
         }
         if (aor_cfg_blank(val))
@@ -272,11 +285,11 @@ static int add_family(aor_config *cfg, aor_provider_cfg *p, const char *var,
         char *secret = strdup(val);
         if (!secret)
             return -1;
-        if (aor_cfg_clean_secret(secret) != 0) {
-            aor_cfg_err_in(errs, from, 0,
-                           "%s is empty after trimming, longer than %d bytes or contains spaces or "
-                           "control characters; fix the variable (its value is not shown)",
-                           name, AOR_CFG_SECRET_MAX);
+        const char *why = NULL;
+        if (aor_cfg_clean_secret(secret, &why) != 0) {
+            aor_cfg_err_in(errs, from, from_line,
+                           "the value of %s %s; fix the variable (its value is not shown)", name,
+                           why);
             explicit_bzero(secret, strlen(secret));
             free(secret);
             continue;

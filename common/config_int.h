@@ -15,6 +15,8 @@
 #define AOR_CFG_NAME_MAX 64            /* key / provider names */
 #define AOR_CFG_MODEL_MAX 200          /* model names */
 #define AOR_CFG_SECRET_MAX 4096        /* bytes of one secret */
+#define AOR_CFG_STR_(x) #x
+#define AOR_CFG_STR(x) AOR_CFG_STR_(x) /* a number macro as a string literal */
 #define AOR_CFG_SUN_PATH 108           /* sizeof sun_path: socket path < this */
 #define AOR_CFG_ENV_NAME "<environment>"
 #define AOR_CFG_SHOWBUF 96 /* buffer for aor_cfg_show / aor_cfg_sec_label */
@@ -141,8 +143,10 @@ long aor_cfg_split_list(const char *v, char ***items);
 void aor_cfg_list_free(char **items, size_t n);
 
 /* Cleans a secret in place: strips leading/trailing whitespace. Returns 0, or -1 when
- * it is empty, longer than AOR_CFG_SECRET_MAX or holds spaces / control characters. */
-int aor_cfg_clean_secret(char *s);
+ * it is empty, longer than AOR_CFG_SECRET_MAX or holds spaces / control characters; then
+ * *why (when why is not NULL) is set to a static phrase naming which, e.g. "contains a
+ * space", that never shows the value (§3.2). */
+int aor_cfg_clean_secret(char *s, const char **why);
 
 /* 1 when a key variable's value is missing (NULL), empty or only the white space
  * aor_cfg_clean_secret trims (the value then is empty: §3.1 rule 1 "set and non-empty",
@@ -257,6 +261,7 @@ const aor_cfg_known *aor_cfg_known_find(const char *name);
 typedef struct {
     char **names;
     char **values; /* secrets: wiped on free */
+    size_t *lines; /* the 1-based line of each assignment, for error messages */
     size_t n;
 } aor_cfg_envfile;
 
@@ -268,8 +273,10 @@ typedef struct {
 int aor_cfg_envfile_load(const char *path, size_t opt_line, aor_cfg_errs *errs,
                          aor_cfg_envfile *out);
 
-/* The value of `name` in the env_file (NULL when absent). */
-const char *aor_cfg_envfile_get(const aor_cfg_envfile *ef, const char *name);
+/* The value of `name` in the env_file (NULL when absent; the last assignment wins, as in
+ * a shell). When line is not NULL it is set to that assignment's 1-based line, 0 when
+ * absent. The returned string belongs to ef. */
+const char *aor_cfg_envfile_get(const aor_cfg_envfile *ef, const char *name, size_t *line);
 
 /* Wipes and frees the variables (not ef itself). */
 void aor_cfg_envfile_free(aor_cfg_envfile *ef);

@@ -760,7 +760,10 @@ void aor_cfg_list_free(char **items, size_t n) {
     free(items);
 }
 
-int aor_cfg_clean_secret(char *s) {
+int aor_cfg_clean_secret(char *s, const char **why) {
+    const char *dummy;
+    if (!why)
+        why = &dummy;
     size_t n = strlen(s), start = 0;
     while (start < n && isspace((unsigned char)s[start]))
         start++;
@@ -770,11 +773,26 @@ int aor_cfg_clean_secret(char *s) {
     n -= start;
     explicit_bzero(s + n, strlen(s + n));
     s[n] = '\0';
-    if (n == 0 || n > AOR_CFG_SECRET_MAX)
+    if (n == 0) {
+        *why = "is empty after trimming white space";
         return -1;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] == 0x7f)
+    }
+    if (n > AOR_CFG_SECRET_MAX) {
+        *why = "is longer than " AOR_CFG_STR(AOR_CFG_SECRET_MAX) " bytes";
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] == ' ') {
+            *why = "contains a space (an API key is one word: is a second value or a comment "
+                   "on the same line?)";
             return -1;
+        }
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f) {
+            *why = "contains a control character (a tab, a line break or another byte below "
+                   "0x20)";
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -501,6 +501,23 @@ static void test_bad_values_each_reported(void **state) {
     free(path);
 }
 
+/* backoff_initial_s over the cap: at the line set, saying which side to move, and that
+ * the cap is the default when only backoff_initial_s was written (fresh-user pass). */
+static void test_backoff_initial_over_max(void **state) {
+    char *path = NULL;
+    char *errs = load_err("[routing]\nbackoff_initial_s = 90000\n", &path);
+    assert_err(errs, path, 2,
+               "backoff_max_s (86400 s, the default) is smaller than backoff_initial_s (90000)");
+    assert_err(errs, path, 2, "or set backoff_max_s");
+    free(errs);
+    free(path);
+    errs = load_err("[routing]\nbackoff_initial_s = 60\nbackoff_max_s = 30\n", &path);
+    assert_err(errs, path, 3, "backoff_max_s (30) is smaller than backoff_initial_s (60)");
+    assert_err(errs, path, 3, "or raise backoff_max_s");
+    free(errs);
+    free(path);
+}
+
 static void test_base_url_rejects_credentials_without_echo(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     const char *text = "[key \"a\"]\nenv = TEST_KEY_A\n"
@@ -665,7 +682,7 @@ static void test_secrets_optional_for_clients(void **state) {
     setenv("TEST_KEY_A", "two words", 1);
     cfg = aor_config_load_flags(path, AOR_CONFIG_SECRETS_OPTIONAL, &errs);
     assert_null(cfg);
-    assert_err(errs, path, 2, "contains spaces");
+    assert_err(errs, path, 2, "contains a space");
     free(errs);
     free(path);
 }
@@ -1318,8 +1335,15 @@ static void test_env_secret_trimmed_and_checked(void **state) {
     setenv("TEST_KEY_A", "secret with-space-Xyz", 1);
     char *path = NULL;
     char *errs = load_err(minimal, &path);
-    assert_err(errs, path, 2, "contains spaces or control characters");
+    assert_err(errs, path, 2, "TEST_KEY_A in aord's environment contains a space");
     assert_null(strstr(errs, "with-space-Xyz"));
+    free(errs);
+    free(path);
+
+    setenv("TEST_KEY_A", "secret\x01ctl-Xyz", 1);
+    errs = load_err(minimal, &path);
+    assert_err(errs, path, 2, "contains a control character");
+    assert_null(strstr(errs, "ctl-Xyz"));
     free(errs);
     free(path);
 }
@@ -1406,6 +1430,25 @@ static void test_env_file_syntax_errors(void **state) {
     assert_null(strstr(errs, "add it to env_file"));
     assert_non_null(strstr(errs, "TEST_KEY_A is not set, and env_file"));
     assert_non_null(strstr(errs, "is not used: see its error"));
+    free(errs);
+    free(path);
+    free(text);
+    free(ef);
+}
+
+/* A bad secret in env_file is reported at its own line there, with what is wrong with it
+ * (fresh-user pass: it was reported at the [key]'s env line, with a three-way reason). */
+static void test_env_file_bad_secret_line(void **state) {
+    char *ef = write_file("# secrets\n"
+                          "TEST_KEY_A=ok-value\n"
+                          "TEST_KEY_B=sk-two words-Xyz\n",
+                          0600);
+    char *text = envfile_config(ef);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    assert_err(errs, ef, 3, "the value of TEST_KEY_B (the secret of key \"b\") contains a space");
+    assert_null(strstr(errs, "words-Xyz"));
+    assert_null(strstr(errs, "TEST_KEY_A"));
     free(errs);
     free(path);
     free(text);
@@ -1551,7 +1594,7 @@ static void test_embedded_bad_variable_reported(void **state) {
     char *errs = NULL;
     assert_null(aor_config_load(NULL, &errs));
     assert_non_null(errs);
-    assert_non_null(strstr(errs, "<environment>: OPENAI_API_KEY_2 "));
+    assert_non_null(strstr(errs, "<environment>: the value of OPENAI_API_KEY_2 contains a space"));
     assert_null(strstr(errs, "value-Qw8"));
     free(errs);
     /* Only whitespace is no key, as if unset (QA: it stopped aord with exit 2). */
@@ -1589,6 +1632,21 @@ static void test_file_without_providers_uses_environment(void **state) {
     assert_err(errs, path, 3, "no [provider \"NAME\"] section uses them");
     free(errs);
     free(path);
+
+    /* A [provider] section whose header is refused has its own error; "no [provider]
+     * uses them" would only follow from it (fresh-user pass). */
+    const char *bad_headers[] = {"[provider \"open ai\"]", "[provder \"p\"]"};
+    for (size_t i = 0; i < 2; i++) {
+        char *t = NULL;
+        assert_true(asprintf(&t, "[key \"a\"]\nenv = TEST_KEY_A\n%s\nkeys = a\nmodels = m\n",
+                             bad_headers[i]) > 0);
+        errs = load_err(t, &path);
+        assert_err(errs, path, 3, i == 0 ? "invalid provider name" : "did you mean [provider]");
+        assert_null(strstr(errs, "section uses them"));
+        free(errs);
+        free(path);
+        free(t);
+    }
 }
 
 /* A file with only [daemon] env_file: the embedded default (no [key]/[provider]) takes
@@ -1630,7 +1688,7 @@ static void test_embedded_default_reads_env_file(void **state) {
     char *path = NULL;
     char *errs = load_err(text, &path);
     char want[512];
-    snprintf(want, sizeof want, "%s: GROQ_API_KEY ", ef);
+    snprintf(want, sizeof want, "%s:1: the value of GROQ_API_KEY contains a space", ef);
     assert_non_null(strstr(errs, want));
     assert_null(strstr(errs, "bad-value-Zq9"));
     free(errs);
@@ -1736,6 +1794,8 @@ int main(void) {
         T(test_env_file),
         T(test_env_file_mode_checked),
         T(test_env_file_syntax_errors),
+        T(test_backoff_initial_over_max),
+        T(test_env_file_bad_secret_line),
         T(test_explicit_missing_file_is_error),
         T(test_aor_config_and_xdg_path),
         T(test_embedded_numbered_siblings_in_order),
