@@ -500,6 +500,9 @@ static void load_text(aor_config *cfg, aor_cfg_errs *errs, aor_cfg_errs *warns, 
     check_intercept_count(&c);
 
     aor_cfg_parse_free(&c);
+    /* Last: the checks above and aor_cfg_parse_free index the sections' providers. */
+    if (!cfg->embedded && cfg->nproviders && errs->n == 0 && aor_cfg_add_implicit(cfg) != 0)
+        errs->oom = 1;
 }
 
 /* The default file: $XDG_CONFIG_HOME/aor/aor.ini or ~/.config/aor/aor.ini. NULL when
@@ -706,6 +709,13 @@ static int host_eq(const char *a, const char *b) {
     if (lb && b[lb - 1] == '.')
         lb--;
     return la == lb && strncasecmp(a, b, la) == 0;
+}
+
+size_t aor_config_count_providers(const aor_config *cfg) {
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        n += !cfg->providers[i].implicit;
+    return n;
 }
 
 int aor_config_provider_owns_host(const aor_provider_cfg *p, const char *host) {

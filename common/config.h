@@ -49,7 +49,12 @@ typedef struct {
     char **intercept;       /* extra host names, lower case */
     size_t nintercept;
     char *ca_file;   /* extra CA for upstream TLS, or NULL */
-    int passthrough; /* embedded default: no configured key, client's own credential */
+    int passthrough; /* no configured key: the client's own credential goes upstream */
+    int implicit;    /* not from a [provider] section: a known provider whose host no
+                      * section owns, added keyless (passthrough) so that the shim's
+                      * built-in hosts keep working (docs/config.md "Known providers
+                      * without a section"); it serves its own host only, and on the
+                      * sidecar its dialect only when no section speaks that dialect */
 } aor_provider_cfg;
 
 /* One [model "NAME"] section. */
@@ -144,6 +149,11 @@ const char *aor_config_upstream_model(const aor_provider_cfg *p, const char *mod
  * global value (model may be NULL). Returns AOR_RETRIES_UNLIMITED or N >= 0. Can't fail.
  * Source: spec §3 [routing] / [model]. */
 long aor_config_retries_for(const aor_config *cfg, const char *model);
+
+/* How many providers the configuration defines: its [provider] sections, or the
+ * embedded default's; the implicit known providers (aor_provider_cfg.implicit) are not
+ * counted. For summary lines (`aor check-config`, the ready line, `aor doctor`). */
+size_t aor_config_count_providers(const aor_config *cfg);
 
 /* 1 when host (no port) is the base_url host or an intercept host of provider p,
  * compared case-insensitively and ignoring one trailing dot; else 0 (also for NULL).

@@ -354,6 +354,43 @@ int aor_cfg_build_embedded(aor_config *cfg, const aor_cfg_envfile *ef, aor_cfg_e
     return 0;
 }
 
+int aor_cfg_add_implicit(aor_config *cfg) {
+    for (size_t i = 0; i < NKNOWN; i++) {
+        const aor_cfg_known *kn = &known[i];
+        aor_cfg_url url;
+        const char *why = NULL;
+        if (aor_cfg_parse_url(kn->base_url, &url, &why) != 0)
+            return -1; /* only ENOMEM: the table is valid */
+        int taken = 0;
+        for (size_t j = 0; j < cfg->nproviders && !taken; j++)
+            taken = strcmp(cfg->providers[j].name, kn->name) == 0 ||
+                    aor_config_provider_owns_host(&cfg->providers[j], url.host);
+        char *name = taken ? NULL : strdup(kn->name);
+        aor_provider_cfg *np =
+            name ? realloc(cfg->providers, (cfg->nproviders + 1) * sizeof *np) : NULL;
+        if (!np) {
+            free(url.base);
+            free(url.host);
+            free(name);
+            if (taken)
+                continue;
+            return -1;
+        }
+        cfg->providers = np;
+        aor_provider_cfg *p = &cfg->providers[cfg->nproviders++];
+        memset(p, 0, sizeof *p);
+        p->name = name;
+        p->base_url = url.base;
+        p->host = url.host;
+        p->port = url.port;
+        p->dialect = kn->dialect;
+        p->priority = (int)i;
+        p->passthrough = 1;
+        p->implicit = 1;
+    }
+    return 0;
+}
+
 /* ---- default paths -------------------------------------------------------------------- */
 
 int aor_cfg_default_paths(aor_config *cfg, aor_cfg_errs *errs) {

@@ -288,6 +288,14 @@ void aor_cfg_envfile_free(aor_cfg_envfile *ef);
  * return 0). */
 int aor_cfg_build_embedded(aor_config *cfg, const aor_cfg_envfile *ef, aor_cfg_errs *errs);
 
+/* Appends, after the [provider] sections, a keyless pass-through provider (implicit = 1)
+ * for each known provider (§2 built-in host list, §3.3) whose base_url host no provider
+ * of cfg owns and whose name none has, so a request to a built-in host that the shim
+ * intercepted is forwarded with the client's own credential instead of refused.
+ * Call only after every check that indexes the sections' providers. Returns 0, or -1 on
+ * ENOMEM (cfg then holds the providers added so far, all complete). */
+int aor_cfg_add_implicit(aor_config *cfg);
+
 /* Fills the [daemon] paths left unset, with the rules of paths.h: socket ($AOR_SOCKET
  * wins over everything, then the file, then $XDG_RUNTIME_DIR/aor/aor.sock or
  * /tmp/aor-$UID/aor.sock) and state ($XDG_STATE_HOME/aor/aor.db or

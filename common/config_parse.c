@@ -302,7 +302,10 @@ static void begin_section(aor_cfg_parse_ctx *c, const char *line, size_t n) {
     const char *why = NULL;
     char b1[AOR_CFG_SHOWBUF], b2[AOR_CFG_SHOWBUF];
     if (parse_header(line, n, &type, &name, &why) != 0) {
-        aor_cfg_err(c->errs, c->lineno, "malformed section header: %s", why);
+        aor_cfg_err(c->errs, c->lineno,
+                    "malformed section header: %s (the options up to the next section header "
+                    "are not checked until it is fixed)",
+                    why);
         return;
     }
     s->name = name;

@@ -675,6 +675,15 @@ int aor_cfg_parse_listen(const char *v, char **out, const char **why) {
         struct in_addr a4;
         ok = inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
     }
+    if (!ok && !ipv6) {
+        /* QA: "127.1" is loopback, but inet_pton takes only the four-part form. */
+        struct in_addr a4;
+        if (inet_aton(host, &a4) != 0 && (ntohl(a4.s_addr) >> 24) == 127) {
+            *why = "is a short form of a loopback address; write all four parts, e.g. "
+                   "127.0.0.1:8787";
+            return -1;
+        }
+    }
     if (!ok) {
         *why = "only loopback addresses are allowed (127.0.0.0/8, [::1], localhost); aor "
                "never listens on the network";

@@ -96,9 +96,20 @@ static size_t select_providers(const aor_config *cfg, const char *model, const c
              * anthropic, gemini), never another provider of the same dialect. */
             take = p->dialect == dialect && strcmp(p->name, aor_dialect_name(dialect)) == 0;
         else
-            take = p->dialect == dialect;
+            take = p->dialect == dialect && !p->implicit;
         if (take)
             sel[n++] = i;
+    }
+    if (n == 0 && host == NULL) {
+        /* No [provider] section speaks the dialect: its known provider, keyless, as the
+         * embedded default would (a client's credential never goes to a section's
+         * provider's host this way, nor a section's key to the known one). */
+        for (size_t i = 0; i < cfg->nproviders; i++) {
+            const aor_provider_cfg *p = &cfg->providers[i];
+            if (p->implicit && p->dialect == dialect &&
+                strcmp(p->name, aor_dialect_name(dialect)) == 0)
+                sel[n++] = i;
+        }
     }
     return n;
 }

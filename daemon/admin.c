@@ -354,6 +354,7 @@ static cJSON *state_json(aor_daemon *d) {
         cJSON_AddStringToObject(o, "base_url", cfg->providers[i].base_url);
         cJSON_AddNumberToObject(o, "priority", cfg->providers[i].priority);
         cJSON_AddBoolToObject(o, "passthrough", cfg->providers[i].passthrough);
+        cJSON_AddBoolToObject(o, "implicit", cfg->providers[i].implicit);
         cJSON_AddItemToArray(provs, o);
     }
     cJSON_AddBoolToObject(j, "fake_clock", aor_clock_is_fake());

@@ -60,8 +60,9 @@ static int cmd_check_config(aor_cli *c, int argc, char **argv) {
         return AOR_CLI_USAGE;
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     printf("aor: configuration OK (%s): %zu provider%s, %zu key%s\n",
-           cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
-           cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
+           cfg->source ? cfg->source : "embedded default from the environment",
+           aor_config_count_providers(cfg), aor_config_count_providers(cfg) == 1 ? "" : "s", nk,
+           nk == 1 ? "" : "s");
     for (size_t i = 0; i < cfg->nwarnings; i++) /* valid, but almost surely a mistake */
         fprintf(stderr, "aor: warning: %s\n", cfg->warnings[i]);
     aor_config_free(cfg);

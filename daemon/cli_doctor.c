@@ -110,14 +110,14 @@ static aor_config *check_config(aor_cli *c, tally *t) {
         return NULL;
     }
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
-    const char *ps = cfg->nproviders == 1 ? "" : "s", *ks = nk == 1 ? "" : "s";
+    const char *ps = aor_config_count_providers(cfg) == 1 ? "" : "s", *ks = nk == 1 ? "" : "s";
     if (cfg->source)
-        say(t, OK, "config %s is valid (%zu provider%s, %zu key%s)", cfg->source, cfg->nproviders,
-            ps, nk, ks);
+        say(t, OK, "config %s is valid (%zu provider%s, %zu key%s)", cfg->source,
+            aor_config_count_providers(cfg), ps, nk, ks);
     else
         say(t, OK,
             "no config file: embedded default from the environment (%zu provider%s, %zu key%s)",
-            cfg->nproviders, ps, nk, ks);
+            aor_config_count_providers(cfg), ps, nk, ks);
     warn_unset_keys(cfg, t);
     warn_no_keys(cfg, t);
     /* Valid but almost surely a mistake (config.h); file:line messages, no secret. */

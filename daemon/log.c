@@ -33,16 +33,9 @@ void aor_log_set_level(aor_log_level level) {
     min_level = level;
 }
 
-void aor_log(aor_log_level level, const char *fmt, ...) {
-    static const char *const names[] = {"debug", "info", "warn", "error"};
-    if (level < min_level)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap); /* truncation is fine for a log line */
-    va_end(ap);
-    fprintf(stderr, "aord: %s: %s\n", names[level], msg);
+static const char *const names[] = {"debug", "info", "warn", "error"};
+
+static void to_file(aor_log_level level, const char *msg) {
     if (log_file) {
         char ts[32];
         time_t t = time(NULL);
@@ -51,6 +44,29 @@ void aor_log(aor_log_level level, const char *fmt, ...) {
         strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
         fprintf(log_file, "%s %s: %s\n", ts, names[level], msg);
     }
+}
+
+void aor_log(aor_log_level level, const char *fmt, ...) {
+    if (level < min_level)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap); /* truncation is fine for a log line */
+    va_end(ap);
+    fprintf(stderr, "aord: %s: %s\n", names[level], msg);
+    to_file(level, msg);
+}
+
+void aor_log_file_only(aor_log_level level, const char *fmt, ...) {
+    if (level < min_level || !log_file)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    to_file(level, msg);
 }
 
 void aor_log_close(void) {

@@ -17,6 +17,11 @@ void aor_log_set_level(aor_log_level level);
 /* Writes one line "aord: LEVEL: message" with a timestamp to the file. printf format. */
 void aor_log(aor_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 
+/* As aor_log, but to the log file only (nothing when none is open): for what was already
+ * said on stderr in another form (configuration errors at start). */
+void aor_log_file_only(aor_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), cold));
+
 /* Closes the log file. */
 void aor_log_close(void);
 

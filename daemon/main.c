@@ -139,6 +139,26 @@ static void open_log(const char *state_dir) {
     free(path);
 }
 
+/* A start refused for configuration errors: the errors go to aord.log too (QA: under a
+ * launcher that drops stderr, the reason was lost), when the state directory exists and
+ * is safe (it is neither created nor fixed here). They name file:line, never a secret. */
+static void log_start_errors(const char *errors) {
+    char *dir = aor_path_state_dir(), *why = NULL;
+    if (dir && aor_path_dir_problem(dir, "state directory", NULL, NULL, &why) == 0) {
+        open_log(dir);
+        aor_log_file_only(AOR_LOG_ERROR, "not started: configuration errors:");
+        for (const char *l = errors ? errors : ""; *l;) {
+            size_t n = strcspn(l, "\n");
+            if (n)
+                aor_log_file_only(AOR_LOG_ERROR, "  %.*s", (int)n, l);
+            l += n + (l[n] == '\n');
+        }
+        aor_log_close();
+    }
+    free(why);
+    free(dir);
+}
+
 /* Logs the config's warnings (config.h: valid lines that are almost surely a mistake),
  * one log line each; they name file:line and hold no secret. */
 static void log_config_warnings(const aor_config *cfg) {
@@ -198,8 +218,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg) {
     log_config_warnings(cfg);
     size_t nk = cfg->nkeys; /* distinct keys, as in the start-up line */
     aor_info("SIGHUP: config reloaded from %s: %zu provider%s, %zu key%s",
-             cfg->source ? cfg->source : "the environment", cfg->nproviders,
-             cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
+             cfg->source ? cfg->source : "the environment", aor_config_count_providers(cfg),
+             aor_config_count_providers(cfg) == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
 }
 
 /* glibc returns free memory at the top of the heap to the kernel once more than 128 KiB
@@ -322,6 +342,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "aord: configuration errors:\n%s", errors ? errors : "(unknown)\n");
         if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
             fputc('\n', stderr);
+        if (!check_only)
+            log_start_errors(errors);
         free(errors);
         /* Spec §3.1, all errors at once: a socket path aord would refuse is listed with
          * the others, as far as the file loads without its secrets. */
@@ -353,8 +375,9 @@ int main(int argc, char **argv) {
     if (check_only) {
         size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
         printf("aord: configuration OK (%s): %zu provider%s, %zu key%s\n",
-               cfg->source ? cfg->source : "embedded default from the environment", cfg->nproviders,
-               cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s");
+               cfg->source ? cfg->source : "embedded default from the environment",
+               aor_config_count_providers(cfg), aor_config_count_providers(cfg) == 1 ? "" : "s", nk,
+               nk == 1 ? "" : "s");
         log_config_warnings(cfg);
         aor_config_free(cfg);
         return 0;
@@ -483,9 +506,9 @@ int main(int argc, char **argv) {
         aor_warn("cannot publish the address set in %s: %s", d.runtime_dir, strerror(errno));
     size_t nk = cfg->nkeys; /* distinct keys (one may serve several providers) */
     aor_info("aord %s ready: socket %s, sidecar %s%s, %zu provider%s, %zu key%s, config %s%s",
-             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "", cfg->nproviders,
-             cfg->nproviders == 1 ? "" : "s", nk, nk == 1 ? "" : "s",
-             cfg->source ? cfg->source : "<embedded default>",
+             AOR_VERSION, d.socket_path, cfg->listen ? cfg->listen : "off", "",
+             aor_config_count_providers(cfg), aor_config_count_providers(cfg) == 1 ? "" : "s", nk,
+             nk == 1 ? "" : "s", cfg->source ? cfg->source : "<embedded default>",
              aor_clock_is_fake() ? ", TEST CLOCK" : "");
     log_config_warnings(cfg);
     event_base_dispatch(d.base);

@@ -846,8 +846,11 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
 static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
     flush_bookkeeping(p); /* an earlier success is recorded first */
     const aor_provider_cfg *pc = &p->cfg->providers[cand->provider];
+    int own = cand->key < 0 ? AOR_RSTATE_OWN : 0; /* the client's own credential (§3.3) */
+    if (own && p->status == 429)
+        own |= AOR_RSTATE_429; /* a throttle of that client's account */
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
-                      hint_s, p->attempt_started, aor_clock_now(), cand->key < 0);
+                      hint_s, p->attempt_started, aor_clock_now(), own);
 }
 
 /* ---- upstream callbacks ------------------------------------------------------- */
@@ -1639,6 +1642,37 @@ static char *query_without_key(const char *q) {
     return out;
 }
 
+/* Decodes %XX escapes of a ?key= value in place (a URL's query is percent-encoded: the
+ * upstream gets the key itself in x-goog-api-key, QA). A value whose decoded form would
+ * hold a control character, a space or a NUL is left as it came: it cannot be a header
+ * value, and is no key. */
+static void percent_decode_key(char *v) {
+    size_t n = strlen(v), o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '%' && i + 2 < n && isxdigit((unsigned char)v[i + 1]) &&
+            isxdigit((unsigned char)v[i + 2])) {
+            char hex[3] = {v[i + 1], v[i + 2], '\0'};
+            c = (unsigned char)strtoul(hex, NULL, 16);
+            i += 2;
+        }
+        if (c <= 0x20 || c == 0x7f)
+            return; /* left as it came */
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == '%' && i + 2 < n && isxdigit((unsigned char)v[i + 1]) &&
+            isxdigit((unsigned char)v[i + 2])) {
+            char hex[3] = {v[i + 1], v[i + 2], '\0'};
+            v[o++] = (char)strtoul(hex, NULL, 16);
+            i += 2;
+        } else {
+            v[o++] = v[i];
+        }
+    }
+    explicit_bzero(v + o, n - o);
+    v[o] = '\0';
+}
+
 /* The credential the client presented (for identity and pass-through): a header value
  * of req (borrowed: it lives as long as req), or a ?key= parameter copied into *own
  * (malloc'd; the caller wipes and frees it). NULL when there is none, or *own could not
@@ -1665,7 +1699,10 @@ static const char *client_credential(const aor_http_request *req, const char *qu
         while (s && *s) {
             if (strncmp(s, "key=", 4) == 0) {
                 size_t l = strcspn(s + 4, "&");
-                return *own = strndup(s + 4, l);
+                if (!(*own = strndup(s + 4, l)))
+                    return NULL;
+                percent_decode_key(*own);
+                return *own;
             }
             s = strchr(s, '&');
             if (s)
@@ -2061,9 +2098,14 @@ static int start_next(aor_proxy *p) {
         int speaks = 0; /* a provider of the request's dialect exists */
         for (size_t i = 0; i < p->cfg->nproviders && !speaks; i++)
             speaks = p->cfg->providers[i].dialect == p->dialect;
-        if (speaks)
-            snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'",
-                     p->model ? p->model : "(none)");
+        if (speaks && p->model)
+            snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'", p->model);
+        else if (speaks) /* fresh-user pass: it said model '(none)' */
+            snprintf(msg, sizeof msg,
+                     "aor: the request names no model, and no configured provider of the %s "
+                     "API takes it without one (the body's \"model\" field, or for Gemini the "
+                     "model in the path, picks the provider)",
+                     aor_dialect_name(p->dialect));
         else /* QA: the model was blamed when no provider speaks the request's API at all */
             snprintf(msg, sizeof msg,
                      "aor: no configured provider speaks the %s API this request uses (add a "

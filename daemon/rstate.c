@@ -476,9 +476,11 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
         }
     }
     /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count; a
-     * client's own passed-through credential only for rate and transient (rstate.h). */
-    if (kind == AOR_KIND_RATE || kind == AOR_KIND_TRANSIENT ||
-        ((kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH) && !own_credential)) {
+     * client's own passed-through credential not for its account's own limits: quota,
+     * auth, a 429 (rstate.h). */
+    int account = kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH ||
+                  (kind == AOR_KIND_RATE && (own_credential & AOR_RSTATE_429));
+    if (!((own_credential & AOR_RSTATE_OWN) && account)) {
         double until = 0;
         aor_breaker_row before;
         int reopen = aor_breaker_get(rs->breaker, provider, model, now, &before) &&

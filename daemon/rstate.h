@@ -49,11 +49,13 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
 
 /* Records the outcome of one upstream attempt on (provider, key) for (client, model).
  * OK: success (backoff row cleared, circuit closed, sticky moved); retryable kinds
- * (rate, transient, quota, auth): backoff and a breaker failure (spec §4.4), except a
- * quota or auth failure when own_credential is set (the key is the client's own
- * credential passed through: its account says nothing of the provider's health, and
- * clients with bad tokens must not open the circuit for the others); client/config
- * kinds: nothing.
+ * (rate, transient, quota, auth): backoff and a breaker failure (spec §4.4), except,
+ * when own_credential has AOR_RSTATE_OWN (the key is the client's own credential passed
+ * through, §3.3), a failure of that client's account: quota, auth, and a rate failure
+ * that came as a 429 (own_credential also has AOR_RSTATE_429) — its account says nothing
+ * of the provider's health, and one client's limits or bad token must not open the
+ * circuit for the others (QA); an overload (529, 503, an error event) still counts.
+ * client/config kinds: nothing.
  * hint_s: the verdict's retry hint or -1. started: when the attempt was sent (Unix s).
  * A failure of an attempt sent no later than the row's latest failure was in flight
  * when that failure set the window: it is the same episode, not new evidence, so it
@@ -66,6 +68,8 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * Returns 0, or -1 when memory ran out. When the store cannot write an event, the change
  * is still applied in memory, so routing keeps its backoff, circuits and sticky; only
  * that change's durability is lost (counted, logged: aor_rstate_write_errors). */
+#define AOR_RSTATE_OWN 1 /* own_credential: the client's own credential, passed through */
+#define AOR_RSTATE_429 2 /* own_credential: the failure was a 429 answer */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
                       const char *client, aor_kind kind, double hint_s, double started, double now,
                       int own_credential);

@@ -1686,3 +1686,29 @@ def test_versioned_base_url_is_a_warning_everywhere(env):
         f.write(text.replace("https://api.openai.com/v1", "https://api.openai.com"))
     rc, out, err = aor(env, "check-config")
     eq((rc, "warning" in err), (0, False), "no warning without /v1: %r" % err)
+
+
+def test_aord_start_refused_for_config_errors_is_logged(env):
+    """QA: aord refused to start for configuration errors on stderr only; under a launcher
+    that drops stderr (nohup, a desktop autostart) the reason was nowhere. They go to
+    aord.log too when the state directory exists; --check-config stays stderr-only."""
+    state = os.path.join(env.env["XDG_STATE_HOME"], "aor")
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    log = os.path.join(state, "aord.log")
+    bad = env.path("bad.ini")
+    with open(bad, "w") as f:
+        f.write("[routing]\nstratgy = priority\n")
+    aord = os.path.join(env.build, "aord")
+    r = subprocess.run([aord, "--check-config", "--config", bad], env=env.env,
+                       capture_output=True, text=True, timeout=30)
+    eq(r.returncode, 2, "--check-config: exit 2")
+    check(not os.path.exists(log), "--check-config writes no log")
+    r = subprocess.run([aord, "--config", bad], env=env.env, capture_output=True, text=True,
+                       timeout=30)
+    eq(r.returncode, 2, "start refused: exit 2")
+    check("%s:2: unknown option stratgy" % bad in r.stderr, "stderr: %r" % r.stderr)
+    with open(log) as f:
+        text = f.read()
+    check("not started: configuration errors:" in text, "the log says why: %r" % text)
+    check("%s:2: unknown option stratgy" % bad in text, "with file:line: %r" % text)
+    eq(os.stat(log).st_mode & 0o777, 0o600, "the log's mode")

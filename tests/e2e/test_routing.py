@@ -5,6 +5,7 @@ the mock provider."""
 import json
 import os
 import re
+import socket
 import threading
 
 import aortest
@@ -795,8 +796,15 @@ def test_a_dialect_no_provider_speaks_is_named_as_such(env):
     """An Anthropic request to a sidecar whose only provider speaks OpenAI: the 404 said
     "no configured provider serves model 'claude-...'", blaming the model although every
     model is served (fresh-user pass). It names the missing dialect now, in the request's
-    own error shape."""
-    mock, d = setup(env, keys=(("A", 0),), models="*")
+    own error shape. (Since 2026-12-02 the known provider of a dialect no section speaks
+    is there keyless; a section that takes its name, as here, leaves it out.)"""
+    mock = env.start_mock(tls=True)
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
+        "[provider \"anthropic\"]\ndialect = openai\nbase_url = %s\nca_file = %s\n"
+        "keys = A\nmodels = *\n" % (aortest.free_port(), mock.url, mock.ca_path))
+    d = env.start_daemon(fake_clock=T0)
     body = {"model": "claude-3-5-haiku-latest", "max_tokens": 5,
             "messages": [{"role": "user", "content": "hi"}]}
     status, headers, raw = d.http("POST", "/v1/messages", body=body,
@@ -808,3 +816,115 @@ def test_a_dialect_no_provider_speaks_is_named_as_such(env):
     check("speaks the anthropic API" in msg and "dialect = anthropic" in msg,
           "names the dialect no provider speaks: %r" % msg)
     eq(mock.requests(), [], "nothing went upstream")
+
+
+class _ConnectRecorder:
+    """An HTTPS_PROXY on loopback that records each CONNECT target and refuses it
+    (502), so a test sees where aord would have gone without reaching the internet."""
+
+    def __init__(self):
+        self.targets = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                c.settimeout(5)
+                head = b""
+                try:
+                    while b"\r\n\r\n" not in head and len(head) < 65536:
+                        chunk = c.recv(4096)
+                        if not chunk:
+                            break
+                        head += chunk
+                    self.targets.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+                    c.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_builtin_host_no_section_covers_is_passed_through(env):
+    """A config whose sections cover OpenAI only; the program under the shim also calls
+    api.anthropic.com (a built-in host, so intercepted) with its own key. aord answered
+    404 "no configured provider speaks the anthropic API" and broke the program. Now
+    the known provider is there keyless (docs/config.md): the request goes to
+    api.anthropic.com with the client's own credential, with backoff keyed by its hash,
+    as the embedded default does; on the sidecar too, for a dialect no section speaks.
+    An HTTPS_PROXY on loopback shows where aord went, without reaching the internet."""
+    proxy = _ConnectRecorder()
+    try:
+        mock = env.start_mock(tls=True)
+        port = aortest.free_port()
+        env.set_keys(KEY_A="secret-A")
+        env.write_config(
+            "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
+            "[provider \"p\"]\ndialect = openai\nbase_url = %s\nintercept = localhost\n"
+            "ca_file = %s\nkeys = A\nmodels = gpt-4o-mini\n" % (port, mock.url, mock.ca_path))
+        d = env.start_daemon(fake_clock=T0, extra_env={"HTTPS_PROXY": proxy.url,
+                                                         "NO_PROXY": "127.0.0.1,localhost"})
+        body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": []})
+        r = env.curl(["https://api.anthropic.com/v1/messages", "-H", "x-api-key: my-own-key",
+                      "-H", "anthropic-version: 2023-06-01", "-H",
+                      "content-type: application/json", "-d", body])
+        eq((r.status, r.headers.get("x-aor-provider")), (502, "anthropic"),
+           "forwarded to Anthropic, whose proxy refused (body %r)" % r.body[:300])
+        eq(proxy.targets, ["CONNECT api.anthropic.com:443 HTTP/1.1"], "where aord went")
+        rows = [b for b in d.state()["backoff"] if b["provider"] == "anthropic"]
+        eq(len(rows), 1, "a backoff row for the pass-through credential")
+        check(rows[0]["key"].startswith("client-"), "keyed by a hash: %s" % rows[0]["key"])
+        provs = {p["name"]: p for p in d.state()["providers"]}
+        check(provs["anthropic"]["implicit"] and provs["anthropic"]["passthrough"],
+              "listed as implicit: %r" % provs.get("anthropic"))
+        check(not provs["p"]["implicit"], "the section's provider is not implicit")
+        # Sidecar, the dialect no section speaks: the same provider (another credential,
+        # so not backed off).
+        status, headers, raw = d.http("POST", "/v1/messages", body=json.loads(body),
+                                      headers={"x-api-key": "other-key",
+                                               "anthropic-version": "2023-06-01"})
+        eq((status, headers.get("x-aor-provider")), (502, "anthropic"), "sidecar: %r" % raw[:300])
+        eq(len(proxy.targets), 2, "the sidecar request went to Anthropic too")
+        # The section's dialect on the sidecar: the section only, never the known host.
+        status, headers, raw = d.http("POST", "/v1/chat/completions",
+                                      body={"model": "gpt-x", "messages": []},
+                                      headers={"Authorization": "Bearer c"})
+        eq((status, headers.get("x-aor-provider")), (200, "p"), "an unlisted model: the section")
+        eq(len(proxy.targets), 2, "nothing went to api.openai.com")
+        eq(len(mock.requests(key="secret-A")), 1, "the section's provider got it")
+        check("1 provider, 1 key" in d.stderr_text(), "the ready line counts the sections only")
+    finally:
+        proxy.close()
+
+
+def test_gemini_query_key_is_percent_decoded(env):
+    """A Gemini client's ?key= is percent-encoded in the URL; aord took it as written, so
+    a key with a reserved character (%2F for '/') went upstream as `x-goog-api-key:
+    abc%2Fdef` in pass-through (QA) and was another client than the same key sent as the
+    header. The client identity (spec §5.1, a hash of the credential) shows it: one
+    sticky row for both forms."""
+    mock, d = setup(env, keys=(("G", 0),), dialect="gemini", models="gemini-2.0-flash",
+                    host="generativelanguage.googleapis.com")
+    path = "/v1beta/models/gemini-2.0-flash:generateContent"
+    body = {"contents": [{"parts": [{"text": "hi"}]}]}
+    st, h, raw = d.http("POST", path, body=body, headers={"x-goog-api-key": "AIzaQA/k+y"})
+    eq(st, 200, "header form: %r" % raw[:200])
+    st, h, raw = d.http("POST", path + "?key=AIzaQA%2Fk%2By&alt=json", body=body)
+    eq(st, 200, "query form: %r" % raw[:200])
+    clients = {s["client"] for s in d.state()["sticky"]}
+    eq(len(clients), 1, "one client for the key in either form: %r" % clients)
+    # An escape that would decode to a control character is left as it came (it could
+    # only split a header): a client of its own, and no error.
+    st, h, raw = d.http("POST", path + "?key=AIzaQA%0d%0aX:1", body=body)
+    eq(st, 200, "undecodable form: %r" % raw[:200])
+    eq(len({s["client"] for s in d.state()["sticky"]}), 2, "another client")
+    check("key=" not in mock.log()[-1].get("path", ""), "no key= upstream: %r" % mock.log()[-1])

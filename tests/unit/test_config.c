@@ -209,9 +209,10 @@ static void test_spec_example_parses(void **state) {
     assert_int_equal(cfg->keys[1].priority, 1);
     assert_string_equal(cfg->keys[1].secret, "sk-test-backup-0123456789");
 
-    assert_int_equal(cfg->nproviders, 1);
+    assert_int_equal(aor_config_count_providers(cfg), 1);
     const aor_provider_cfg *p = &cfg->providers[0];
     assert_string_equal(p->name, "openai");
+    assert_false(p->implicit);
     assert_int_equal(p->dialect, AOR_DIALECT_OPENAI);
     assert_string_equal(p->base_url, "https://api.openai.com");
     assert_string_equal(p->host, "api.openai.com");
@@ -444,6 +445,12 @@ static void test_listen_forms(void **state) {
         free(path);
         free(text);
     }
+    /* QA: "127.1" is loopback; it was refused as "only loopback addresses". */
+    char *path = NULL;
+    char *errs = load_err("[daemon]\nlisten = 127.1:8787\n", &path);
+    assert_err(errs, path, 2, "is a short form of a loopback address; write all four parts");
+    free(errs);
+    free(path);
 }
 
 static void test_bad_values_each_reported(void **state) {
@@ -1150,6 +1157,7 @@ static void test_structure_errors(void **state) {
     assert_err(errs, path, 15, "invalid key name \"bad name!\"");
     assert_err(errs, path, 16, "malformed section header");
     assert_err(errs, path, 17, "malformed section header");
+    assert_err(errs, path, 17, "the options up to the next section header are not checked");
     assert_err(errs, path, 18, "missing option name");
     assert_int_equal(count_lines(errs), 10);
     free(errs);
@@ -1492,9 +1500,13 @@ static void test_aor_config_and_xdg_path(void **state) {
     assert_non_null(cfg);
     assert_string_equal(cfg->source, path);
     assert_int_equal(cfg->embedded, 0);
-    /* A file replaces the embedded default entirely. */
-    assert_int_equal(cfg->nproviders, 1);
-    assert_int_equal(aor_config_provider_index(cfg, "openai"), -1);
+    /* A file replaces the embedded default: its keys are not read from the environment;
+     * the known providers its sections do not cover are there keyless (implicit). */
+    assert_int_equal(aor_config_count_providers(cfg), 1);
+    int oi = aor_config_provider_index(cfg, "openai");
+    assert_true(oi >= 0);
+    assert_true(cfg->providers[oi].implicit && cfg->providers[oi].passthrough);
+    assert_int_equal(cfg->providers[oi].nkeys, 0);
     aor_config_free(cfg);
     free(file);
 }
@@ -1605,6 +1617,40 @@ static void test_embedded_bad_variable_reported(void **state) {
     assert_int_equal(o->nkeys, 1);
     assert_string_equal(cfg->keys[o->key_idx[0]].name, "OPENAI_API_KEY");
     aor_config_free(cfg);
+}
+
+/* The known providers that no [provider] section covers (by name or by owning their
+ * host) are added after the sections, keyless: a request the shim intercepted for a
+ * built-in host is passed through with the client's credential, not refused. */
+static void test_implicit_known_providers(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    setenv("ANTHROPIC_API_KEY", "sk-ant-not-read", 1);
+    const char *text = "[key \"a\"]\nenv = TEST_KEY_A\n"
+                       "[provider \"openai\"]\ndialect = openai\nbase_url = https://gw.example\n"
+                       "keys = a\nmodels = gpt-4o\n"
+                       "[provider \"or\"]\ndialect = openai\nbase_url = https://x.example\n"
+                       "intercept = openrouter.ai\nkeys = a\nmodels = m\n";
+    aor_config *cfg = load_ok(text, NULL);
+    assert_int_equal(aor_config_count_providers(cfg), 2);
+    assert_int_equal(cfg->nproviders, 10); /* openai: name taken; openrouter: host owned */
+    assert_int_equal(cfg->nkeys, 1);       /* the environment's keys are not read */
+    assert_false(cfg->providers[0].implicit);
+    assert_false(cfg->providers[1].implicit);
+    const char *want[] = {"anthropic", "gemini", "mistral",  "groq",
+                          "deepseek",  "xai",    "together", "fireworks"};
+    for (size_t i = 0; i < 8; i++) {
+        const aor_provider_cfg *p = &cfg->providers[2 + i];
+        assert_string_equal(p->name, want[i]);
+        assert_true(p->implicit && p->passthrough);
+        assert_int_equal(p->nkeys, 0);
+        assert_int_equal(p->nmodels, 0);
+        assert_false(p->models_any);
+    }
+    assert_string_equal(cfg->providers[2].base_url, "https://api.anthropic.com");
+    assert_int_equal(cfg->providers[2].dialect, AOR_DIALECT_ANTHROPIC);
+    assert_string_equal(cfg->providers[3].host, "generativelanguage.googleapis.com");
+    aor_config_free(cfg);
+    unsetenv("ANTHROPIC_API_KEY");
 }
 
 /* A file that only tunes [daemon]/[routing] keeps the providers of the environment. */
@@ -1803,6 +1849,7 @@ int main(void) {
         T(test_embedded_gemini_and_google_keys),
         T(test_embedded_bad_variable_reported),
         T(test_file_without_providers_uses_environment),
+        T(test_implicit_known_providers),
         T(test_embedded_default_reads_env_file),
         T(test_daemon_addrs_lenient_like_loader),
 #undef T

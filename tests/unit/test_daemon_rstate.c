@@ -97,14 +97,32 @@ static void test_quota_of_configured_keys_opens_the_circuit(void **state) {
 
 static void test_own_credentials_auth_and_quota_do_not(void **state) {
     fx *f = *state;
-    three_failures(f, AOR_KIND_AUTH, 1);
-    three_failures(f, AOR_KIND_QUOTA, 1);
+    three_failures(f, AOR_KIND_AUTH, AOR_RSTATE_OWN);
+    three_failures(f, AOR_KIND_QUOTA, AOR_RSTATE_OWN);
     assert_false(is_open(f));
+}
+
+/* QA: three clients throttled with 429 on their own keys opened the circuit, and a
+ * fourth client with a healthy key got 429 aor_all_backed_off for 30 s. */
+static void test_own_credentials_429_does_not(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_RATE, AOR_RSTATE_OWN | AOR_RSTATE_429);
+    assert_false(is_open(f));
+    /* A configured key's 429 is the provider's answer for this deployment: it counts. */
+    three_failures(f, AOR_KIND_RATE, AOR_RSTATE_429);
+    assert_true(is_open(f));
+}
+
+/* An overload (529 / 503 / an error event: rate without a 429) is the provider's. */
+static void test_own_credentials_overload_does(void **state) {
+    fx *f = *state;
+    three_failures(f, AOR_KIND_RATE, AOR_RSTATE_OWN);
+    assert_true(is_open(f));
 }
 
 static void test_own_credentials_transient_does(void **state) {
     fx *f = *state;
-    three_failures(f, AOR_KIND_TRANSIENT, 1);
+    three_failures(f, AOR_KIND_TRANSIENT, AOR_RSTATE_OWN);
     assert_true(is_open(f));
 }
 
@@ -588,6 +606,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_own_credentials_auth_and_quota_do_not, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_own_credentials_transient_does, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_own_credentials_429_does_not, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_own_credentials_overload_does, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_texts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),

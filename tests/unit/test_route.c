@@ -1391,11 +1391,46 @@ static void test_errors(void **state) {
     aor_sequence_free(&seq);
 }
 
+/* Known providers that no [provider] section covers are added keyless (implicit,
+ * docs/config.md): they take requests to their own host only, and on the sidecar a
+ * dialect only when no section speaks it; never a section's model or a section's
+ * requests, so a client's own credential never goes to another provider's host. */
+static void test_implicit_known_providers(void **state) {
+    world *w = *state;
+    add_key(w->cfg, "k1", 0);
+    add_provider(w->cfg, "mine", AOR_DIALECT_OPENAI, "gw.example", 0, "gpt-4o", "k1", NULL);
+    size_t o =
+        add_provider(w->cfg, "openai", AOR_DIALECT_OPENAI, "api.openai.com", 0, "", "", NULL);
+    size_t a = add_provider(w->cfg, "anthropic", AOR_DIALECT_ANTHROPIC, "api.anthropic.com", 1, "",
+                            "", NULL);
+    w->cfg->providers[o].implicit = w->cfg->providers[a].implicit = 1;
+    char client[65];
+    client_id("own-cred", client);
+    /* Shim, the implicit provider's host: an unlisted model goes there, keyless. */
+    select_order(w, "gpt-x", client, "api.openai.com", AOR_DIALECT_OPENAI, NOW);
+    assert_int_equal(w->seq.n, 1);
+    assert_string_equal(w->cfg->providers[w->seq.items[0].provider].name, "openai");
+    assert_non_null(strstr(w->seq.items[0].key_name, "client-"));
+    /* A model a section lists goes to that section, also on the known host. */
+    assert_string_equal(
+        select_order(w, "gpt-4o", client, "api.openai.com", AOR_DIALECT_OPENAI, NOW), "mine/k1");
+    /* Sidecar, a dialect a section speaks: the sections only. */
+    assert_string_equal(select_order(w, "gpt-x", client, NULL, AOR_DIALECT_OPENAI, NOW), "mine/k1");
+    /* Sidecar, a dialect no section speaks: its known provider. */
+    select_order(w, "claude-x", client, NULL, AOR_DIALECT_ANTHROPIC, NOW);
+    assert_int_equal(w->seq.n, 1);
+    assert_string_equal(w->cfg->providers[w->seq.items[0].provider].name, "anthropic");
+    /* Gemini: neither a section nor a known provider here. */
+    select_order(w, "gemini-x", client, NULL, AOR_DIALECT_GEMINI, NOW);
+    assert_int_equal(w->seq.n, 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_order_by_priorities),
+        T(test_implicit_known_providers),
         T(test_tie_spreading),
         T(test_drop_backoff_and_breaker),
         T(test_breaker_only_and_combined),
