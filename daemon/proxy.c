@@ -18,6 +18,8 @@
 #include <strings.h>
 
 #define ERROR_BODY_MAX (1024 * 1024) /* error answers buffered for classification */
+#define HELD_CUT_SIZE 1              /* aor_proxy.held_cut: over ERROR_BODY_MAX */
+#define HELD_CUT_STREAM 2            /* ... a stream that ended before its first event */
 #define SSE_PEEK_MAX (256 * 1024)    /* bytes held while looking for the first event */
 #define SSE_TAIL_MAX 4096 /* bytes of a forwarded SSE answer's end kept for its last event */
 #define OUT_HIGH_WATERMARK (1024 * 1024)
@@ -129,7 +131,9 @@ struct aor_proxy {
     int cut;             /* we stopped the transfer */
     int bad_framing;     /* the answer's Content-Length headers disagree: a failed attempt */
     double probe_until;  /* the attempt in flight is its circuit's probe: the lease's end */
-    int held_cut;        /* held has only the first ERROR_BODY_MAX bytes of the body */
+    int held_cut;        /* held is unfinished: HELD_CUT_SIZE (only the first
+                          * ERROR_BODY_MAX bytes of the body) or HELD_CUT_STREAM (a stream
+                          * that ended before its first event) */
     int err_stream;      /* an error body forwarded as it comes (commit_large_answer) */
     char *upstream_body; /* rewritten body when the model id differs */
     hblock hb;           /* the attempt's request headers for the upstream (wiped after) */
@@ -811,7 +815,8 @@ static void drop_secret_start(const aor_proxy *p, struct evbuffer *b, const aor_
     evbuffer_free(t);
 }
 
-/* Sends a buffered answer as it came (but for the redactions), with a Content-Length. */
+/* Sends a buffered answer as it came (but for the redactions), with a Content-Length;
+ * cut (HELD_CUT_*): as an unfinished response instead. */
 static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffer *b,
                           const aor_candidate *cand, int cut) {
     redact_body(p, b, cand);
@@ -820,9 +825,14 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
         /* Only the first ERROR_BODY_MAX bytes were kept: the client gets them and an
          * unfinished response (chunked, no last chunk), never a short body framed as
          * whole. */
-        aor_warn("%s: answer %ld of over %d bytes: the client gets its first %d and an "
-                 "unfinished response",
-                 cand_provider(p, cand), status, ERROR_BODY_MAX, ERROR_BODY_MAX);
+        if (cut == HELD_CUT_STREAM)
+            aor_warn("%s: the last answer, %ld, was a stream that ended before its first "
+                     "event: the client gets it unfinished",
+                     cand_provider(p, cand), status);
+        else
+            aor_warn("%s: answer %ld of over %d bytes: the client gets its first %d and an "
+                     "unfinished response",
+                     cand_provider(p, cand), status, ERROR_BODY_MAX, ERROR_BODY_MAX);
         drop_secret_start(p, b, cand);
         write_head(p, status, hs, cand, -1);
         write_body_buffer(p, b);
@@ -1324,7 +1334,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
                 return len;
             }
             p->cut = 1;
-            p->held_cut = 1;
+            p->held_cut = HELD_CUT_SIZE;
             return 0;
         }
         evbuffer_add(p->held, data, len);
@@ -1529,6 +1539,9 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             v.kind = AOR_KIND_TRANSIENT;
             v.hint_s = -1;
             snprintf(v.reason, sizeof v.reason, "stream ended before its first event");
+            /* Should it be the last answer (§5.6 "as it came"): it came unfinished, and
+             * the client must see that, not an empty 200 framed as whole (QA). */
+            p->held_cut = HELD_CUT_STREAM;
         } else if (event_is_error(p, h, hl, &v)) {
             /* Its only event, an error without the blank line that ends an event: a
              * failed attempt like any other (§5.3), walk on. */

@@ -670,6 +670,24 @@ def test_sse_comments_before_an_error_event_still_walk_on(env):
     check(r.body.startswith(": hi") and "[DONE]" in r.body, "comment forwarded: %r" % r.body)
 
 
+def test_last_candidates_stream_without_an_event_reaches_the_client_unfinished(env):
+    """QA: the only candidate's 200 stream ended before its first event (nothing, or a
+    keep-alive comment): aord recorded a transient failure but, the walk over, returned
+    it "as it came" framed with a Content-Length, so the client saw a clean, empty 200
+    (curl exit 0). It came unfinished, and now reaches the client so (spec §5.3: never a
+    clean end): chunked, without its last chunk."""
+    mock, d = setup(env, keys=(("A", 0),))
+    for body in (": keep-alive\n\n", ""):
+        mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                                  "body_text": body}])
+        r = chat(env, stream=True)
+        eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the last answer: %r" % body)
+        check("content-length" not in r.headers, "not framed as whole: %r" % r.headers)
+        eq(r.rc, 18, "curl: partial transfer (%s)" % r.stderr.strip())
+        eq(row(d, "A")["last_error_kind"], "transient", "recorded as transient")
+        d.admin("POST", "/admin/api/backoff/clear")
+
+
 def test_error_event_behind_a_good_first_event_in_one_read_walks_on(env):
     """QA: the Responses API's stream began with response.created and, in the same read,
     response.failed; only the first event was looked at, so the error went to the client
