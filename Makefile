@@ -47,7 +47,8 @@ CFLAGS_ALL = $(BASE_CFLAGS) $(EXE_CFLAGS) $(LTO_FLAGS) $(SAN_FLAGS) $(PKG_CFLAGS
 SHIM_CFLAGS = $(BASE_CFLAGS) -fPIC -fvisibility=hidden $(CFLAGS)
 
 COMMON_SRCS := $(sort $(wildcard common/*.c))
-SHIM_SRCS   := $(sort $(wildcard shim/*.c)) common/preamble.c common/builtin_hosts.c common/sysca.c
+SHIM_SRCS   := $(sort $(wildcard shim/*.c)) common/preamble.c common/builtin_hosts.c common/sysca.c \
+               common/envflag.c
 DAEMON_ALL  := $(sort $(wildcard daemon/*.c))
 CLI_SRCS    := $(filter daemon/cli%.c,$(DAEMON_ALL))
 AORD_SRCS   := $(filter-out daemon/cli%.c,$(DAEMON_ALL))

@@ -3,6 +3,7 @@
  * statically linked program) and exec the program; or print those variables. */
 #include "binkind.h"
 #include "cli.h"
+#include "envflag.h"
 #include "paths.h"
 
 #include <errno.h>
@@ -25,8 +26,7 @@
 enum { START_UP = 0, START_EXEC_FAILED = 3, START_EXITED = 4, START_TIMEOUT = 5 };
 
 static int on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
+    return aor_envflag_on(getenv(name));
 }
 
 static void sleep_poll(void) {

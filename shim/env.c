@@ -1,5 +1,6 @@
 /* libaor.so: environment settings and the shim's output (spec §2, §7, §9). */
 #include "env.h"
+#include "envflag.h"
 
 #include "fdtab.h"
 #include "real.h"
@@ -25,13 +26,17 @@ const aor_shim_env *aor_env(void) {
     return &g_env;
 }
 
-int aor_env_flag(const char *value) {
-    return value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
-}
-
 int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid, char *sock,
                   size_t socklen, char *hosts, size_t hostslen) {
     int n;
+    if (aor_socket != NULL && aor_socket[0] != '\0' && aor_socket[0] != '/') {
+        if (socklen > 0)
+            sock[0] = '\0';
+        if (hostslen > 0)
+            hosts[0] = '\0';
+        errno = EINVAL;
+        return -1;
+    }
     if (aor_socket != NULL && aor_socket[0] != '\0')
         n = snprintf(sock, socklen, "%s", aor_socket);
     else if (runtime_dir != NULL && runtime_dir[0] == '/')
@@ -62,11 +67,12 @@ too_long:
 
 void aor_env_load(void) {
     memset(&g_env, 0, sizeof(g_env));
-    g_env.debug = aor_env_flag(getenv("AOR_DEBUG"));
-    g_env.strict = aor_env_flag(getenv("AOR_STRICT"));
-    g_env.no_trust = aor_env_flag(getenv("AOR_NO_TRUST"));
+    g_env.debug = aor_envflag_on(getenv("AOR_DEBUG"));
+    g_env.strict = aor_envflag_on(getenv("AOR_STRICT"));
+    g_env.no_trust = aor_envflag_on(getenv("AOR_NO_TRUST"));
     /* The daemon never routes itself (spec §2): by name, or by the variable aord sets. */
-    g_env.disabled = aor_env_flag(getenv("AOR_DISABLE")) || aor_env_flag(getenv("AOR_DAEMON")) ||
+    g_env.disabled = aor_envflag_on(getenv("AOR_DISABLE")) ||
+                     aor_envflag_on(getenv("AOR_DAEMON")) ||
                      strcmp(program_invocation_short_name, "aord") == 0;
     g_env.sock_ok = aor_env_paths(getenv("AOR_SOCKET"), getenv("XDG_RUNTIME_DIR"),
                                   (unsigned)getuid(), g_env.sock_path, sizeof(g_env.sock_path),
@@ -76,6 +82,7 @@ void aor_env_load(void) {
          * connected to. Only AOR_SOCKET or XDG_RUNTIME_DIR can make it too long. */
         const char *s = getenv("AOR_SOCKET");
         const char *dir = getenv("XDG_RUNTIME_DIR");
+        g_env.sock_relative = s != NULL && s[0] != '\0' && s[0] != '/';
         if (s != NULL && s[0] != '\0') {
             g_env.sock_want = strlen(s);
             snprintf(g_env.sock_path, sizeof(g_env.sock_path), "%s", s);
@@ -205,6 +212,10 @@ void aor_warn_failopen(int synthetic) {
     int n;
     if (g_env.sock_ok)
         n = snprintf(where, sizeof(where), "daemon not reachable at %s", g_env.sock_path);
+    else if (g_env.sock_relative)
+        n = snprintf(where, sizeof(where),
+                     "AOR_SOCKET=%.200s is not an absolute path (aord refuses one)",
+                     g_env.sock_path);
     else if (g_env.sock_want > 0)
         n = snprintf(where, sizeof(where),
                      "daemon socket path too long (%zu bytes, at most %zu): %s...", g_env.sock_want,

@@ -7,12 +7,13 @@
 #include <sys/un.h>
 
 typedef struct {
-    int disabled;     /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
-    int strict;       /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
-    int debug;        /* AOR_DEBUG=1: one stderr line per decision */
-    int no_trust;     /* AOR_NO_TRUST=1: leave CA variables alone */
-    int sock_ok;      /* sock_path fits in sockaddr_un.sun_path */
-    size_t sock_want; /* !sock_ok: bytes the socket path would have had (without NUL) */
+    int disabled;      /* AOR_DISABLE=1, AOR_DAEMON=1 or the process is aord: pass through */
+    int strict;        /* AOR_STRICT=1: an unreachable daemon fails connect() (ECONNREFUSED) */
+    int debug;         /* AOR_DEBUG=1: one stderr line per decision */
+    int no_trust;      /* AOR_NO_TRUST=1: leave CA variables alone */
+    int sock_ok;       /* sock_path is absolute and fits in sockaddr_un.sun_path */
+    int sock_relative; /* !sock_ok: AOR_SOCKET is a relative path (aord refuses one) */
+    size_t sock_want;  /* !sock_ok: bytes the socket path would have had (without NUL) */
     /* The daemon socket; when !sock_ok the first bytes of the path that did not fit
      * (shown in messages, never connected to). */
     char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -31,12 +32,11 @@ void aor_env_load(void);
  * set and non-empty, else runtime_dir/aor/aor.sock (XDG_RUNTIME_DIR, if absolute), else
  * /tmp/aor-<uid>/aor.sock. Writes the socket path into sock (socklen bytes) and the
  * published-file path "<socket dir>/hosts" into hosts (hostslen bytes).
- * Returns 0, or -1 when a path does not fit (errno ENAMETOOLONG). */
+ * Returns 0, or -1 when a path does not fit (errno ENAMETOOLONG) or aor_socket is not
+ * absolute (errno EINVAL: aord and aor refuse a relative socket path, and its published
+ * file would be looked for in the program's working directory). */
 int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid, char *sock,
                   size_t socklen, char *hosts, size_t hostslen);
-
-/* 1 when an environment flag value means "on": set, non-empty and not "0". */
-int aor_env_flag(const char *value);
 
 /* With AOR_DEBUG=1 writes one line "aor[pid]: <message>\n" to stderr with a single
  * write(2) (at most 512 bytes, longer text is cut). Otherwise does nothing. Keeps errno.

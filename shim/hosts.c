@@ -422,7 +422,7 @@ int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen, 
     pthread_mutex_lock(&g_pub_mu);
     rc = aor_pubset_match_only(g_pub, ip, port, g_env_hosts ? g_static : NULL, host, hostlen);
     pthread_mutex_unlock(&g_pub_mu);
-    return rc;
+    return rc == 1 ? 3 : rc;
 }
 
 void aor_hosts_record(const aor_ip *ip, const char *host, int synthetic) {

@@ -58,8 +58,11 @@ static inline int aor_hosts_port_maybe(unsigned port) {
  * for intercepted hosts (aor_hosts_record), then the published addresses (with
  * AOR_HOSTS set, only those of its hosts). The port must be 443 or the port listed for
  * the host.
- * Returns 1 with the host in host (hostlen bytes, 254 always enough), 2 when the
- * address is known but not its single host (host ""), 0 when not recognised.
+ * Returns 1 with the host in host (hostlen bytes, 254 always enough) when this process
+ * resolved that host to ip; 3 with the host when only the published set says so (one
+ * host has ip there: the program may have looked up another name with that address, so
+ * the preamble says "-" and the daemon goes by SNI / Host, QA); 2 when the address is
+ * known but not its single host (host ""); 0 when not recognised.
  * *synthetic (may be NULL) is 1 when the address is an offline fallback address. */
 int aor_hosts_recognise(const aor_ip *ip, int port, char *host, size_t hostlen, int *synthetic);
 

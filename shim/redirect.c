@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -160,7 +161,23 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
     int saved = errno;
     aor_ip ip;
     int port = 0;
-    if (aor_ip_from_sockaddr(addr, len, &ip, &port) != 0 || !aor_hosts_port_candidate(port)) {
+    if (aor_ip_from_sockaddr(addr, len, &ip, &port) != 0) {
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
+    if (!aor_hosts_port_candidate(port)) {
+        if (aor_env()->debug) {
+            /* AOR_DEBUG explains each decision (spec §9): a provider's address on a port
+             * that is not redirected is worth a line (QA: it said nothing). */
+            char h[AOR_HOST_MAX + 1] = "", ipb[46] = "?";
+            int r = aor_hosts_recognise(&ip, 443, h, sizeof(h), NULL);
+            if (r != 0) {
+                aor_ip_format(&ip, ipb, sizeof(ipb));
+                aor_debug("%s fd %d to %s port %d (%s): a provider address, but not on 443 "
+                          "or an intercepted port: direct",
+                          what, fd, ipb, port, h[0] ? h : "-");
+            }
+        }
         errno = saved;
         return AOR_REDIRECT_PASS;
     }
@@ -195,7 +212,16 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         errno = saved;
         return AOR_REDIRECT_PASS;
     }
+    /* Only a name this program resolved to the address stands for itself (docs/shim.md);
+     * a host known from the published set alone goes as "-": the daemon goes by the SNI
+     * or the Host header (QA: a plain-HTTP site sharing a provider's address was routed
+     * as that provider). */
+    char shownbuf[AOR_HOST_MAX + 24];
     const char *shown = rec == 1 ? host : "-";
+    if (rec == 3) {
+        snprintf(shownbuf, sizeof shownbuf, "- (published for %s)", host);
+        shown = shownbuf;
+    }
 
     char pre[AOR_PREAMBLE_MAX + 1];
     int plen = aor_preamble_format(pre, sizeof(pre), rec == 1 ? host : NULL, ipbuf, port);
@@ -270,7 +296,8 @@ AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
      * no intercepted host uses, in a process that redirected nothing. sin_port and
      * sin6_port are both the 2 bytes at offset 2. */
     if (len >= 4 && !aor_fdtab_any() &&
-        !aor_hosts_port_maybe(ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port)))
+        !aor_hosts_port_maybe(ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port)) &&
+        !aor_env()->debug) /* AOR_DEBUG explains every connect (aor_redirect_try) */
         return aor_real.connect(fd, addr, len);
     if (redirected(fd)) {
         aor_debug("connect fd %d: already connected through aor, EISCONN", fd);

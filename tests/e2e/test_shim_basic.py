@@ -87,10 +87,10 @@ class Env:
             pass
 
 
-def run(argv, env, timeout=60):
+def run(argv, env, timeout=60, cwd=None):
     try:
         p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=timeout)
+                           timeout=timeout, cwd=cwd)
         return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired:
         return -999, "", "timeout"
@@ -254,8 +254,10 @@ def checks(e, echo):
               "h only-published.test 9443\n")
     n0 = len(e.log_lines())
     rc, out, err = run([PROBE, "127.0.0.5", "443"], env)
-    check("published address is redirected with its host",
-          rc == 0 and e.log_lines()[n0:n0 + 1] == ["AOR/1 pub.example.test 127.0.0.5 443"],
+    # Redirected, but as "-": the program did not look up pub.example.test (it may have
+    # looked up another name with that address, QA), so aord goes by the SNI / Host.
+    check("published address is redirected, its host left to aord",
+          rc == 0 and e.log_lines()[n0:n0 + 1] == ["AOR/1 - 127.0.0.5 443"],
           out + err)
     n0 = len(e.log_lines())
     rc, out, err = run([PROBE, "127.0.0.6", "443"], env)
@@ -299,6 +301,23 @@ def checks(e, echo):
           out + err)
     rc, out, err = run([PROBE, "api.openai.com", "443"], e.base(AOR_SOCKET=gone))
     check("no fallback address without a daemon", rc != 0 and "getaddrinfo" in out, out + err)
+    # QA: AOR_STRICT=false was on (any value but "0" was).
+    rc, out, err = run([PROBE, "localhost", str(echo.port)],
+                       e.base(AOR_SOCKET=gone, AOR_HOSTS="localhost:%d" % echo.port,
+                              AOR_STRICT="false"))
+    check("AOR_STRICT=false is off: fail-open", rc == 0 and err.splitlines() == [warn],
+          out + err)
+    # QA: a relative AOR_SOCKET (aord refuses one) made the shim read ./hosts of the
+    # program's working directory; now it is not used at all, and the warning says why.
+    with open(os.path.join(e.tmp, "hosts"), "w") as fh:
+        fh.write("aor-hosts 1\na 127.0.0.5 443 pub.example.test\n")
+    rc, out, err = run([PROBE, "localhost", str(echo.port)],
+                       e.base(AOR_SOCKET="aor.sock", AOR_HOSTS="localhost:%d" % echo.port),
+                       cwd=e.tmp)
+    check("relative AOR_SOCKET: fail-open, said",
+          rc == 0 and err.splitlines() == ["aor: AOR_SOCKET=aor.sock is not an absolute path "
+                                           "(aord refuses one), connecting directly "
+                                           "(fail-open)"], out + err)
 
     # --- the daemon never routes itself; AOR_DISABLE --------------------------------------
     for name, extra in (("AOR_DISABLE=1", {"AOR_DISABLE": "1"}),
@@ -317,6 +336,13 @@ def checks(e, echo):
     check("AOR_DEBUG explains decisions",
           rc == 0 and "offline fallback" in err and "redirected to" in err
           and all(l.startswith("aor[") for l in err.splitlines()), err)
+    # QA: a provider's address on a port aor does not redirect got no line.
+    e.publish("aor-hosts 1\na 127.0.0.5 443 pub.example.test\n")
+    rc, out, err = run([PROBE, "127.0.0.5", "8080"], e.base(AOR_DEBUG="1"))
+    check("AOR_DEBUG explains a provider address on another port",
+          "to 127.0.0.5 port 8080 (pub.example.test): a provider address, but not on 443 or "
+          "an intercepted port: direct" in err, out + err)
+    e.unpublish()
 
     # --- trust variables ---------------------------------------------------------------------
     os.makedirs(os.path.join(e.data, "aor"), exist_ok=True)

@@ -202,7 +202,7 @@ static void test_live_reload(void **state) {
     /* next second: loaded, its port is a redirect port */
     assert_int_equal(aor_hosts_refresh_from(path, 101), 1);
     assert_int_equal(aor_hosts_port_candidate(7443), 1);
-    assert_int_equal(aor_hosts_recognise(&ip, 7443, host, sizeof(host), NULL), 1);
+    assert_int_equal(aor_hosts_recognise(&ip, 7443, host, sizeof(host), NULL), 3);
     assert_string_equal(host, "live.test");
     assert_int_equal(aor_hosts_recognise(&ip, 7444, host, sizeof(host), NULL), 0);
     char norm[254];
@@ -367,10 +367,10 @@ static void test_aor_hosts_is_whole_list(void **state) {
     unsetenv("AOR_HOSTS");
     aor_hosts_init();
     assert_int_equal(aor_hosts_refresh_from(path, 300), 1);
-    assert_int_equal(aor_hosts_recognise(&a1, 443, host, sizeof(host), NULL), 1);
+    assert_int_equal(aor_hosts_recognise(&a1, 443, host, sizeof(host), NULL), 3);
     assert_string_equal(host, "api.openai.com");
     assert_int_equal(aor_hosts_recognise(&a3, 443, host, sizeof(host), NULL), 2);
-    assert_int_equal(aor_hosts_recognise(&a4, 9443, host, sizeof(host), NULL), 1);
+    assert_int_equal(aor_hosts_recognise(&a4, 9443, host, sizeof(host), NULL), 3);
     assert_int_equal(aor_hosts_intercepted("pubonly.test", NULL, 0), 1);
 
     /* AOR_HOSTS=api.anthropic.com: only its entries */
@@ -378,9 +378,9 @@ static void test_aor_hosts_is_whole_list(void **state) {
     aor_hosts_init();
     assert_int_equal(aor_hosts_refresh_from(path, 301), 1);
     assert_int_equal(aor_hosts_recognise(&a1, 443, host, sizeof(host), NULL), 0);
-    assert_int_equal(aor_hosts_recognise(&a2, 443, host, sizeof(host), NULL), 1);
+    assert_int_equal(aor_hosts_recognise(&a2, 443, host, sizeof(host), NULL), 3);
     assert_string_equal(host, "api.anthropic.com");
-    assert_int_equal(aor_hosts_recognise(&a3, 443, host, sizeof(host), NULL), 1);
+    assert_int_equal(aor_hosts_recognise(&a3, 443, host, sizeof(host), NULL), 3);
     assert_string_equal(host, "api.anthropic.com");
     assert_int_equal(aor_hosts_recognise(&a4, 9443, host, sizeof(host), NULL), 0);
     assert_int_equal(aor_hosts_intercepted("api.openai.com", NULL, 0), 0);
