@@ -5,7 +5,8 @@
 #define AOR_ENVFLAG_H
 
 /* 1 when value turns a flag on: set, non-empty and not one of "0", "false", "no", "off"
- * (ASCII case-insensitive, as users write them: AOR_STRICT=false means off). NULL is 0.
+ * (ASCII case-insensitive, blanks around ignored, as users write them: AOR_STRICT=false
+ * and AOR_STRICT=" 0" mean off). NULL, "" and only blanks are 0.
  * No allocation, no error. */
 int aor_envflag_on(const char *value);
 

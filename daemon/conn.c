@@ -954,6 +954,12 @@ again:;
         if (r == -2)
             goto need_more; /* the rest of the request head is on its way */
         pass_reason(d, 0, r, name, why, sizeof why);
+        /* Nothing vouches for a plain-HTTP Host as a certificate does for an SNI: it is
+         * taken only when the published set has this address for it, so a request to
+         * another server that names a provider host is not sent there (review). */
+        if (!why[0] && !aor_publish_has_addr(name, pre.ip))
+            snprintf(why, sizeof why, "plain HTTP Host %s does not have the address %s", name,
+                     pre.ip);
     } else if (!aor_publish_host_intercepted(d->cfg, pre.host)) {
         snprintf(why, sizeof why, "plain HTTP to %s is not a provider host", pre.host);
     }

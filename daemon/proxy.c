@@ -861,6 +861,15 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
         own |= AOR_RSTATE_429; /* a throttle of that client's account */
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
                       hint_s, p->attempt_started, aor_clock_now(), own);
+    if (p->probe_until > 0 && aor_kind_retryable(kind) && !aor_rstate_breaker_counts(kind, own)) {
+        /* This attempt was its circuit's probe, and its failure says nothing of the
+         * provider (one client's account): no result for the circuit, so the lease is
+         * handed back and the next request probes (review: every client waited out the
+         * lease with 429 aor_all_backed_off). */
+        aor_breaker_release_probe(aor_rstate_breaker(p->d->rs), pc->name, p->model ? p->model : "",
+                                  p->probe_until);
+        p->probe_until = 0;
+    }
 }
 
 /* ---- upstream callbacks ------------------------------------------------------- */
@@ -2108,10 +2117,19 @@ static int start_next(aor_proxy *p) {
             return 0;
         }
         char msg[512];
-        int speaks = 0; /* a provider of the request's dialect exists */
-        for (size_t i = 0; i < p->cfg->nproviders && !speaks; i++)
-            speaks = p->cfg->providers[i].dialect == p->dialect;
-        if (speaks && p->model)
+        int speaks = 0, owned = 0; /* a section of the request's dialect; an owner of host */
+        for (size_t i = 0; i < p->cfg->nproviders; i++) {
+            const aor_provider_cfg *pc = &p->cfg->providers[i];
+            speaks |= pc->dialect == p->dialect && !pc->implicit;
+            owned |= p->host && aor_config_provider_owns_host(pc, p->host);
+        }
+        if (p->host && !owned) /* review: "serves model" misled when the host was the gap */
+            snprintf(msg, sizeof msg,
+                     "aor: no provider serves model '%s' on %s: no [provider] section owns that "
+                     "host (a section named after its provider with another base_url takes "
+                     "its place; add intercept = %s to the one that should serve it)",
+                     p->model ? p->model : "", p->host, p->host);
+        else if (speaks && p->model)
             snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'", p->model);
         else if (speaks) /* fresh-user pass: it said model '(none)' */
             snprintf(msg, sizeof msg,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -182,6 +183,23 @@ static int published_locked(const char *host) {
             return 1;
     }
     return 0;
+}
+
+int aor_publish_has_addr(const char *host, const char *ip) {
+    size_t hl = strlen(host);
+    if (hl && host[hl - 1] == '.')
+        hl--;
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < naddrs && !found; i++) {
+        const char *h = addrs[i].host;
+        size_t l = strlen(h);
+        if (l && h[l - 1] == '.')
+            l--;
+        found = l == hl && strncasecmp(h, host, hl) == 0 && strcmp(addrs[i].ip, ip) == 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
 }
 
 static void free_addrs(pub_addr *list, size_t n) {

@@ -44,4 +44,11 @@ int aor_publish_update(const aor_config *cfg);
  * ignored. */
 int aor_publish_host_intercepted(const aor_config *cfg, const char *host);
 
+/* 1 when the published address set has ip (text form, as in a preamble) for host
+ * (compared case-insensitively, one trailing dot ignored): the shim could have
+ * recognised a connection to ip for host. 0 otherwise, also before the first lookup.
+ * Thread-safe. For plain HTTP with preamble host "-", whose Host header aord takes for
+ * the host only when it has that address (docs/shim.md "Pass-through"). */
+int aor_publish_has_addr(const char *host, const char *ip);
+
 #endif

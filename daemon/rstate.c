@@ -448,6 +448,14 @@ int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, con
     return rc;
 }
 
+int aor_rstate_breaker_counts(aor_kind kind, int own_credential) {
+    if (!aor_kind_retryable(kind))
+        return 0;
+    int account = kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH ||
+                  (kind == AOR_KIND_RATE && (own_credential & AOR_RSTATE_429));
+    return !((own_credential & AOR_RSTATE_OWN) && account);
+}
+
 static int record(aor_rstate *rs, const char *provider, const char *key, const char *model,
                   const char *client, aor_kind kind, double hint_s, double started, double now,
                   int own_credential) {
@@ -478,9 +486,7 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
     /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count; a
      * client's own passed-through credential not for its account's own limits: quota,
      * auth, a 429 (rstate.h). */
-    int account = kind == AOR_KIND_QUOTA || kind == AOR_KIND_AUTH ||
-                  (kind == AOR_KIND_RATE && (own_credential & AOR_RSTATE_429));
-    if (!((own_credential & AOR_RSTATE_OWN) && account)) {
+    if (aor_rstate_breaker_counts(kind, own_credential)) {
         double until = 0;
         aor_breaker_row before;
         int reopen = aor_breaker_get(rs->breaker, provider, model, now, &before) &&

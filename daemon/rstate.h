@@ -68,6 +68,11 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * Returns 0, or -1 when memory ran out. When the store cannot write an event, the change
  * is still applied in memory, so routing keeps its backoff, circuits and sticky; only
  * that change's durability is lost (counted, logged: aor_rstate_write_errors). */
+/* 1 when a failure of kind on (own_credential as for aor_rstate_record) counts for the
+ * circuit breaker (§4.4): every retryable kind, except a client's own account's failure
+ * (quota, auth, a 429) on its passed-through credential. 0 for other kinds. */
+int aor_rstate_breaker_counts(aor_kind kind, int own_credential);
+
 #define AOR_RSTATE_OWN 1 /* own_credential: the client's own credential, passed through */
 #define AOR_RSTATE_429 2 /* own_credential: the failure was a 429 answer */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,

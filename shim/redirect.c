@@ -171,11 +171,12 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
              * that is not redirected is worth a line (QA: it said nothing). */
             char h[AOR_HOST_MAX + 1] = "", ipb[46] = "?";
             int r = aor_hosts_recognise(&ip, 443, h, sizeof(h), NULL);
-            if (r != 0) {
+            if (r != 0 && get_int_opt(fd, SOL_SOCKET, SO_TYPE, -1) == SOCK_STREAM) {
                 aor_ip_format(&ip, ipb, sizeof(ipb));
-                aor_debug("%s fd %d to %s port %d (%s): a provider address, but not on 443 "
-                          "or an intercepted port: direct",
-                          what, fd, ipb, port, h[0] ? h : "-");
+                aor_debug("%s fd %d to %s port %d (%s%s%s): a provider address, but not on "
+                          "443 or an intercepted port: direct",
+                          what, fd, ipb, port, r == 1 ? h : "-", r == 3 ? ", published for " : "",
+                          r == 3 ? h : "");
             }
         }
         errno = saved;

@@ -946,3 +946,25 @@ def test_gemini_query_key_is_percent_decoded(env):
     eq(st, 200, "undecodable form: %r" % raw[:200])
     eq(len({s["client"] for s in d.state()["sticky"]}), 2, "another client")
     check("key=" not in mock.log()[-1].get("path", ""), "no key= upstream: %r" % mock.log()[-1])
+
+
+def test_a_builtin_host_whose_provider_name_a_section_took_is_named(env):
+    """A section named "openai" with another base_url takes the known provider's place,
+    so nothing owns api.openai.com: a request to it with a model no section lists got
+    404 "no configured provider serves model 'zz'" (review). The 404 now names the host
+    and the fix."""
+    mock = env.start_mock(tls=True)
+    env.set_keys(KEY_A="secret-A")
+    env.write_config(
+        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
+        "[provider \"openai\"]\ndialect = openai\nbase_url = %s\nintercept = localhost\n"
+        "ca_file = %s\nkeys = A\nmodels = gpt-4o-mini\n"
+        % (aortest.free_port(), mock.url, mock.ca_path))
+    env.start_daemon(fake_clock=T0)
+    r = chat(env, model="zz")
+    eq(r.status, 404, "status (%s)" % r.body[:300])
+    msg = r.json()["error"]["message"]
+    check("no [provider] section owns that host" in msg and "api.openai.com" in msg
+          and "intercept = api.openai.com" in msg, "names the host and the fix: %r" % msg)
+    eq(mock.requests(), [], "nothing went upstream")
+    eq(chat(env).status, 200, "a model the section lists still goes to it")

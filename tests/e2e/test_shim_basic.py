@@ -340,7 +340,8 @@ def checks(e, echo):
     e.publish("aor-hosts 1\na 127.0.0.5 443 pub.example.test\n")
     rc, out, err = run([PROBE, "127.0.0.5", "8080"], e.base(AOR_DEBUG="1"))
     check("AOR_DEBUG explains a provider address on another port",
-          "to 127.0.0.5 port 8080 (pub.example.test): a provider address, but not on 443 or "
+          "to 127.0.0.5 port 8080 (-, published for pub.example.test): a provider address, "
+          "but not on 443 or "
           "an intercepted port: direct" in err, out + err)
     e.unpublish()
 

@@ -253,10 +253,40 @@ def test_plain_http_by_address_goes_by_its_host_header(env):
                    "plain HTTP Host 127.0.0.1 is an address, not a provider host name")
     passes_through(env, d, None, b"SSH-2.0-OpenSSH_9.6\r\n", "plain HTTP request head not "
                    "readable")  # fmt: skip
+    # The Host header names HOST, but aord has not published 127.0.0.1 for it: nothing
+    # vouches for a plain-HTTP Host, so it goes to the address the program connected to
+    # (review: a client's token went to a real provider named only in a Host header).
+    req = b"GET /v1/models HTTP/1.1\r\nHost: API.OpenAI.com:80\r\nConnection: close\r\n\r\n"
+    passes_through(env, d, None, req,
+                   "plain HTTP Host api.openai.com does not have the address 127.0.0.1")
     eq(mock.requests(), [], "the provider got no request")
-    # The Host header names HOST: served and routed with the key.
-    got = exchange(env, preamble(None, 80), b"GET /v1/models HTTP/1.1\r\nHost: API.OpenAI.com:80"
-                   b"\r\nConnection: close\r\n\r\n")  # fmt: skip
+
+
+def test_plain_http_by_address_is_routed_for_a_published_host(env):
+    """Preamble "-" (the shim recognised a published address, as for a client with its own
+    resolver) and a Host header naming the host aord published that address for: routed
+    with the key."""
+    mock = env.start_mock(tls=False)
+    env.set_keys(OPENAI_API_KEY=KEY)
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{aortest.free_port()}
+        [key "a"]
+        env = OPENAI_API_KEY
+        [provider "openai"]
+        dialect = openai
+        base_url = {mock.url}
+        intercept = localhost
+        keys = a
+        models = *
+        """)
+    d = env.start_daemon(extra_env={"AOR_DEBUG": "1"})
+    hosts = os.path.join(os.path.dirname(env.socket_path), "hosts")
+    aortest.wait_until(lambda: os.path.exists(hosts) and " 127.0.0.1 " in open(hosts).read(),
+                       10, what="aord published localhost's address")
+    port = int(mock.url.rsplit(":", 1)[1])
+    got = exchange(env, preamble(None, port), b"GET /v1/models HTTP/1.1\r\nHost: LocalHost.:%d"
+                   b"\r\nConnection: close\r\n\r\n" % port)  # fmt: skip
     check(got.startswith(b"HTTP/1.1 200"), "served: %r" % got[:200])
     eq([r["key"] for r in mock.requests(path="/models")], [KEY], "the provider's request")
 

@@ -113,6 +113,21 @@ static void test_own_credentials_429_does_not(void **state) {
     assert_true(is_open(f));
 }
 
+/* The rule as the proxy asks it (to hand back a probe's lease when its failure does not
+ * count, review). */
+static void test_breaker_counts_rule(void **state) {
+    assert_true(aor_rstate_breaker_counts(AOR_KIND_RATE, 0));
+    assert_true(aor_rstate_breaker_counts(AOR_KIND_RATE, AOR_RSTATE_429));
+    assert_true(aor_rstate_breaker_counts(AOR_KIND_RATE, AOR_RSTATE_OWN));
+    assert_false(aor_rstate_breaker_counts(AOR_KIND_RATE, AOR_RSTATE_OWN | AOR_RSTATE_429));
+    assert_true(aor_rstate_breaker_counts(AOR_KIND_TRANSIENT, AOR_RSTATE_OWN | AOR_RSTATE_429));
+    assert_false(aor_rstate_breaker_counts(AOR_KIND_QUOTA, AOR_RSTATE_OWN));
+    assert_false(aor_rstate_breaker_counts(AOR_KIND_AUTH, AOR_RSTATE_OWN));
+    assert_true(aor_rstate_breaker_counts(AOR_KIND_AUTH, 0));
+    assert_false(aor_rstate_breaker_counts(AOR_KIND_CLIENT, 0));
+    assert_false(aor_rstate_breaker_counts(AOR_KIND_OK, 0));
+}
+
 /* An overload (529 / 503 / an error event: rate without a 429) is the provider's. */
 static void test_own_credentials_overload_does(void **state) {
     fx *f = *state;
@@ -608,6 +623,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_own_credentials_transient_does, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_credentials_429_does_not, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_credentials_overload_does, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_breaker_counts_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_errors_never, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_texts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),

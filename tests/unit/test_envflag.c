@@ -16,6 +16,9 @@ static void test_off_values(void **state) {
     assert_false(aor_envflag_on("FALSE"));
     assert_false(aor_envflag_on("no"));
     assert_false(aor_envflag_on("Off"));
+    assert_false(aor_envflag_on(" 0"));
+    assert_false(aor_envflag_on("no\t"));
+    assert_false(aor_envflag_on("  "));
 }
 
 static void test_on_values(void **state) {
@@ -24,7 +27,8 @@ static void test_on_values(void **state) {
     assert_true(aor_envflag_on("true"));
     assert_true(aor_envflag_on("on"));
     assert_true(aor_envflag_on("00")); /* not exactly "0": on, as before */
-    assert_true(aor_envflag_on("false "));
+    assert_true(aor_envflag_on("falsey"));
+    assert_true(aor_envflag_on(" 1 "));
 }
 
 int main(void) {
