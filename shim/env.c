@@ -22,6 +22,8 @@
 static aor_shim_env g_env;
 static atomic_int g_warned;
 
+int aor_env_debug;
+
 const aor_shim_env *aor_env(void) {
     return &g_env;
 }
@@ -68,6 +70,7 @@ too_long:
 void aor_env_load(void) {
     memset(&g_env, 0, sizeof(g_env));
     g_env.debug = aor_envflag_on(getenv("AOR_DEBUG"));
+    aor_env_debug = g_env.debug;
     g_env.strict = aor_envflag_on(getenv("AOR_STRICT"));
     g_env.no_trust = aor_envflag_on(getenv("AOR_NO_TRUST"));
     /* The daemon never routes itself (spec §2): by name, or by the variable aord sets. */

@@ -23,6 +23,10 @@ typedef struct {
 /* The settings; valid after aor_shim_init(). Never NULL. */
 const aor_shim_env *aor_env(void);
 
+/* aor_env()->debug, as a plain global for the connect hook's fast path (a load, no
+ * call: docs/performance.md change 52). Written by aor_env_load only. */
+extern int aor_env_debug;
+
 /* Reads AOR_DISABLE, AOR_DAEMON, AOR_STRICT, AOR_DEBUG, AOR_NO_TRUST, AOR_SOCKET,
  * XDG_RUNTIME_DIR and program_invocation_short_name into the settings. Called once by
  * aor_shim_init (single-threaded there). */

@@ -298,7 +298,7 @@ AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
      * sin6_port are both the 2 bytes at offset 2. */
     if (len >= 4 && !aor_fdtab_any() &&
         !aor_hosts_port_maybe(ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port)) &&
-        !aor_env()->debug) /* AOR_DEBUG explains every connect (aor_redirect_try) */
+        !aor_env_debug) /* AOR_DEBUG explains every connect (aor_redirect_try) */
         return aor_real.connect(fd, addr, len);
     if (redirected(fd)) {
         aor_debug("connect fd %d: already connected through aor, EISCONN", fd);
