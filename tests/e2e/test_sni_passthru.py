@@ -67,7 +67,7 @@ class Sink:
         self.srv.close()
 
 
-def setup(env):
+def setup(env, intercept=HOST):
     """The mock provider (plain HTTP) behind aord as "openai", intercepting HOST."""
     mock = env.start_mock(tls=False)
     env.set_keys(OPENAI_API_KEY=KEY)
@@ -79,7 +79,7 @@ def setup(env):
         [provider "openai"]
         dialect = openai
         base_url = {mock.url}
-        intercept = {HOST}
+        intercept = {intercept}
         keys = a
         models = *
         """)
@@ -266,21 +266,7 @@ def test_plain_http_by_address_is_routed_for_a_published_host(env):
     """Preamble "-" (the shim recognised a published address, as for a client with its own
     resolver) and a Host header naming the host aord published that address for: routed
     with the key."""
-    mock = env.start_mock(tls=False)
-    env.set_keys(OPENAI_API_KEY=KEY)
-    env.write_config(f"""
-        [daemon]
-        listen = 127.0.0.1:{aortest.free_port()}
-        [key "a"]
-        env = OPENAI_API_KEY
-        [provider "openai"]
-        dialect = openai
-        base_url = {mock.url}
-        intercept = localhost
-        keys = a
-        models = *
-        """)
-    d = env.start_daemon(extra_env={"AOR_DEBUG": "1"})
+    mock, d = setup(env, intercept="localhost")
     hosts = os.path.join(os.path.dirname(env.socket_path), "hosts")
     aortest.wait_until(lambda: os.path.exists(hosts) and " 127.0.0.1 " in open(hosts).read(),
                        10, what="aord published localhost's address")
