@@ -252,8 +252,14 @@ int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen) {
         const char *name;
         const char *suffix;
     } vars[] = {
-        {"OPENAI_BASE_URL", "/v1"},     {"ANTHROPIC_BASE_URL", ""},     {"GEMINI_BASE_URL", ""},
-        {"GOOGLE_GEMINI_BASE_URL", ""}, {"OPENROUTER_BASE_URL", "/v1"},
+        /* Not OPENROUTER_BASE_URL: OpenRouter speaks the OpenAI dialect on the same paths,
+         * so the sidecar takes its requests for OpenAI's, and with a keyless provider the
+         * client's OpenRouter key would go to api.openai.com (fresh-user pass). OpenRouter
+         * clients stay direct, or use the shim (it goes by the host). */
+        {"OPENAI_BASE_URL", "/v1"},
+        {"ANTHROPIC_BASE_URL", ""},
+        {"GEMINI_BASE_URL", ""},
+        {"GOOGLE_GEMINI_BASE_URL", ""},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         if (set_nonempty(vars[i].name))

@@ -398,6 +398,9 @@ def test_env_sidecar(env):
     eq(v.get("GEMINI_BASE_URL"), "http://127.0.0.1:%d" % port, "GEMINI_BASE_URL")
     check("ANTHROPIC_BASE_URL" not in v, "a user's ANTHROPIC_BASE_URL is kept")
     check("LD_PRELOAD" not in v, "no LD_PRELOAD in sidecar mode")
+    # Fresh-user pass: OPENROUTER_BASE_URL pointed OpenRouter clients at the sidecar,
+    # which takes /v1/chat/completions for OpenAI's: their key went to api.openai.com.
+    check("OPENROUTER_BASE_URL" not in v, "no OPENROUTER_BASE_URL: %r" % v)
 
 
 # --- aor run -----------------------------------------------------------------------
@@ -458,8 +461,8 @@ def test_run_static_program_uses_sidecar(env):
     url = "http://127.0.0.1:%d" % port
     eq(out.splitlines(), [url + "/v1", url, "-"], "OPENAI/ANTHROPIC_BASE_URL set, no LD_PRELOAD")
     want = ("aor: %s is statically linked; LD_PRELOAD cannot work, using the sidecar at %s "
-            "(OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GEMINI_BASE_URL, GOOGLE_GEMINI_BASE_URL, "
-            "OPENROUTER_BASE_URL set)" % (exe, url))
+            "(OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GEMINI_BASE_URL, GOOGLE_GEMINI_BASE_URL "
+            "set)" % (exe, url))
     check(want in err.splitlines(), "stderr line %r missing in %r" % (want, err))
 
     # A base URL the user set wins.
