@@ -201,8 +201,9 @@ int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir);
 
 /* The sidecar base-URL variables for a listen address ("127.0.0.1:8787"), each only
  * when not already set: OPENAI_BASE_URL=http://L/v1, ANTHROPIC_BASE_URL=http://L,
- * GEMINI_BASE_URL and GOOGLE_GEMINI_BASE_URL=http://L, OPENROUTER_BASE_URL=http://L/v1.
- * Returns 0, or -1 on ENOMEM. */
+ * GEMINI_BASE_URL and GOOGLE_GEMINI_BASE_URL=http://L (not OPENROUTER_BASE_URL: the
+ * sidecar cannot tell OpenRouter's requests from OpenAI's, docs/cli.md). Source: spec §2
+ * (static programs fall back to the sidecar). Returns 0, or -1 on ENOMEM. */
 int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen);
 
 /* Applies the plan with setenv. 0, or -1 with errno. */
