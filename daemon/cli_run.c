@@ -139,11 +139,48 @@ static pid_t spawn_aord(const char *aord, const char *config_abs) {
  * AORD_EXIT_RUNNING lost to another one on the state file: that one is starting (its
  * socket answers soon) or stopping (a SIGTERM drain, up to AORD_DRAIN_S; its socket is
  * gone already), so ours is started again until one answers, within the drain's time. */
+/* The message of the last "error:" line that aord's log got after byte since (its size
+ * before this start), within its last 16 KiB (lines are "TIME LEVEL: message"), into out
+ * (outlen bytes, cut to fit). 0, or -1 when there is none or the log cannot be read. The
+ * log holds no secret (daemon/log.h). */
+static int log_last_error(const char *path, off_t since, char *out, size_t outlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    char buf[16384 + 1];
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t from = size > 16384 ? size - 16384 : 0;
+    if (from < since)
+        from = since;
+    ssize_t n = size >= 0 ? pread(fd, buf, sizeof buf - 1, from) : -1;
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *best = NULL;
+    for (char *l = buf; l && *l;) {
+        char *nl = strchr(l, '\n');
+        if (nl)
+            *nl = '\0';
+        char *m = strstr(l, " error: ");
+        if (m)
+            best = m + 8;
+        l = nl ? nl + 1 : NULL;
+    }
+    if (!best || !*best)
+        return -1;
+    snprintf(out, outlen, "%s", best);
+    return 0;
+}
+
 /* Where to look when the aord started here stopped or did not answer: its log, or, when
  * it stopped before opening one (a refused directory, a bad socket place), the commands
  * that say why (QA: the hint named a log that did not exist). */
-static void say_where(const char *log_hint) {
-    if (access(log_hint, F_OK) == 0)
+static void say_where(const char *log_hint, off_t log_was) {
+    char last[1024];
+    if (log_last_error(log_hint, log_was, last, sizeof last) == 0)
+        fprintf(stderr, ": %s; see %s\n", last, log_hint); /* fresh-user pass */
+    else if (access(log_hint, F_OK) == 0)
         fprintf(stderr, "; see %s\n", log_hint);
     else
         fprintf(stderr,
@@ -154,6 +191,8 @@ static void say_where(const char *log_hint) {
 
 static void start_helper(const char *aord, const char *config_abs, const char *sock,
                          const char *log_hint) {
+    struct stat lst;
+    off_t log_was = stat(log_hint, &lst) == 0 ? lst.st_size : 0; /* older lines: not ours */
     pid_t gc = spawn_aord(aord, config_abs);
     double end = mono_s() + AOR_CLI_START_WAIT_S;
     double held_end = end + AORD_DRAIN_S; /* the other aord's drain, at the most */
@@ -181,13 +220,13 @@ static void start_helper(const char *aord, const char *config_abs, const char *s
             else
                 fprintf(stderr, "aor: aord was killed by signal %d while starting",
                         WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-            say_where(log_hint);
+            say_where(log_hint, log_was);
             _exit(START_EXITED);
         }
         if (mono_s() > end) {
             fprintf(stderr, "aor: aord did not answer on %s within %d s", sock,
                     AOR_CLI_START_WAIT_S);
-            say_where(log_hint);
+            say_where(log_hint, log_was);
             _exit(START_TIMEOUT);
         }
         sleep_poll();

@@ -311,7 +311,12 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
                                 512, res->ai_addr, (int)res->ai_addrlen);
     if (!d->tcp_listener) {
-        snprintf(err, errlen, "listen = %s: cannot bind: %s", spec, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "listen = %s: cannot bind: %s%s", spec, strerror(e),
+                 e == EADDRINUSE ? " (another program, or another aord, holds it: stop it, or "
+                                   "set [daemon] listen = 127.0.0.1:PORT with a free port, or "
+                                   "listen = off)"
+                                 : "");
         freeaddrinfo(res);
         return -1;
     }

@@ -1715,3 +1715,24 @@ def test_aord_start_refused_for_config_errors_is_logged(env):
     check("not started: configuration errors:" in text, "the log says why: %r" % text)
     check("%s:2: unknown option stratgy" % bad in text, "with file:line: %r" % text)
     eq(os.stat(log).st_mode & 0o777, 0o600, "the log's mode")
+
+
+def test_run_says_why_aord_did_not_start(env):
+    """Fresh-user pass: with another program on the listen port, `aor run` said only
+    "aord exited with status 1 while starting; see LOG", and the log's line named no
+    way out. It now quotes aord's error, which says what to change."""
+    port, _ = setup(env, start=False)
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", port))
+    holder.listen(1)
+    try:
+        rc, out, err = aor(env, "run", "--", "true")
+        eq(rc, 0, "fail-open: the program ran (stderr %r)" % err)
+        want = ("aor: aord exited with status 1 while starting: listen = 127.0.0.1:%d: cannot "
+                "bind: Address already in use (another program, or another aord, holds it: "
+                "stop it, or set [daemon] listen = 127.0.0.1:PORT with a free port, or "
+                "listen = off); see " % port)
+        check(any(l.startswith(want) for l in err.splitlines()), "says why: %r" % err)
+    finally:
+        holder.close()
