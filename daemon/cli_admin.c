@@ -214,8 +214,13 @@ static void print_http_error(const char *what, const answer *a) {
     cJSON *j = a->body ? cJSON_ParseWithLength(a->body, a->len) : NULL;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
-    fprintf(stderr, "aor: %s: HTTP %ld%s%s\n", what, a->status, cJSON_IsString(m) ? ": " : "",
-            cJSON_IsString(m) ? m->valuestring : "");
+    if (cJSON_IsString(m))
+        fprintf(stderr, "aor: %s: HTTP %ld: %s\n", what, a->status, m->valuestring);
+    else /* fresh-user pass: a web server on port 8787 gave a bare "HTTP 404" */
+        fprintf(stderr,
+                "aor: %s: HTTP %ld, not an answer of aord's (another program may hold the "
+                "listen address while aord is down: `aor doctor` says whether aord runs)\n",
+                what, a->status);
     cJSON_Delete(j);
 }
 

@@ -13,6 +13,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 
 import aortest
@@ -1736,3 +1737,31 @@ def test_run_says_why_aord_did_not_start(env):
         check(any(l.startswith(want) for l in err.splitlines()), "says why: %r" % err)
     finally:
         holder.close()
+
+
+def test_status_against_another_program_on_the_listen_port(env):
+    """Fresh-user pass: with aord down and a web server on the listen port, `aor status`
+    said only "aor: GET /admin/api/state: HTTP 404"."""
+    port, _ = setup(env, start=False)
+    srv = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
+                            "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           cwd=env.path("."))
+    try:
+        aortest.wait_until(lambda: _port_open(port), 10,
+                           what="http.server up")
+        rc, out, err = aor(env, "status")
+        check(rc != 0, "status fails (%r)" % err)
+        check("not an answer of aord's (another program may hold the listen address" in err,
+              "says it is not aord: %r" % err)
+    finally:
+        srv.terminate()
+        srv.wait(10)
+
+
+def _port_open(port):
+    s = socket.socket()
+    try:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+    finally:
+        s.close()
