@@ -103,9 +103,9 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
         if (aor_cfg_blank(val) && ef_failed) {
             /* Perhaps it is in the file: say so instead of "add it". */
             aor_cfg_err(c->errs, env_line,
-                        "key \"%s\": environment variable %s is not set, and env_file %s is "
-                        "not used: see its error (listed with it: its mode, its owner, or a "
-                        "bad line, any of which keeps the whole file out)",
+                        "key \"%s\": environment variable %s is not set, and env_file %s "
+                        "could not be used (its own error is listed with its path; fix that "
+                        "and this one goes too)",
                         k->name, k->env, cfg->env_file);
             continue;
         }

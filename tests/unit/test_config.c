@@ -1437,7 +1437,7 @@ static void test_env_file_syntax_errors(void **state) {
      * is not used because of its errors (QA: it said "could not be read", though it was). */
     assert_null(strstr(errs, "add it to env_file"));
     assert_non_null(strstr(errs, "TEST_KEY_A is not set, and env_file"));
-    assert_non_null(strstr(errs, "is not used: see its error"));
+    assert_non_null(strstr(errs, "could not be used (its own error is listed with its path"));
     free(errs);
     free(path);
     free(text);
