@@ -46,13 +46,14 @@ def check_config(env, text, name):
 
 
 def with_env_file(env):
-    """The fallback example's env_file (~/.config/aor/secrets.env, 0600)."""
-    d = os.path.join(env.env["HOME"], ".config", "aor")
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, "secrets.env")
-    with open(path, "w") as f:
-        f.write("# nothing: the variables are in the environment\n")
-    os.chmod(path, 0o600)
+    """The fallback example's env_file (secrets.env next to the config, 0600): next to
+    the files check_config writes, and to the config file of write_config."""
+    for d in (os.path.dirname(env.path("x.ini")), os.path.dirname(env.config_path)):
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "secrets.env")
+        with open(path, "w") as f:
+            f.write("# nothing: the variables are in the environment\n")
+        os.chmod(path, 0o600)
 
 
 def test_examples_pass_check_config(env):
