@@ -1664,32 +1664,37 @@ static char *query_without_key(const char *q) {
     return out;
 }
 
+/* 1 with *c the byte of a %XX escape at v[i] (n = strlen(v)), else 0. */
+static int escape_at(const char *v, size_t i, size_t n, unsigned char *c) {
+    if (v[i] != '%' || i + 2 >= n || !isxdigit((unsigned char)v[i + 1]) ||
+        !isxdigit((unsigned char)v[i + 2]))
+        return 0;
+    char hex[3] = {v[i + 1], v[i + 2], '\0'};
+    *c = (unsigned char)strtoul(hex, NULL, 16);
+    return 1;
+}
+
 /* Decodes %XX escapes of a ?key= value in place (a URL's query is percent-encoded: the
  * upstream gets the key itself in x-goog-api-key, QA). A value whose decoded form would
  * hold a control character, a space or a NUL is left as it came: it cannot be a header
  * value, and is no key. */
 static void percent_decode_key(char *v) {
     size_t n = strlen(v), o = 0;
+    unsigned char c;
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)v[i];
-        if (c == '%' && i + 2 < n && isxdigit((unsigned char)v[i + 1]) &&
-            isxdigit((unsigned char)v[i + 2])) {
-            char hex[3] = {v[i + 1], v[i + 2], '\0'};
-            c = (unsigned char)strtoul(hex, NULL, 16);
+        if (escape_at(v, i, n, &c))
             i += 2;
-        }
+        else
+            c = (unsigned char)v[i];
         if (c <= 0x20 || c == 0x7f)
             return; /* left as it came */
     }
     for (size_t i = 0; i < n; i++) {
-        if (v[i] == '%' && i + 2 < n && isxdigit((unsigned char)v[i + 1]) &&
-            isxdigit((unsigned char)v[i + 2])) {
-            char hex[3] = {v[i + 1], v[i + 2], '\0'};
-            v[o++] = (char)strtoul(hex, NULL, 16);
+        if (escape_at(v, i, n, &c))
             i += 2;
-        } else {
-            v[o++] = v[i];
-        }
+        else
+            c = (unsigned char)v[i];
+        v[o++] = (char)c;
     }
     explicit_bzero(v + o, n - o);
     v[o] = '\0';
