@@ -16,7 +16,8 @@ CHAT_BODY = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "c
 
 
 def setup(env, keys=(("A", 0), ("B", 1)), routing="", provider="", models="gpt-4o-mini",
-          dialect="openai", host="api.openai.com", extra="", base_suffix=""):
+          dialect="openai", host="api.openai.com", extra="", base_suffix="", prov="p",
+          extra_env=None):
     mock = env.start_mock(tls=True)
     port = aortest.free_port()
     cfg = "[daemon]\nlisten = 127.0.0.1:%d\n" % port
@@ -28,12 +29,12 @@ def setup(env, keys=(("A", 0), ("B", 1)), routing="", provider="", models="gpt-4
         env.set_keys(**{var: "secret-" + name})
         cfg += '[key "%s"]\nenv = %s\npriority = %d\n' % (name, var, prio)
         names.append(name)
-    cfg += ('[provider "p"]\ndialect = %s\nbase_url = %s\nintercept = %s\nca_file = %s\n'
-            "keys = %s\nmodels = %s\n%s\n" % (dialect, mock.url + base_suffix, host, mock.ca_path,
-                                            ", ".join(names), models, provider))
+    cfg += ('[provider "%s"]\ndialect = %s\nbase_url = %s\nintercept = %s\nca_file = %s\n'
+            "keys = %s\nmodels = %s\n%s\n" % (prov, dialect, mock.url + base_suffix, host,
+                                            mock.ca_path, ", ".join(names), models, provider))
     cfg += extra
     env.write_config(cfg)
-    d = env.start_daemon(fake_clock=T0)
+    d = env.start_daemon(fake_clock=T0, extra_env=extra_env)
     return mock, d
 
 
@@ -816,13 +817,7 @@ def test_a_dialect_no_provider_speaks_is_named_as_such(env):
     model is served (fresh-user pass). It names the missing dialect now, in the request's
     own error shape. (Since 2026-12-02 the known provider of a dialect no section speaks
     is there keyless; a section that takes its name, as here, leaves it out.)"""
-    mock = env.start_mock(tls=True)
-    env.set_keys(KEY_A="secret-A")
-    env.write_config(
-        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
-        "[provider \"anthropic\"]\ndialect = openai\nbase_url = %s\nca_file = %s\n"
-        "keys = A\nmodels = *\n" % (aortest.free_port(), mock.url, mock.ca_path))
-    d = env.start_daemon(fake_clock=T0)
+    mock, d = setup(env, keys=(("A", 0),), models="*", prov="anthropic")
     body = {"model": "claude-3-5-haiku-latest", "max_tokens": 5,
             "messages": [{"role": "user", "content": "hi"}]}
     status, headers, raw = d.http("POST", "/v1/messages", body=body,
@@ -882,15 +877,8 @@ def test_a_builtin_host_no_section_covers_is_passed_through(env):
     An HTTPS_PROXY on loopback shows where aord went, without reaching the internet."""
     proxy = _ConnectRecorder()
     try:
-        mock = env.start_mock(tls=True)
-        port = aortest.free_port()
-        env.set_keys(KEY_A="secret-A")
-        env.write_config(
-            "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
-            "[provider \"p\"]\ndialect = openai\nbase_url = %s\nintercept = localhost\n"
-            "ca_file = %s\nkeys = A\nmodels = gpt-4o-mini\n" % (port, mock.url, mock.ca_path))
-        d = env.start_daemon(fake_clock=T0, extra_env={"HTTPS_PROXY": proxy.url,
-                                                         "NO_PROXY": "127.0.0.1,localhost"})
+        mock, d = setup(env, keys=(("A", 0),), host="localhost",
+                        extra_env={"HTTPS_PROXY": proxy.url, "NO_PROXY": "127.0.0.1,localhost"})
         body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": []})
         r = env.curl(["https://api.anthropic.com/v1/messages", "-H", "x-api-key: my-own-key",
                       "-H", "anthropic-version: 2023-06-01", "-H",
@@ -953,14 +941,7 @@ def test_a_builtin_host_whose_provider_name_a_section_took_is_named(env):
     so nothing owns api.openai.com: a request to it with a model no section lists got
     404 "no configured provider serves model 'zz'" (review). The 404 now names the host
     and the fix."""
-    mock = env.start_mock(tls=True)
-    env.set_keys(KEY_A="secret-A")
-    env.write_config(
-        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n"
-        "[provider \"openai\"]\ndialect = openai\nbase_url = %s\nintercept = localhost\n"
-        "ca_file = %s\nkeys = A\nmodels = gpt-4o-mini\n"
-        % (aortest.free_port(), mock.url, mock.ca_path))
-    env.start_daemon(fake_clock=T0)
+    mock, d = setup(env, keys=(("A", 0),), host="localhost", prov="openai")
     r = chat(env, model="zz")
     eq(r.status, 404, "status (%s)" % r.body[:300])
     msg = r.json()["error"]["message"]
