@@ -367,8 +367,6 @@ static char *abs_dir_of(const char *path) {
     return out;
 }
 
-static int host_eq(const char *a, const char *b);
-
 int aor_config_host_is_address(const char *host) {
     unsigned char ip[16];
     struct in_addr v4;
@@ -378,7 +376,7 @@ int aor_config_host_is_address(const char *host) {
 
 int aor_config_host_published(const char *host, int named) {
     return host && *host && !aor_config_host_is_address(host) &&
-           (named || !host_eq(host, "localhost"));
+           (named || !aor_config_host_eq(host, "localhost"));
 }
 
 /* Adds (host, port) to a list of distinct pairs (hosts borrowed); named: an intercept
@@ -702,7 +700,7 @@ long aor_config_retries_for(const aor_config *cfg, const char *model) {
 }
 
 /* Compares host names ignoring case and one trailing dot (FQDN form). */
-static int host_eq(const char *a, const char *b) {
+int aor_config_host_eq(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la && a[la - 1] == '.')
         la--;
@@ -721,10 +719,10 @@ size_t aor_config_count_providers(const aor_config *cfg) {
 int aor_config_provider_owns_host(const aor_provider_cfg *p, const char *host) {
     if (!p || !host || !*host)
         return 0;
-    if (p->host && host_eq(p->host, host))
+    if (p->host && aor_config_host_eq(p->host, host))
         return 1;
     for (size_t i = 0; i < p->nintercept; i++)
-        if (host_eq(p->intercept[i], host))
+        if (aor_config_host_eq(p->intercept[i], host))
             return 1;
     return 0;
 }

@@ -150,6 +150,12 @@ const char *aor_config_upstream_model(const aor_provider_cfg *p, const char *mod
  * Source: spec §3 [routing] / [model]. */
 long aor_config_retries_for(const aor_config *cfg, const char *model);
 
+/* 1 when host names a and b are the same: ASCII case-insensitive, one trailing dot on
+ * either ignored ("API.OpenAI.com." is "api.openai.com"), as aor compares every host
+ * (intercept names, SNI, Host headers, published names). Source: RFC 4343, RFC 1034 §3.1.
+ * Both non-NULL. */
+int aor_config_host_eq(const char *a, const char *b);
+
 /* How many providers the configuration defines: its [provider] sections, or the
  * embedded default's; the implicit known providers (aor_provider_cfg.implicit) are not
  * counted. For summary lines (`aor check-config`, the ready line, `aor doctor`). */

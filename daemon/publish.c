@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,18 +185,10 @@ static int published_locked(const char *host) {
 }
 
 int aor_publish_has_addr(const char *host, const char *ip) {
-    size_t hl = strlen(host);
-    if (hl && host[hl - 1] == '.')
-        hl--;
     int found = 0;
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < naddrs && !found; i++) {
-        const char *h = addrs[i].host;
-        size_t l = strlen(h);
-        if (l && h[l - 1] == '.')
-            l--;
-        found = l == hl && strncasecmp(h, host, hl) == 0 && strcmp(addrs[i].ip, ip) == 0;
-    }
+    for (size_t i = 0; i < naddrs && !found; i++)
+        found = strcmp(addrs[i].ip, ip) == 0 && aor_config_host_eq(addrs[i].host, host);
     pthread_mutex_unlock(&lock);
     return found;
 }
