@@ -365,15 +365,16 @@ int aor_cfg_add_implicit(aor_config *cfg) {
         for (size_t j = 0; j < cfg->nproviders && !taken; j++)
             taken = strcmp(cfg->providers[j].name, kn->name) == 0 ||
                     aor_config_provider_owns_host(&cfg->providers[j], url.host);
-        char *name = taken ? NULL : strdup(kn->name);
+        if (taken) {
+            aor_cfg_url_free(&url);
+            continue;
+        }
+        char *name = strdup(kn->name);
         aor_provider_cfg *np =
             name ? realloc(cfg->providers, (cfg->nproviders + 1) * sizeof *np) : NULL;
         if (!np) {
-            free(url.base);
-            free(url.host);
+            aor_cfg_url_free(&url);
             free(name);
-            if (taken)
-                continue;
             return -1;
         }
         cfg->providers = np;

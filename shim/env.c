@@ -30,14 +30,10 @@ const aor_shim_env *aor_env(void) {
 
 int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid, char *sock,
                   size_t socklen, char *hosts, size_t hostslen) {
-    int n;
+    int n, err = ENAMETOOLONG;
     if (aor_socket != NULL && aor_socket[0] != '\0' && aor_socket[0] != '/') {
-        if (socklen > 0)
-            sock[0] = '\0';
-        if (hostslen > 0)
-            hosts[0] = '\0';
-        errno = EINVAL;
-        return -1;
+        err = EINVAL; /* relative: aord refuses it too */
+        goto fail;
     }
     if (aor_socket != NULL && aor_socket[0] != '\0')
         n = snprintf(sock, socklen, "%s", aor_socket);
@@ -46,24 +42,22 @@ int aor_env_paths(const char *aor_socket, const char *runtime_dir, unsigned uid,
     else
         n = snprintf(sock, socklen, "/tmp/aor-%u/aor.sock", uid);
     if (n < 0 || (size_t)n >= socklen)
-        goto too_long;
+        goto fail;
 
-    /* The published file sits next to the socket: "<dirname(socket)>/hosts". */
+    /* The published file sits next to the socket: "<dirname(socket)>/hosts" (the path is
+     * absolute, so it has a '/'). */
     const char *slash = strrchr(sock, '/');
-    if (slash == NULL)
-        n = snprintf(hosts, hostslen, "hosts");
-    else
-        n = snprintf(hosts, hostslen, "%.*s/hosts", (int)(slash - sock), sock);
+    n = snprintf(hosts, hostslen, "%.*s/hosts", (int)(slash - sock), sock);
     if (n < 0 || (size_t)n >= hostslen)
-        goto too_long;
+        goto fail;
     return 0;
 
-too_long:
+fail:
     if (socklen > 0)
         sock[0] = '\0';
     if (hostslen > 0)
         hosts[0] = '\0';
-    errno = ENAMETOOLONG;
+    errno = err;
     return -1;
 }
 
