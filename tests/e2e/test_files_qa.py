@@ -338,6 +338,40 @@ def test_close_after_valid_preamble_is_not_bad(env):
           "logged: " + d.stderr_text()[-1000:])  # fmt: skip
 
 
+def test_preamble_timeout_is_a_deadline(env):
+    """QA: the 10 s preamble timeout was restarted by every byte, so a shim connection
+    sending a byte every few seconds stayed in the preamble stage for ever (each wake-up
+    re-peeking what it had). It is a deadline from the accept."""
+    minimal_config(env, listen="127.0.0.1:%d" % aortest.free_port())
+    d = env.start_daemon()
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(env.socket_path)
+    s.settimeout(0.5)
+    start = time.monotonic()
+    closed_at = None
+    for b in b"AOR/1 api.openai.com":  # never the newline
+        try:
+            s.sendall(bytes([b]))
+            if s.recv(1) == b"":
+                closed_at = time.monotonic() - start
+                break
+        except socket.timeout:
+            pass
+        except OSError:
+            closed_at = time.monotonic() - start
+            break
+        if time.monotonic() - start > 16:
+            break
+        time.sleep(1.5)
+    s.close()
+    check(closed_at is not None and closed_at < 14,
+          "aord closed the trickling preamble by its 10 s deadline (closed at %r s)"
+          % closed_at)  # fmt: skip
+    aortest.wait_until(lambda: "no complete preamble" in d.stderr_text(), 5,
+                       what="the timeout is logged")  # fmt: skip
+    eq(bad_preambles(d), 1, "aor_bad_preambles_total")
+
+
 def test_sigterm_as_soon_as_the_socket_exists(env):
     """A SIGTERM sent the moment the socket appears (a supervisor, a script that waits for
     it) stops aord cleanly: exit 0 and the socket removed, not killed by the signal's
