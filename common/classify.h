@@ -142,6 +142,11 @@ double aor_hint_duration(const char *value);
  * "1h2m3.5s"). Seconds > 0 or -1 (sign, missing unit, junk, zero). */
 double aor_hint_go_duration(const char *value);
 
+/* As aor_hint_go_duration, for a usage window's reset time (spec §6): a zero duration
+ * ("0s": the window resets now) is valid. Seconds >= 0, or -1 (sign, missing unit,
+ * junk). */
+double aor_hint_go_duration_reset(const char *value);
+
 /* Parses an RFC 3339 timestamp ("2027-01-15T08:00:12Z", "...12.5+01:00"; T/t/space,
  * Z/z or a numeric offset) into Unix seconds in *out. Returns 0, or -1 (out untouched)
  * when the value is not exactly such a timestamp or a field is out of range. */

@@ -318,7 +318,8 @@ double aor_hint_duration(const char *value) {
     return positive_or_none(v);
 }
 
-double aor_hint_go_duration(const char *value) {
+/* A Go duration's seconds, >= 0, or -1 when it is not one. */
+static double go_duration(const char *value) {
     static const struct {
         const char *unit;
         double seconds;
@@ -347,7 +348,17 @@ double aor_hint_go_duration(const char *value) {
         if (i == sizeof units / sizeof units[0])
             return -1; /* missing or unknown unit */
     }
-    return positive_or_none(total);
+    return total;
+}
+
+double aor_hint_go_duration(const char *value) {
+    double s = go_duration(value);
+    return s < 0 ? -1 : positive_or_none(s);
+}
+
+double aor_hint_go_duration_reset(const char *value) {
+    double s = go_duration(value);
+    return s > 0 ? saturate(s) : s;
 }
 
 int aor_hint_is_reset_header(const char *name) {

@@ -138,8 +138,8 @@ static double parse_reset_epoch(const char *buf, double now) {
         return v;
     if (v >= 0)
         return 0;
-    double s = aor_hint_go_duration(buf);
-    return s > 0 ? now + s : 0;
+    double s = aor_hint_go_duration_reset(buf); /* "0s": resets now (§6, QA) */
+    return s >= 0 ? now + s : 0;
 }
 
 /* A reset header of window i: Unix seconds, or 0 when not valid. A past RFC 3339 or
@@ -158,8 +158,8 @@ static double parse_reset(size_t i, const char *value, double now) {
     case RESET_GO_DURATION:
         break;
     }
-    double s = aor_hint_go_duration(buf);
-    return s > 0 ? now + s : 0;
+    double s = aor_hint_go_duration_reset(buf); /* "0s": resets now (§6, QA) */
+    return s >= 0 ? now + s : 0;
 }
 
 /* Reads every window from the headers: fresh[i] gets window i, named[i] is 1 when the

@@ -88,7 +88,8 @@ void aor_usage_free(aor_usage *u);
  * case-insensitive, values without CRLF; NULL/0 allowed). now: Unix seconds of the
  * answer (Go-duration resets are relative to it). provider and key are copied.
  * An answer without any usage header creates no row. Remaining values must be plain
- * non-negative decimal numbers and resets valid Go durations (OpenAI), RFC 3339
+ * non-negative decimal numbers and resets valid Go durations (OpenAI; "0s" is a reset
+ * now), RFC 3339
  * timestamps (Anthropic) or, for the unsuffixed x-ratelimit-reset, the forms at the top
  * of this file (OpenRouter epoch milliseconds), each at most AOR_HINT_MAX_VALUE bytes;
  * anything else counts as "unknown" for that field. When the table holds more than

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "classify.h"
 #include "usage.h"
 
 /* 2027-01-15T08:00:00Z */
@@ -91,6 +92,35 @@ static void test_openai_durations(void **state) {
     /* After the requests window reset the snapshot is stale, tokens window and all: the
      * key is tried, and the provider's answer tells again. */
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, &until), 0);
+}
+
+/* A zero Go duration ("0s", "0ms") is a window resetting now, not an unknown reset: with
+ * it limiting, the snapshot is stale at once, even though another exhausted window
+ * resets later (§6, QA: "0s" was dropped, and the key held for the tokens window). */
+static void test_openai_zero_reset(void **state) {
+    aor_usage *u = *state;
+    const char *zeros[] = {"0s", "0ms", "0m0s"};
+    for (size_t i = 0; i < NH(zeros); i++) {
+        const aor_header h[] = {
+            {"x-ratelimit-remaining-requests", "0"},
+            {"x-ratelimit-reset-requests", zeros[i]},
+            {"x-ratelimit-remaining-tokens", "0"},
+            {"x-ratelimit-reset-tokens", "40s"},
+        };
+        assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 1);
+        aor_usage_window w[AOR_USAGE_NWINDOWS];
+        assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
+        assert_true(w[AOR_USAGE_REQUESTS].reset_at == NOW);
+        assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW, NULL), 0);
+        assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 0.01, NULL), 0);
+        /* The next look is the tokens window's reset, the only future one. */
+        assert_true(aor_usage_next_reset(u, "p", "k", NOW + 0.01) == NOW + 40);
+    }
+    /* A retry hint of 0 stays "no hint" (§4.3). */
+    assert_true(aor_hint_go_duration("0s") == -1);
+    assert_true(aor_hint_go_duration_reset("0s") == 0);
+    assert_true(aor_hint_go_duration_reset("-1s") == -1);
+    assert_true(aor_hint_go_duration_reset("junk") == -1);
 }
 
 /* Anthropic headers: RFC 3339 resets, all four windows. */
@@ -452,7 +482,8 @@ static void test_foreach_forget(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_foreach_forget),         T(test_openai_headers),
-        T(test_openai_durations),       T(test_anthropic_headers),
+        T(test_openai_durations),       T(test_openai_zero_reset),
+        T(test_anthropic_headers),
         T(test_429_never_writes_zero),  T(test_update_and_junk),
         T(test_no_headers_and_errors),  T(test_prune),
         T(test_many_ratelimit_headers), T(test_openrouter_unsuffixed_headers),
