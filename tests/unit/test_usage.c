@@ -481,12 +481,17 @@ static void test_foreach_forget(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_foreach_forget),         T(test_openai_headers),
-        T(test_openai_durations),       T(test_openai_zero_reset),
+        T(test_foreach_forget),
+        T(test_openai_headers),
+        T(test_openai_durations),
+        T(test_openai_zero_reset),
         T(test_anthropic_headers),
-        T(test_429_never_writes_zero),  T(test_update_and_junk),
-        T(test_no_headers_and_errors),  T(test_prune),
-        T(test_many_ratelimit_headers), T(test_openrouter_unsuffixed_headers),
+        T(test_429_never_writes_zero),
+        T(test_update_and_junk),
+        T(test_no_headers_and_errors),
+        T(test_prune),
+        T(test_many_ratelimit_headers),
+        T(test_openrouter_unsuffixed_headers),
         T(test_unsuffixed_reset_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
