@@ -22,6 +22,9 @@ struct aor_store {
     unsigned long writes;
     char *path;
     char err[512];
+    int have_id; /* a file path whose identity was taken at open (dev, ino) */
+    dev_t dev;
+    ino_t ino;
 };
 
 /* Columns of state_events after id, in the order ins_event binds them. */
@@ -223,6 +226,12 @@ aor_store *aor_store_open(const char *path, char *err, size_t errlen) {
         set_sql_err(st, "preparing event insert");
         goto fail_db;
     }
+    struct stat sb;
+    if (is_file_path(path) && stat(path, &sb) == 0) {
+        st->have_id = 1;
+        st->dev = sb.st_dev;
+        st->ino = sb.st_ino;
+    }
     return st;
 
 fail_db:
@@ -262,6 +271,19 @@ void aor_store_close(aor_store *st) {
     sqlite3_close(st->db);
     free(st->path);
     free(st);
+}
+
+int aor_store_file_changed(const aor_store *st) {
+    if (st == NULL || !st->have_id)
+        return 0;
+    struct stat sb;
+    if (stat(st->path, &sb) != 0)
+        return errno == ENOENT || errno == ENOTDIR;
+    return sb.st_dev != st->dev || sb.st_ino != st->ino;
+}
+
+const char *aor_store_path(const aor_store *st) {
+    return st != NULL ? st->path : NULL;
 }
 
 unsigned long aor_store_writes(const aor_store *st) {

@@ -58,6 +58,16 @@ int aor_store_log_reset(aor_store *st, const char *provider /* NULL = all */, do
 int aor_store_log_reset_key(aor_store *st, const char *provider /* NULL = any */, const char *key,
                             double now);
 
+/* 1 when the store's path no longer names the file it opened: removed (rm), or replaced
+ * by another file (a rename over it, a restore), so SQLite writes into an inode nobody
+ * will read again; 0 when it still does, for ":memory:" and URI stores, and for NULL. One
+ * stat(2) of the path: a caller about to write an event checks it first (daemon/rstate.c,
+ * QA). Other stat errors (EACCES) are 0: not known to be replaced. */
+int aor_store_file_changed(const aor_store *st);
+
+/* The path the store was opened with (owned by st), or NULL for NULL. */
+const char *aor_store_path(const aor_store *st);
+
 /* Number of events appended (committed) since open; tests count disk writes with it.
  * NULL: 0. */
 unsigned long aor_store_writes(const aor_store *st);

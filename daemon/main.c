@@ -295,6 +295,22 @@ static int instance_lock(const char *state_path, char *err, size_t errlen) {
     return fd;
 }
 
+/* aor_rstate_set_relock's function: takes the lock on the new state file at path, then
+ * lets go of the old one (arg: the int holding the lock fd). */
+static int relock_state(const char *path, void *arg) {
+    int *lock_fd = arg;
+    char err[512];
+    int fd = instance_lock(path, err, sizeof err);
+    if (fd < 0) {
+        aor_error("%s", err);
+        return -1;
+    }
+    if (*lock_fd >= 0)
+        close(*lock_fd);
+    *lock_fd = fd;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *config_arg = NULL;
     struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL, *ev_trim = NULL;
@@ -455,6 +471,7 @@ int main(int argc, char **argv) {
         aor_error("state: %s", err);
         goto out_tls;
     }
+    aor_rstate_set_relock(d.rs, relock_state, &lock_fd);
     d.sse_ends = aor_sse_ends_new();
     if (!d.sse_ends) {
         aor_error("out of memory");

@@ -22,6 +22,10 @@ struct aor_rstate {
     unsigned long compact_every;    /* events between compactions (at least) */
     unsigned long unlogged;         /* of those, not logged yet (one line a minute) */
     time_t logged_at;               /* when the last such line was logged (real time) */
+    int (*relock)(const char *path, void *arg); /* aor_rstate_set_relock */
+    void *relock_arg;
+    time_t replaced_logged_at; /* when a failed reopen was last logged (real time) */
+    unsigned long writes_base; /* events written into stores closed by reopen_replaced */
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -214,6 +218,57 @@ const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, 
     return f && f->text[0] ? f->text : NULL;
 }
 
+/* The state file at the store's path was removed or replaced while aord ran (QA: `rm
+ * aor.db`; SQLite went on writing into the unlinked inode, so everything after it was
+ * lost at the next start, with no error). A new store is opened at the path, the state
+ * in memory (the truth) is written into it (aor_store_compact), and the old one closed;
+ * the single-instance lock moves with it (relock) when the daemon set one. When that is
+ * not possible (another aord took the new file, no room), writes go on into the old
+ * store, and an error line (one a minute) says what was lost. */
+static void reopen_replaced(aor_rstate *rs, double now) {
+    const char *path = aor_store_path(rs->store);
+    char err[600] = "";
+    aor_store *fresh = NULL;
+    if (rs->relock && rs->relock(path, rs->relock_arg) != 0) {
+        snprintf(err, sizeof err, "its lock could not be taken (another aord may use it)");
+        goto fail;
+    }
+    fresh = aor_store_open(path, err, sizeof err);
+    if (!fresh)
+        goto fail;
+    if (aor_store_compact(fresh, rs->backoff, rs->breaker, rs->sticky, now) < 0) {
+        snprintf(err, sizeof err, "%s", aor_store_errmsg(fresh));
+        aor_store_close(fresh);
+        goto fail;
+    }
+    aor_error("state store: the state file %s was removed or replaced while aord ran; the "
+              "state in memory was written to a new file there",
+              path);
+    rs->writes_base += aor_store_writes(rs->store);
+    aor_store_close(rs->store);
+    rs->store = fresh;
+    rs->compacted_writes = aor_store_writes(fresh);
+    return;
+fail:
+    rs->write_errors++;
+    time_t t = time(NULL);
+    if (rs->replaced_logged_at == 0 || t - rs->replaced_logged_at >= 60) {
+        aor_error("state store: the state file %s was removed or replaced while aord ran, and "
+                  "a new one could not be made (%s): state changes from now on are lost at "
+                  "a restart",
+                  path, err);
+        rs->replaced_logged_at = t;
+    }
+}
+
+/* The store to write an event into: rs->store, after making sure its file is still the
+ * one at its path (one stat; called only when a state change is about to be written). */
+static aor_store *wstore(aor_rstate *rs, double now) {
+    if (aor_store_file_changed(rs->store))
+        reopen_replaced(rs, now);
+    return rs->store;
+}
+
 /* The store could not write an event (disk full, read-only file system, ...). Routing
  * goes on from memory: the caller applies the change anyway, so backoff, circuits and
  * sticky keep working and only the durability of this change is lost (a store that
@@ -287,7 +342,7 @@ static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_
                 continue;
             key_rows kr = {k->name, 0};
             aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
-            if (kr.n > 0 && aor_store_log_reset_key(rs->store, NULL, k->name, now) < 0)
+            if (kr.n > 0 && aor_store_log_reset_key(wstore(rs, now), NULL, k->name, now) < 0)
                 store_failed(rs, "key reset");
             int n = aor_backoff_reset_key(rs->backoff, NULL, k->name);
             int u = forget_usage(rs, NULL, k->name, now);
@@ -330,7 +385,7 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
     aor_breaker_row br;
     int closes =
         aor_breaker_get(rs->breaker, provider, model, now, &br) && br.state != AOR_BREAKER_CLOSED;
-    if (closes && aor_store_log_breaker_close(rs->store, provider, model, now) < 0)
+    if (closes && aor_store_log_breaker_close(wstore(rs, now), provider, model, now) < 0)
         store_failed(rs, "circuit close");
     aor_breaker_success(rs->breaker, provider, model);
     if (closes)
@@ -342,7 +397,7 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
 static int record_success(aor_rstate *rs, const char *provider, const char *key, const char *model,
                           const char *client, double now) {
     if (aor_backoff_get(rs->backoff, provider, key, &(aor_backoff_row){0})) {
-        if (aor_store_log_success(rs->store, provider, key, now) < 0)
+        if (aor_store_log_success(wstore(rs, now), provider, key, now) < 0)
             store_failed(rs, "success");
         aor_backoff_success(rs->backoff, provider, key);
     }
@@ -358,14 +413,14 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
         aor_sticky_get(rs->sticky, client, model, &cur) && cur.streak < 2 &&
         strcmp(cur.provider, provider) == 0 && strcmp(cur.key, key) == 0) {
         aor_sticky_row next = {client, model, provider, key, now, cur.streak + 1};
-        if (aor_store_log_sticky(rs->store, &next) < 0)
+        if (aor_store_log_sticky(wstore(rs, now), &next) < 0)
             store_failed(rs, "sticky");
     }
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
     if (aor_sticky_touch(rs->sticky, client, model, provider, key, now))
         return 0;
     aor_sticky_row row = {client, model, provider, key, now, 1};
-    if (aor_store_log_sticky(rs->store, &row) < 0)
+    if (aor_store_log_sticky(wstore(rs, now), &row) < 0)
         store_failed(rs, "sticky");
     if (aor_sticky_success(rs->sticky, client, model, provider, key, now) < 0) {
         aor_error("sticky: out of memory");
@@ -397,7 +452,7 @@ static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind 
     row.window_s = window;
     row.last_failure = now;
     row.last_error_kind = kind;
-    if (aor_store_log_backoff(rs->store, &row) < 0)
+    if (aor_store_log_backoff(wstore(rs, now), &row) < 0)
         store_failed(rs, "backoff");
     return aor_backoff_restore(rs->backoff, &row) < 0 ? -1 : 0;
 }
@@ -430,6 +485,11 @@ static void maybe_compact(aor_rstate *rs, double now) {
                  aor_store_errmsg(rs->store));
     else
         aor_info("state store compacted: %lu events folded into %zu rows", since, rows);
+}
+
+void aor_rstate_set_relock(aor_rstate *rs, int (*relock)(const char *path, void *arg), void *arg) {
+    rs->relock = relock;
+    rs->relock_arg = arg;
 }
 
 void aor_rstate_set_compact_every(aor_rstate *rs, unsigned long events) {
@@ -476,7 +536,7 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
         aor_backoff_row row;
         if (aor_backoff_preview(rs->backoff, provider, key, kind, hint_s, now, &row) < 0)
             return -1;
-        if (aor_store_log_backoff(rs->store, &row) < 0)
+        if (aor_store_log_backoff(wstore(rs, now), &row) < 0)
             store_failed(rs, "backoff");
         if (aor_backoff_restore(rs->backoff, &row) < 0) {
             aor_error("backoff: out of memory");
@@ -497,7 +557,7 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
         if (reopen && before.state == AOR_BREAKER_HALF_OPEN && started < before.until)
             return 0;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
-            if (aor_store_log_breaker_open(rs->store, provider, model, until, now) < 0)
+            if (aor_store_log_breaker_open(wstore(rs, now), provider, model, until, now) < 0)
                 store_failed(rs, "circuit open");
         }
         int opened = aor_breaker_fail(rs->breaker, provider, model, now);
@@ -525,11 +585,11 @@ int aor_rstate_reset(aor_rstate *rs, const char *provider, const char *key, doub
                      int *usage_cleared) {
     int n;
     if (key) {
-        if (aor_store_log_reset_key(rs->store, provider, key, now) < 0)
+        if (aor_store_log_reset_key(wstore(rs, now), provider, key, now) < 0)
             store_failed(rs, "reset");
         n = aor_backoff_reset_key(rs->backoff, provider, key);
     } else {
-        if (aor_store_log_reset(rs->store, provider, now) < 0)
+        if (aor_store_log_reset(wstore(rs, now), provider, now) < 0)
             store_failed(rs, "reset");
         n = aor_backoff_reset(rs->backoff, provider);
         int c = aor_breaker_reset(rs->breaker, provider);
@@ -573,7 +633,7 @@ aor_usage *aor_rstate_usage(aor_rstate *rs) {
 }
 
 unsigned long aor_rstate_writes(const aor_rstate *rs) {
-    return aor_store_writes(rs->store);
+    return rs->writes_base + aor_store_writes(rs->store);
 }
 
 unsigned long aor_rstate_write_errors(const aor_rstate *rs) {

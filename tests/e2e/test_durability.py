@@ -161,3 +161,42 @@ def test_damaged_state_file_says_what_to_do(env):
             os.rename(env.db_path + suffix, env.db_path + suffix + ".broken")
     d = env.start_daemon()
     check(d.alive(), "aord starts once the file is moved aside")
+
+
+def test_state_file_removed_under_aord(env):
+    """QA: `rm aor.db` (and its -wal, -shm) under a running aord: SQLite went on writing
+    into the unlinked inode, no error, and every later change was gone at the next start.
+    aord notices at its next state change, writes the state in memory into a new file
+    there (and moves its single-instance lock to it), and goes on."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 429, "times": 1}])
+    body = json.dumps({"model": "gpt-4o-mini", "messages": []})
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c1",
+                  "-H", "Content-Type: application/json", "-d", body])
+    eq(r.headers.get("x-aor-key"), "B", "the first request fails over")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(env.db_path + suffix):
+            os.unlink(env.db_path + suffix)
+    d.advance(10)  # A's window is over: the next failure escalates it
+    mock.script("secret-A", [{"status": 503, "times": 1}])
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c2",
+                  "-H", "Content-Type: application/json", "-d", body])
+    eq(r.headers.get("x-aor-key"), "B", "the second request fails over")
+    check("was removed or replaced while aord ran" in d.stderr_text(),
+          "aord says what happened: " + d.stderr_text()[-1500:])  # fmt: skip
+    check(os.path.exists(env.db_path), "a new state file at the path")
+    acked = d.state()
+    eq([(b["key"], b["failure_count"]) for b in acked["backoff"]], [("A", 2)],
+       "the backoff row before the crash")  # fmt: skip
+    # A second aord on the new file is refused: the lock moved with the state.
+    d2 = env.start_daemon(fake_clock=T0, wait=False)
+    eq(d2.proc.wait(timeout=30), 3, "a second aord on the new state file")
+    d.kill9()
+    d3 = env.start_daemon(fake_clock=T0 + 10)
+    after = d3.state()
+    eq([(b["key"], b["failure_count"], b["until"]) for b in after["backoff"]],
+       [(b["key"], b["failure_count"], b["until"]) for b in acked["backoff"]],
+       "backoff after kill -9 and a restart")  # fmt: skip
+    eq(sorted((s["client"], s["key"]) for s in after["sticky"]),
+       sorted((s["client"], s["key"]) for s in acked["sticky"]), "sticky rows kept")
+    eq(len(after["sticky"]), 2, "both clients' sticky rows")

@@ -549,6 +549,32 @@ static void test_memory_store(void **state) {
     aor_store_close(NULL);
 }
 
+/* aor_store_file_changed: the file at the path is still the one opened, until it is
+ * removed or another file takes its name (QA: `rm aor.db` under aord). */
+static void test_file_changed(void **state) {
+    fixture *f = *state;
+    aor_store *st = open_ok(f->path);
+    assert_string_equal(aor_store_path(st), f->path);
+    assert_int_equal(aor_store_file_changed(st), 0);
+    log_scenario(st);
+    assert_int_equal(aor_store_file_changed(st), 0);
+    char other[400];
+    snprintf(other, sizeof other, "%s.new", f->path);
+    FILE *fp = fopen(other, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(rename(other, f->path), 0); /* replaced */
+    assert_int_equal(aor_store_file_changed(st), 1);
+    assert_int_equal(unlink(f->path), 0); /* removed */
+    assert_int_equal(aor_store_file_changed(st), 1);
+    aor_store_close(st);
+    aor_store *mem = open_ok(":memory:");
+    assert_int_equal(aor_store_file_changed(mem), 0);
+    aor_store_close(mem);
+    assert_int_equal(aor_store_file_changed(NULL), 0);
+    assert_null(aor_store_path(NULL));
+}
+
 /* Bad locations and bad rows give errors that name what is wrong. */
 static void test_errors(void **state) {
     fixture *f = *state;
@@ -693,6 +719,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_key_reset_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_creates_dirs_and_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writes_counter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_and_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_after_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_after_kill9, setup, teardown),
