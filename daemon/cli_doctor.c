@@ -7,6 +7,9 @@
 #include "trust.h" /* the shim's AOR_TRUST_FILE_MAX (shim/trust.h): only the limit */
 
 #include <curl/curl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -196,15 +199,72 @@ static void check_admin_token(tally *t) {
     free(dir);
 }
 
+/* "file:" URI of path for sqlite3_open_v2 with SQLITE_OPEN_URI, with immutable=1: every
+ * byte outside [A-Za-z0-9/._-~] percent-encoded. Caller frees; NULL on ENOMEM. */
+static char *immutable_uri(const char *path) {
+    static const char tail[] = "?immutable=1";
+    size_t n = strlen(path);
+    char *u = malloc(5 + 3 * n + sizeof tail);
+    if (!u)
+        return NULL;
+    char *o = u;
+    memcpy(o, "file:", 5);
+    o += 5;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr("/._-~", *p))
+            *o++ = (char)*p;
+        else
+            o += sprintf(o, "%%%02X", *p);
+    }
+    memcpy(o, tail, sizeof tail);
+    return u;
+}
+
 /* With aord down: a state file aord would refuse at start (QA: a damaged aor.db kept
- * aord from starting while doctor only said "start it"). Read-only, SQLite's own check. */
+ * aord from starting while doctor only said "start it"). SQLite's own check, opened
+ * immutable (aord is down: nothing changes the file), so doctor creates no -wal or -shm
+ * file: a read-only open made them, with the database's mode (0400 after a chmod), and
+ * aord then could not write them (QA). Also what aord needs to write: the file, its -wal
+ * and -shm files, and its directory (for them). */
 static void check_state_file(const aor_config *cfg, tally *t) {
     struct stat st;
     if (!cfg || !cfg->state_path || stat(cfg->state_path, &st) != 0)
         return; /* none yet: aord creates it */
+    const char *path = cfg->state_path;
+    int bad = 0;
+    static const char *const side[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
+        char f[4096];
+        if (snprintf(f, sizeof f, "%s%s", path, side[i]) >= (int)sizeof f)
+            continue;
+        if (access(f, F_OK) == 0 && access(f, R_OK | W_OK) != 0) {
+            say(t, FAIL,
+                "state file %s: %s: aord cannot write it and will not start (chmod 600 it, as "
+                "the user aord runs as)",
+                f, strerror(errno));
+            bad = 1;
+        }
+    }
+    char *dir = strdup(path);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash) {
+        *(slash == dir ? slash + 1 : slash) = '\0';
+        if (access(dir, W_OK | X_OK) != 0) {
+            say(t, FAIL,
+                "state file directory %s: %s: aord cannot make the database's -wal and -shm "
+                "files there and will not start (chmod 700 it)",
+                dir, strerror(errno));
+            bad = 1;
+        }
+    }
+    free(dir);
     sqlite3 *db = NULL;
     char result[160] = "";
-    int rc = sqlite3_open_v2(cfg->state_path, &db, SQLITE_OPEN_READONLY, NULL);
+    char *uri = immutable_uri(path);
+    int rc = uri ? sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL)
+                 : SQLITE_NOMEM;
+    free(uri);
     sqlite3_stmt *q = NULL;
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
@@ -217,13 +277,15 @@ static void check_state_file(const aor_config *cfg, tally *t) {
         snprintf(result, sizeof result, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
     sqlite3_finalize(q);
     sqlite3_close(db);
-    if (strcmp(result, "ok") == 0)
-        say(t, OK, "state file %s reads as a sound SQLite database", cfg->state_path);
-    else
+    if (strcmp(result, "ok") == 0) {
+        if (!bad)
+            say(t, OK, "state file %s reads as a sound SQLite database", path);
+    } else {
         say(t, FAIL,
             "state file %s is damaged (%s): aord will not start with it; move it aside "
             "(mv '%s' '%s.bad'), then start aord: backoff and sticky state start empty",
-            cfg->state_path, result[0] ? result : "unreadable", cfg->state_path, cfg->state_path);
+            path, result[0] ? result : "unreadable", path, path);
+    }
 }
 
 static void check_daemon(const aor_config *cfg, tally *t, int refused) {
@@ -309,6 +371,40 @@ static int check_file(tally *t, const char *path, const char *what, mode_t forbi
     return 1;
 }
 
+static int no_passphrase(char *buf, int size, int rwflag, void *u) {
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return -1;
+}
+
+/* The CA aord loads at start (daemon/tls_ca.c): ca.pem a PEM certificate, ca.key an
+ * unencrypted PEM private key of that certificate; otherwise aord will not start (QA:
+ * a garbage ca.key got "ok" for its mode alone). Nothing when either file is missing
+ * (check_file said so) or unreadable. */
+static void check_ca_pair(tally *t, const char *ca, const char *key) {
+    FILE *fc = fopen(ca, "r"), *fk = fopen(key, "r");
+    X509 *cert = fc ? PEM_read_X509(fc, NULL, no_passphrase, NULL) : NULL;
+    EVP_PKEY *pk = fk ? PEM_read_PrivateKey(fk, NULL, no_passphrase, NULL) : NULL;
+    ERR_clear_error();
+    const char *fix = "aord will not start; move ca.pem and ca.key aside and start aord: it "
+                      "makes a new CA (clients trust it through bundle.pem; a CA you imported "
+                      "elsewhere must be imported again)";
+    if (fc && !cert)
+        say(t, FAIL, "CA certificate %s is not a PEM certificate: %s", ca, fix);
+    else if (fk && !pk)
+        say(t, FAIL, "CA key %s is not an unencrypted PEM private key: %s", key, fix);
+    else if (cert && pk && X509_check_private_key(cert, pk) != 1)
+        say(t, FAIL, "CA key %s is not the key of %s: %s", key, ca, fix);
+    else if (cert && pk)
+        say(t, OK, "CA key %s is the key of the CA certificate", key);
+    ERR_clear_error();
+    X509_free(cert);
+    EVP_PKEY_free(pk);
+    if (fc)
+        fclose(fc);
+    if (fk)
+        fclose(fk);
+}
+
 /* ca.pem, ca.key, bundle.pem. Returns 1 when ca.pem exists (trust checks can run). */
 static int check_ca(tally *t, const char *data) {
     char *ca = aor_path_join(data, "ca.pem");
@@ -321,8 +417,10 @@ static int check_ca(tally *t, const char *data) {
     }
     have_ca =
         check_file(t, ca, "CA certificate", S_IWGRP | S_IWOTH, "writable by others: chmod 644 it");
-    check_file(t, key, "CA key", S_IRWXG | S_IRWXO,
-               "other users can read your CA key: chmod 600 it");
+    if (check_file(t, key, "CA key", S_IRWXG | S_IRWXO,
+                   "other users can read your CA key: chmod 600 it") &&
+        have_ca)
+        check_ca_pair(t, ca, key);
     struct stat st;
     if (!have_ca || stat(bundle, &st) < 0) {
         check_file(t, bundle, "CA bundle", S_IWGRP | S_IWOTH, "writable by others");

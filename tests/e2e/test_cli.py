@@ -836,7 +836,9 @@ def test_doctor(env):
                    "ok: aord answers on %s" % env.socket_path,
                    "ok: CA bundle %s contains the aor CA" % env.bundle_path,
                    "ok: libaor.so: ",
-                   "ok: NODE_EXTRA_CA_CERTS is not set"):
+                   "ok: NODE_EXTRA_CA_CERTS is not set",
+                   "ok: CA key %s is the key of the CA certificate"
+                   % os.path.join(env.env["XDG_DATA_HOME"], "aor", "ca.key")):
         check(needle in out, "doctor output lacks %r:\n%s" % (needle, out))
     check("warn:" not in out and "fail:" not in out, "all ok:\n" + out)
 
@@ -888,6 +890,25 @@ def test_doctor(env):
     db = os.path.join(env.env["XDG_STATE_HOME"], "aor", "aor.db")
     check(re.search(r"^ok: state file .*aor\.db reads as a sound SQLite database", out, re.M),
           "the state file is checked while aord is down:\n" + out)
+    # ... without making -wal/-shm files (QA: a read-only open made them, with the
+    # database's mode, and aord could then not write them).
+    sides = [x for x in ("-wal", "-shm") if os.path.exists(db + x)]
+    eq(sides, [], "aord's clean stop left no -wal/-shm files")
+    rc, out, err = aor(env, "doctor")
+    eq([x for x in ("-wal", "-shm") if os.path.exists(db + x)], [],
+       "doctor made no -wal/-shm files")  # fmt: skip
+    # A CA key that is not the CA's key (QA: "ok" for its mode alone; aord will not start).
+    data = os.path.join(env.env["XDG_DATA_HOME"], "aor")
+    with open(os.path.join(data, "ca.key")) as f:
+        good_key = f.read()
+    with open(os.path.join(data, "ca.key"), "w") as f:
+        f.write("garbage\n")
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "a garbage CA key fails doctor")
+    check(re.search(r"^fail: CA key .*ca\.key is not an unencrypted PEM private key: aord will "
+                    r"not start; move ca\.pem and ca\.key aside", out, re.M), out)
+    with open(os.path.join(data, "ca.key"), "w") as f:
+        f.write(good_key)
     # A damaged state file keeps aord from starting: doctor says so and how to recover
     # (QA: it only said "start it").
     for extra in ("-wal", "-shm"):
