@@ -686,6 +686,17 @@ static void opt_models(aor_cfg_parse_ctx *c, size_t line, aor_provider_cfg *p, c
                         aor_cfg_show(items[i], b, sizeof b), AOR_CFG_MODEL_MAX);
             continue;
         }
+        if (eq && (strcmp(canon, "*") == 0 || strcmp(up, "*") == 0)) {
+            /* "*=x" read as a model named "*" sent as x: only a request for model "*"
+             * would match, silently (QA). "*" stands alone. */
+            char b2[AOR_CFG_SHOWBUF];
+            aor_cfg_err(c->errs, line,
+                        "models: \"%s=%s\": '*' (every model of the dialect, sent as the client "
+                        "names it) takes no upstream id; write models = * alone, or "
+                        "canonical=upstream pairs",
+                        aor_cfg_show(canon, b, sizeof b), aor_cfg_show(up, b2, sizeof b2));
+            continue;
+        }
         if (!aor_cfg_valid_model(canon) || !aor_cfg_valid_model(up)) {
             aor_cfg_err(c->errs, line,
                         "models: \"%s\" is not canonical or canonical=upstream (model names "

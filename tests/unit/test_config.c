@@ -474,7 +474,7 @@ static void test_bad_values_each_reported(void **state) {
                        "dialect = openia\n"                     /* 17 */
                        "base_url = ftp://x.example\n"           /* 18 */
                        "keys = a, , a\n"                        /* 19 */
-                       "models = gpt-4o, ,gpt-4o\n"             /* 20 */
+                       "models = gpt-4o, ,gpt-4o, *=x, f=*\n"   /* 20 */
                        "retry_after = always\n"                 /* 21 */
                        "intercept = https://x.example, 127.1\n" /* 22 */
                        "ca_file = /nonexistent/ca.pem\n"        /* 23 */
@@ -499,6 +499,8 @@ static void test_bad_values_each_reported(void **state) {
     assert_err(errs, path, 19, "keys: \"a\" is listed twice");
     assert_err(errs, path, 20, "models: empty item");
     assert_err(errs, path, 20, "\"gpt-4o\" is listed twice");
+    assert_err(errs, path, 20, "models: \"*=x\": '*' (every model of the dialect");
+    assert_err(errs, path, 20, "models: \"f=*\": '*' (every model of the dialect");
     assert_err(errs, path, 21, "retry_after = always: expected honor or ignore");
     assert_err(errs, path, 22, "intercept: \"https://x.example\" is not a host name");
     assert_err(errs, path, 22, "intercept: \"127.1\" is an IP address, not a host name");
