@@ -1318,6 +1318,17 @@ static int commit_large_answer(aor_proxy *p) {
     return 0;
 }
 
+/* 1 when the len bytes at data (the start of a body) begin, past a UTF-8 BOM and
+ * whitespace, with "<!doctype" or "<html" (any case): an HTML page. 0 otherwise, also
+ * when too few bytes came to tell. */
+static int starts_as_html(const char *data, size_t len) {
+    size_t i = len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n'))
+        i++;
+    return (len - i >= 9 && strncasecmp(data + i, "<!doctype", 9) == 0) ||
+           (len - i >= 5 && strncasecmp(data + i, "<html", 5) == 0);
+}
+
 static size_t on_up_data(void *arg, const char *data, size_t len) {
     aor_proxy *p = arg;
     /* Flow control: a paused transfer keeps the bytes and delivers them again on resume
@@ -1391,6 +1402,14 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         break;
     }
     case MODE_HEAD_HELD:
+        if (!hset_content_type(&p->hdrs) && starts_as_html(data, len)) {
+            /* An HTML page without a Content-Type (QA: a wrong base_url's server that
+             * labels nothing): held and classified like a text/html one, a configuration
+             * error (§4.1), not a success sent on. */
+            p->mode = MODE_BUFFER;
+            evbuffer_add(p->held, data, len);
+            return len;
+        }
         commit_2xx(p); /* the first bytes of the body (no SSE: no tail to keep) */
         if (write_stream(p, data, len) < 0)
             return 0;

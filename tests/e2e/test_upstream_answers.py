@@ -598,6 +598,26 @@ def test_event_stream_that_is_an_html_page_is_a_configuration_error(env):
     eq(d.state()["backoff"], [], "no backoff for a wrong base_url")
 
 
+def test_html_page_without_content_type_is_a_configuration_error(env):
+    """A 200 HTML page with no Content-Type at all (a wrong base_url's server that labels
+    nothing) is a configuration error like a text/html one (§4.1: 502 naming the provider,
+    nothing recorded), not a success passed on with a sticky row (QA). A 200 without a
+    Content-Type that is not HTML still goes through as it came."""
+    page = b"\n<!DOCTYPE html><html><body>Welcome to nginx!</body></html>"
+    d = start(env, always(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(page) + page))
+    status, head, got = ask(d, STREAM_BODY)
+    eq(status, 502, "configuration error")
+    check(b"aor_bad_upstream" in got and b"openai" in got, "names the provider: %r" % got)
+    st = d.state()
+    eq((st["backoff"], st["sticky"]), ([], []), "nothing recorded for a wrong base_url")
+    d.stop()
+    plain = b'{"id":"x","object":"chat.completion","choices":[]}'
+    d = start(env, always(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(plain)
+                          + plain))  # fmt: skip
+    status, head, got = ask(d, STREAM_BODY)
+    eq((status, got), (200, plain), "an untyped JSON answer as it came")
+
+
 def split_stream_upstream(parts, gap_s=0.15):
     """An upstream that answers with a chunked SSE stream written in the given parts, each
     flushed and followed by a pause (so aord reads them one at a time)."""
