@@ -397,8 +397,11 @@ void aor_classify(aor_dialect d, long status, const aor_header *hdrs, size_t nhd
                  "%ld answer is not the %s API's (%s): wrong base_url?", status,
                  aor_dialect_name(d), ctl);
     } else if (!dialect_like) {
-        snprintf(out->reason, sizeof out->reason, "%ld %s: not a JSON answer (%s)", status,
-                 aor_kind_name(out->kind), ctl);
+        /* A JSON body without an error object ({}, {"detail":...}) is JSON all the same
+         * (QA: it was logged as "not a JSON answer"). */
+        snprintf(out->reason, sizeof out->reason, "%ld %s: %s (%s)", status,
+                 aor_kind_name(out->kind),
+                 root ? "a JSON answer without an error object" : "not a JSON answer", ctl);
     } else {
         set_reason(out, "", status, &e);
     }

@@ -81,8 +81,9 @@ int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {
     return 0;
 }
 
-/* Value of query parameter `name` (malloc'd, not decoded beyond %XX), or NULL. */
-static char *query_param(const char *url, const char *name) {
+/* The raw (still percent-encoded) value of query parameter name in url: a pointer into
+ * url with its length in *vl, or NULL when the parameter is not there. */
+static const char *param_at(const char *url, const char *name, size_t *vl) {
     const char *q = strchr(url, '?');
     if (!q)
         return NULL;
@@ -91,30 +92,39 @@ static char *query_param(const char *url, const char *name) {
     while (*q) {
         size_t l = strcspn(q, "&");
         if (l > nl && strncmp(q, name, nl) == 0 && q[nl] == '=') {
-            const char *v = q + nl + 1;
-            size_t vl = l - nl - 1;
-            char *out = malloc(vl + 1);
-            if (!out)
-                return NULL;
-            size_t o = 0;
-            for (size_t i = 0; i < vl; i++) {
-                if (v[i] == '%' && i + 2 < vl && isxdigit((unsigned char)v[i + 1]) &&
-                    isxdigit((unsigned char)v[i + 2])) {
-                    char hex[3] = {v[i + 1], v[i + 2], 0};
-                    out[o++] = (char)strtol(hex, NULL, 16);
-                    i += 2;
-                } else {
-                    out[o++] = v[i] == '+' ? ' ' : v[i];
-                }
-            }
-            out[o] = '\0';
-            return out;
+            *vl = l - nl - 1;
+            return q + nl + 1;
         }
         q += l;
         if (*q == '&')
             q++;
     }
     return NULL;
+}
+
+/* Value of query parameter `name` (malloc'd, not decoded beyond %XX and '+'), or NULL
+ * when it is not there or on ENOMEM. */
+static char *query_param(const char *url, const char *name) {
+    size_t vl = 0;
+    const char *v = param_at(url, name, &vl);
+    if (!v)
+        return NULL;
+    char *out = malloc(vl + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < vl; i++) {
+        if (v[i] == '%' && i + 2 < vl && isxdigit((unsigned char)v[i + 1]) &&
+            isxdigit((unsigned char)v[i + 2])) {
+            char hex[3] = {v[i + 1], v[i + 2], 0};
+            out[o++] = (char)strtol(hex, NULL, 16);
+            i += 2;
+        } else {
+            out[o++] = v[i] == '+' ? ' ' : v[i];
+        }
+    }
+    out[o] = '\0';
+    return out;
 }
 
 static int token_ok(aor_daemon *d, const aor_http_request *req) {
@@ -523,9 +533,11 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
     } else if (strcmp(path, "/admin/api/backoff/reset") == 0 && is_post) {
         char *prov = query_param(req->url, "provider");
         char *key = query_param(req->url, "key");
-        if (!prov || !*prov) {
+        size_t raw_len = 0;
+        if ((!prov || !*prov) && (!param_at(req->url, "provider", &raw_len) || raw_len == 0)) {
             reply_error(c, req, 400, "provider=NAME is required");
-        } else if (aor_config_provider_index(d->cfg, prov) < 0) {
+        } else if (!prov || !*prov || aor_config_provider_index(d->cfg, prov) < 0) {
+            /* (a value that decodes to a NUL byte first, "%00...", names no provider: QA) */
             reply_error(c, req, 404, "no such provider");
         } else if (key && !*key) {
             reply_error(c, req, 400, "key=KEY must not be empty (leave it out for every key)");

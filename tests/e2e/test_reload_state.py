@@ -127,6 +127,11 @@ def test_per_key_reset_route_and_cli(env):
     check(b"key" in body, "says which: %r" % body)
     st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=nosuch&key=A")
     eq(st, 404, "unknown provider")
+    # A name that decodes to a NUL byte first names no provider; it is not "missing" (QA).
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=%00%ff")
+    eq((st, b"no such provider" in body), (404, True), "provider=%%00%%ff: %r" % body)
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=")
+    eq((st, b"provider=NAME is required" in body), (400, True), "provider= empty: %r" % body)
     # The CLI: reset PROVIDER KEY, and an unknown key.
     rc, out, err = aor(env, "backoff", "reset", "p", "B")
     eq(rc, 0, "aor backoff reset p B (stderr %r)" % err)

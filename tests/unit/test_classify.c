@@ -341,6 +341,13 @@ static void test_reasons(void **state) {
                    NOW, 0, &v);
     assert_int_equal(v.kind, AOR_KIND_CLIENT);
     assert_string_equal(v.reason, "403 moderation_flagged (harassment)");
+    /* JSON without an error object is not "not a JSON answer" (QA) */
+    classify_exact(OA, 429, (const aor_header[]){{"content-type", "application/json"}}, 1, "{}",
+                   NOW, 0, &v);
+    assert_string_equal(v.reason, "429 rate: a JSON answer without an error object "
+                                  "(application/json)");
+    classify_exact(OA, 500, NULL, 0, "oops", NOW, 0, &v);
+    assert_non_null(strstr(v.reason, "not a JSON answer"));
 }
 
 static void test_big_and_null_bodies(void **state) {
