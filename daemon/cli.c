@@ -42,6 +42,12 @@ static void usage(FILE *f) {
                "exits with\nthe program's status. See docs/cli.md.\n");
 }
 
+/* Prints the usage of commands[k] on stdout (`aor CMD --help`, `aor help CMD`). */
+static int command_usage(size_t k) {
+    printf("usage: aor %s %s\n  %s\n", commands[k].name, commands[k].args, commands[k].what);
+    return AOR_CLI_OK;
+}
+
 /* `aor check-config`: the validation of `aord --check-config` (spec §3.1), including
  * what aord's start would refuse about the socket (common/paths.h). */
 static int cmd_check_config(aor_cli *c, int argc, char **argv) {
@@ -80,6 +86,16 @@ int main(int argc, char **argv) {
         if (t > 0)
             continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0) {
+            /* `aor help CMD`: that command's usage, as `aor CMD --help` (QA) */
+            if (strcmp(a, "help") == 0 && i + 1 < argc) {
+                for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+                    if (strcmp(argv[i + 1], commands[k].name) == 0)
+                        return command_usage(k);
+                }
+                fprintf(stderr, "aor: unknown command '%s'\n", argv[i + 1]);
+                usage(stderr);
+                return AOR_CLI_USAGE;
+            }
             usage(stdout);
             return AOR_CLI_OK;
         }
@@ -103,11 +119,8 @@ int main(int argc, char **argv) {
             continue;
         /* `aor CMD --help` (run: only before the program). */
         for (int j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++) {
-            if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
-                printf("usage: aor %s %s\n  %s\n", commands[k].name, commands[k].args,
-                       commands[k].what);
-                return AOR_CLI_OK;
-            }
+            if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0)
+                return command_usage(k);
             if (strcmp(argv[j], "--config") == 0)
                 j++;
             else if (commands[k].fn == aor_cli_cmd_run && argv[j][0] != '-')

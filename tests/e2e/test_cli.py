@@ -819,6 +819,13 @@ def test_check_config_exit_codes(env):
     check(rc == 0 and out.startswith("aor "), "--version")
     rc, out, _ = aor(env, "--help")
     check(rc == 0 and "install-service" in out, "--help lists the commands")
+    # `aor help CMD` is that command's usage, as `aor CMD --help` (QA: the general one).
+    rc, out, _ = aor(env, "help", "run")
+    rc2, out2, _ = aor(env, "run", "--help")
+    eq((rc, out), (0, out2), "aor help run")
+    check(out.startswith("usage: aor run "), "run's usage: %r" % out)
+    rc, _, err = aor(env, "help", "frobnicate")
+    check(rc == 2 and "unknown command 'frobnicate'" in err, "aor help of no command: %r" % err)
 
 
 # --- doctor --------------------------------------------------------------------------
