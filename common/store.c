@@ -282,6 +282,12 @@ int aor_store_file_changed(const aor_store *st) {
     return sb.st_dev != st->dev || sb.st_ino != st->ino;
 }
 
+int aor_store_set_busy_timeout(aor_store *st, int ms) {
+    if (st == NULL || sqlite3_busy_timeout(st->db, ms) != SQLITE_OK)
+        return -1;
+    return 0;
+}
+
 const char *aor_store_path(const aor_store *st) {
     return st != NULL ? st->path : NULL;
 }

@@ -125,6 +125,13 @@ int aor_store_replay(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky 
  * unchanged, errno EINVAL for a NULL argument). now: Unix seconds. */
 int aor_store_compact(aor_store *st, aor_backoff *b, aor_breaker *br, aor_sticky *s, double now);
 
+/* Sets how long a write waits for a lock another process holds on the database
+ * (sqlite3_busy_timeout), in milliseconds; 5,000 from aor_store_open, for the start.
+ * daemon/rstate.c sets a short one once the daemon runs: its writes are made on the
+ * event loop, and one held lock (an `sqlite3` shell in a write transaction) froze every
+ * client for 5 s per state change (QA). Returns 0, or -1 (NULL st, SQLite error). */
+int aor_store_set_busy_timeout(aor_store *st, int ms);
+
 /* Last error text of this store ("" when none; valid until the next call on st). */
 const char *aor_store_errmsg(const aor_store *st);
 

@@ -163,6 +163,7 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
         goto fail;
     }
     log_clamps(&note, &lim);
+    aor_store_set_busy_timeout(rs->store, AOR_RSTATE_BUSY_MS);
     return rs;
 fail:
     aor_rstate_close(rs);
@@ -246,6 +247,7 @@ static void reopen_replaced(aor_rstate *rs, double now) {
               path);
     rs->writes_base += aor_store_writes(rs->store);
     aor_store_close(rs->store);
+    aor_store_set_busy_timeout(fresh, AOR_RSTATE_BUSY_MS);
     rs->store = fresh;
     rs->compacted_writes = aor_store_writes(fresh);
     return;

@@ -119,6 +119,12 @@ const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, 
 /* Number of event writes since start (tests and /metrics). */
 unsigned long aor_rstate_writes(const aor_rstate *rs);
 
+/* How long a state write waits for a lock another process holds on the database once
+ * aord runs (milliseconds; aor_store_set_busy_timeout): the write is on the event loop.
+ * Past it the write fails like a full disk (the change is applied in memory, counted in
+ * aor_state_write_errors_total and logged). */
+#define AOR_RSTATE_BUSY_MS 50
+
 /* Events appended between two compactions of the store while aord runs, at least
  * (rstate.c maybe_compact; also at least twice the rows of the tables). */
 #define AOR_RSTATE_COMPACT_EVERY 10000

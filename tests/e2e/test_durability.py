@@ -200,3 +200,32 @@ def test_state_file_removed_under_aord(env):
     eq(sorted((s["client"], s["key"]) for s in after["sticky"]),
        sorted((s["client"], s["key"]) for s in acked["sticky"]), "sticky rows kept")
     eq(len(after["sticky"]), 2, "both clients' sticky rows")
+
+
+def test_write_lock_held_by_another_process_does_not_stall_aord(env):
+    """QA: another process holding a write transaction on aor.db (an `sqlite3` shell)
+    froze aord's event loop for the 5 s busy timeout at each state change: every client
+    and stream stalled. A running aord waits 50 ms, then counts the write as failed (the
+    change applied in memory, as with a full disk) and goes on."""
+    import sqlite3
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 503, "times": -1}])
+    db = sqlite3.connect(env.db_path, isolation_level=None, timeout=0.1)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        r = env.curl(["https://api.openai.com/v1/chat/completions", "-H",
+                      "Authorization: Bearer c", "-H", "Content-Type: application/json",
+                      "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
+        took = time.monotonic() - t0
+        eq(r.headers.get("x-aor-key"), "B", "failover while the lock is held")
+        check(took < 4, "not stalled for the 5 s busy timeout (%.2f s)" % took)
+        check("could not write backoff" in d.stderr_text() and "locked" in d.stderr_text(),
+              "the lost write is logged: " + d.stderr_text()[-1000:])  # fmt: skip
+        eq([(b["key"], b["last_error_kind"]) for b in d.state()["backoff"]],
+           [("A", "transient")], "the failure applied in memory")  # fmt: skip
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+    m = [l for l in d.metrics().splitlines() if l.startswith("aor_state_write_errors_total ")]
+    check(m and float(m[0].split()[1]) >= 1, "counted: %r" % m)
