@@ -857,8 +857,8 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
     flush_bookkeeping(p); /* an earlier success is recorded first */
     const aor_provider_cfg *pc = &p->cfg->providers[cand->provider];
     int own = cand->key < 0 ? AOR_RSTATE_OWN : 0; /* the client's own credential (§3.3) */
-    if (own && p->status == 429)
-        own |= AOR_RSTATE_429; /* a throttle of that client's account */
+    if (p->status == 429)
+        own |= AOR_RSTATE_429; /* a throttle of the key (of the client's account when own) */
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
                       hint_s, p->attempt_started, aor_clock_now(), own);
     if (p->probe_until > 0 && aor_kind_retryable(kind) && !aor_rstate_breaker_counts(kind, own)) {

@@ -530,7 +530,9 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
     if (!aor_kind_retryable(kind))
         return 0;
     aor_backoff_row cur;
+    int same_episode = 0;
     if (aor_backoff_get(rs->backoff, provider, key, &cur) && started <= cur.last_failure) {
+        same_episode = 1;
         /* In flight when the current window was set: same episode (see rstate.h). */
         if (lengthen_window(rs, &cur, kind, hint_s, now) < 0)
             return -1;
@@ -548,7 +550,9 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
     /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count; a
      * client's own passed-through credential not for its account's own limits: quota,
      * auth, a 429 (rstate.h). */
-    if (aor_rstate_breaker_counts(kind, own_credential)) {
+    /* ... and a 429 of the same episode was counted with its first failure (rstate.h). */
+    if (aor_rstate_breaker_counts(kind, own_credential) &&
+        !(same_episode && (own_credential & AOR_RSTATE_429))) {
         double until = 0;
         aor_breaker_row before;
         int reopen = aor_breaker_get(rs->breaker, provider, model, now, &before) &&

@@ -62,9 +62,13 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * does not escalate the curve (it may only lengthen the window: a longer hint, or the
  * quota/auth cooldown; the row then shows that window and this failure) — otherwise N parallel
  * requests failing in one outage would double the window N times. It still counts for the circuit
- * breaker: §4.4 counts retryable failures, not episodes; but a half-open circuit is
- * reopened only by the probe's failure (started at or after its open-until), not by a
- * late failure of a request sent before.
+ * breaker (§4.4 counts retryable failures, not episodes: a burst of 503s on a provider with
+ * one key opens its circuit), except a 429 (own_credential has AOR_RSTATE_429): the key's
+ * own throttle, counted once per episode, so parallel requests on one throttled key do not
+ * open the model's circuit and shut out the provider's healthy keys (QA: 8 parallel clients,
+ * key A throttled, half of them got 429 aor_all_backed_off with key B fine). A half-open
+ * circuit is reopened only by the probe's failure (started at or after its open-until),
+ * not by a late failure of a request sent before.
  * Returns 0, or -1 when memory ran out. When the store cannot write an event, the change
  * is still applied in memory, so routing keeps its backoff, circuits and sticky; only
  * that change's durability is lost (counted, logged: aor_rstate_write_errors). */
@@ -74,7 +78,7 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
 int aor_rstate_breaker_counts(aor_kind kind, int own_credential);
 
 #define AOR_RSTATE_OWN 1 /* own_credential: the client's own credential, passed through */
-#define AOR_RSTATE_429 2 /* own_credential: the failure was a 429 answer */
+#define AOR_RSTATE_429 2 /* own_credential: the failure was a 429 answer (any key) */
 int aor_rstate_record(aor_rstate *rs, const char *provider, const char *key, const char *model,
                       const char *client, aor_kind kind, double hint_s, double started, double now,
                       int own_credential);

@@ -949,3 +949,30 @@ def test_a_builtin_host_whose_provider_name_a_section_took_is_named(env):
           and "intercept = api.openai.com" in msg, "names the host and the fix: %r" % msg)
     eq(mock.requests(), [], "nothing went upstream")
     eq(chat(env).status, 200, "a model the section lists still goes to it")
+
+
+def test_parallel_429s_on_one_key_leave_the_other_keys_open(env):
+    """QA: 8 agents in flight together on key A when A throttles (429): each 429 counted
+    for the (provider, model) circuit, the third opened it, and the other walks then
+    skipped healthy key B: half the clients got 429 aor_all_backed_off. The 429s of one
+    episode of a key count once for the breaker (docs/routing.md §4): every client fails
+    over to B."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 429, "delay_ms": 400, "times": -1}])
+    # B answers late, so no success of B closes a circuit before the last 429 came.
+    mock.script("secret-B", [{"kind": "slow_first_byte", "delay_ms": 1500, "times": -1}])
+    procs = []
+    for i in range(8):
+        body = json.dumps({"model": "gpt-4o-mini", "messages": []})
+        procs.append(env.spawn(["curl", "-sS", "-o", "/dev/null", "-D", "-",
+                                "https://api.openai.com/v1/chat/completions",
+                                "-H", "Authorization: Bearer par%d" % i,
+                                "-H", "Content-Type: application/json", "-d", body],
+                               ))  # fmt: skip
+    heads = [p.communicate(timeout=60)[0].decode("latin-1").lower() for p in procs]
+    got = sorted((h.split(" ", 2)[1] if h.startswith("http/") else "none",
+                  re.search(r"x-aor-key: (\S+)", h).group(1) if "x-aor-key" in h else "-")
+                 for h in heads)  # fmt: skip
+    eq(got, [("200", "b")] * 8, "every client failed over to B")
+    eq(d.state()["breakers"], [], "no circuit opened")
+    eq(len(mock.requests(key="secret-A")), 8, "all 8 were in flight on A together")

@@ -108,8 +108,13 @@ static void test_own_credentials_429_does_not(void **state) {
     fx *f = *state;
     three_failures(f, AOR_KIND_RATE, AOR_RSTATE_OWN | AOR_RSTATE_429);
     assert_false(is_open(f));
-    /* A configured key's 429 is the provider's answer for this deployment: it counts. */
-    three_failures(f, AOR_KIND_RATE, AOR_RSTATE_429);
+    /* A configured key's 429 is the provider's answer for this deployment: it counts
+     * (other keys: k1..k3's rows make a failure sent before NOW the same episode). */
+    const char *keys[] = {"k4", "k5", "k6"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(aor_rstate_record(f->rs, "p", keys[i], "m", "client", AOR_KIND_RATE, -1,
+                                           NOW - 1, NOW, AOR_RSTATE_429),
+                         0);
     assert_true(is_open(f));
 }
 
@@ -160,6 +165,25 @@ static void test_in_flight_failures_count_for_the_breaker(void **state) {
     assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
     assert_int_equal(row.failure_count, 1);
     assert_true(row.window_s == 5);
+    assert_true(is_open(f));
+}
+
+/* Parallel requests on one throttled key: their 429s are one episode of that key, counted
+ * once for the breaker, so the model's circuit stays closed for the provider's other keys
+ * (QA: 8 parallel clients, key A throttled, half got 429 aor_all_backed_off while B was
+ * fine). 429s of separate episodes (each sent after the last failure) still count. */
+static void test_in_flight_429s_count_once_for_the_breaker(void **state) {
+    fx *f = *state;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, -1,
+                                           NOW - 1, NOW + 0.1 * i, AOR_RSTATE_429),
+                         0);
+    assert_false(is_open(f));
+    /* Two more episodes (sent after the latest failure, as retries after the window): open. */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, -1,
+                                           NOW + 10 + 10 * i, NOW + 11 + 10 * i, AOR_RSTATE_429),
+                         0);
     assert_true(is_open(f));
 }
 
@@ -611,6 +635,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_late_failure_does_not_reopen_a_half_open_circuit,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_failures_count_for_the_breaker, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_in_flight_429s_count_once_for_the_breaker, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_longer_hint_shows_its_window, setup,
                                         teardown),
