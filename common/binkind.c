@@ -39,6 +39,35 @@ static int read_exact(aor_binkind_reader rd, void *ctx, void *buf, size_t n, uin
     return 0;
 }
 
+/* 1 when the PT_NOTE segment at off (size bytes, at most AOR_BINKIND_NOTE_MAX read)
+ * holds the Go toolchain's build-ID note: owner "Go", type 4 (the Go linker's
+ * ELF_NOTE_GOBUILDID_TAG, section .note.go.buildid). Notes: namesz, descsz, type (32-bit
+ * words), then the name and the descriptor, each padded to 4 bytes (gABI "Note
+ * Section"). */
+static int note_says_go(aor_binkind_reader rd, void *ctx, uint64_t off, uint64_t size, int big) {
+    unsigned char buf[AOR_BINKIND_NOTE_MAX];
+    size_t n = size < sizeof buf ? (size_t)size : sizeof buf;
+    if (n < 12 || read_exact(rd, ctx, buf, n, off) != 0)
+        return 0;
+    for (size_t at = 0; at + 12 <= n;) {
+        uint32_t namesz = rd32(buf + at, big), descsz = rd32(buf + at + 4, big);
+        uint32_t type = rd32(buf + at + 8, big);
+        if (namesz > n || descsz > n)
+            return 0;
+        size_t name_at = at + 12, next = name_at + ((namesz + 3u) & ~3u) + ((descsz + 3u) & ~3u);
+        if (name_at + namesz > n)
+            return 0;
+        if (type == 4 && namesz == 3 && memcmp(buf + name_at, "Go", 3) == 0)
+            return 1;
+        if (type == 4 && namesz == 4 && memcmp(buf + name_at, "Go\0\0", 4) == 0)
+            return 1;
+        if (next <= at)
+            return 0;
+        at = next;
+    }
+    return 0;
+}
+
 aor_binkind aor_binkind_read(aor_binkind_reader rd, void *ctx) {
     unsigned char eh[sizeof(Elf64_Ehdr)];
     memset(eh, 0, sizeof eh);
@@ -90,6 +119,17 @@ aor_binkind aor_binkind_read(aor_binkind_reader rd, void *ctx) {
             kind = AOR_BIN_DYNAMIC;
             break;
         }
+    }
+    for (size_t i = 0; kind == AOR_BIN_DYNAMIC && i < phnum; i++) {
+        const unsigned char *e = ph + i * phentsize;
+        if (rd32(e, big) != PT_NOTE)
+            continue;
+        uint64_t off = is64 ? rd64(e + offsetof(Elf64_Phdr, p_offset), big)
+                            : rd32(e + offsetof(Elf32_Phdr, p_offset), big);
+        uint64_t size = is64 ? rd64(e + offsetof(Elf64_Phdr, p_filesz), big)
+                             : rd32(e + offsetof(Elf32_Phdr, p_filesz), big);
+        if (note_says_go(rd, ctx, off, size, big))
+            kind = AOR_BIN_GO;
     }
 out_ph:
     free(ph);
@@ -146,6 +186,8 @@ const char *aor_binkind_name(aor_binkind k) {
         return "dynamic";
     case AOR_BIN_STATIC:
         return "static";
+    case AOR_BIN_GO:
+        return "go";
     default:
         return "other";
     }

@@ -5,8 +5,13 @@
  * Rule (ELF, System V gABI "Program Header"): an ELF file with a PT_INTERP program
  * header is loaded by the dynamic linker, which honours LD_PRELOAD; one without
  * (ET_EXEC static, or static-pie ET_DYN) is not. 32- and 64-bit, both byte orders.
- * Every read is bounded: the ELF header, then the program header table (at most
- * AOR_BINKIND_PHDR_MAX bytes), nothing else. */
+ * A dynamic one built by the Go toolchain (a PT_NOTE with the Go build-ID note) is a
+ * kind of its own: the Go runtime makes its own system calls for its sockets, so the
+ * shim's connect() never sees them (docs/shim.md; QA: `go build` with cgo available
+ * makes a dynamic binary, which `aor run` preloaded and left unrouted, silently).
+ * Every read is bounded: the ELF header, the program header table (at most
+ * AOR_BINKIND_PHDR_MAX bytes) and the first AOR_BINKIND_NOTE_MAX bytes of each PT_NOTE
+ * segment of a dynamic ELF, nothing else. */
 #ifndef AOR_BINKIND_H
 #define AOR_BINKIND_H
 
@@ -15,11 +20,13 @@
 #include <sys/types.h>
 
 #define AOR_BINKIND_PHDR_MAX (64 * 1024) /* bytes of program headers read at most */
+#define AOR_BINKIND_NOTE_MAX 4096        /* bytes of a PT_NOTE segment read at most */
 
 typedef enum {
     AOR_BIN_OTHER = 0, /* not ELF (a script, ...), or a malformed/truncated ELF file */
     AOR_BIN_DYNAMIC,   /* ELF with PT_INTERP: LD_PRELOAD works */
-    AOR_BIN_STATIC     /* ELF without PT_INTERP: statically linked */
+    AOR_BIN_STATIC,    /* ELF without PT_INTERP: statically linked */
+    AOR_BIN_GO         /* ELF with PT_INTERP built by Go: its sockets bypass LD_PRELOAD */
 } aor_binkind;
 
 /* Reader used by aor_binkind_read: copies up to n bytes at offset off (bytes) into buf.
@@ -39,7 +46,7 @@ aor_binkind aor_binkind_of_buffer(const void *buf, size_t len);
  * or read (errno 0 when it was read and is simply not a usable ELF file). */
 aor_binkind aor_binkind_of_file(const char *path);
 
-/* "dynamic", "static" or "other". */
+/* "dynamic", "static", "go" or "other". */
 const char *aor_binkind_name(aor_binkind k);
 
 #endif

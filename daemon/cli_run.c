@@ -321,18 +321,19 @@ static void find_preload_lib(const char *self_dir, char **lib) {
                 self_dir ? self_dir : "<dir of aor>", self_dir ? self_dir : "<dir of aor>");
 }
 
-/* Builds the plan for one program kind. static_cmd: display name of a static program
- * (sidecar mode) or NULL (preload mode, with lib: libaor.so, from find_preload_lib).
+/* Builds the plan for one program kind. static_cmd: display name of a program the shim
+ * cannot serve (sidecar mode; why: what it is, "is statically linked") or NULL (preload
+ * mode, with lib: libaor.so, from find_preload_lib).
  * Returns 0, or -1 on ENOMEM or (sidecar_only) when there is no sidecar (printed). */
 static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
-                      const char *static_cmd, int sidecar_only) {
+                      const char *static_cmd, const char *why, int sidecar_only) {
     if (static_cmd || sidecar_only) {
         if (!cfg->listen) {
             if (static_cmd)
                 fprintf(stderr,
-                        "aor: %s is statically linked; LD_PRELOAD cannot work and the sidecar "
-                        "is off (listen = off): running it without aor\n",
-                        static_cmd);
+                        "aor: %s %s; LD_PRELOAD cannot work and the sidecar is off (listen = "
+                        "off): running it without aor\n",
+                        static_cmd, why);
             else
                 fprintf(stderr, "aor: the sidecar is off (listen = off)\n");
             return sidecar_only ? -1 : 0;
@@ -343,14 +344,14 @@ static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
             char names[256];
             if (p->n)
                 fprintf(stderr,
-                        "aor: %s is statically linked; LD_PRELOAD cannot work, using the "
-                        "sidecar at http://%s (%s set)\n",
-                        static_cmd, cfg->listen, names_of(p, 0, names, sizeof names));
+                        "aor: %s %s; LD_PRELOAD cannot work, using the sidecar at http://%s "
+                        "(%s set)\n",
+                        static_cmd, why, cfg->listen, names_of(p, 0, names, sizeof names));
             else
                 fprintf(stderr,
-                        "aor: %s is statically linked; LD_PRELOAD cannot work, using the "
-                        "sidecar at http://%s (the base-URL variables were already set)\n",
-                        static_cmd, cfg->listen);
+                        "aor: %s %s; LD_PRELOAD cannot work, using the sidecar at http://%s "
+                        "(the base-URL variables were already set)\n",
+                        static_cmd, why, cfg->listen);
         }
         return 0;
     }
@@ -511,7 +512,12 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     }
     self_dir = aor_cli_self_dir(c->argv0);
     aor_binkind kind = aor_binkind_of_file(path);
-    int is_static = kind == AOR_BIN_STATIC;
+    /* The shim cannot serve it: static (no dynamic linker), or Go (its runtime's own
+     * system calls); the sidecar's base-URL variables instead (spec §2, last bullet). */
+    int is_static = kind == AOR_BIN_STATIC || kind == AOR_BIN_GO;
+    const char *why = kind == AOR_BIN_GO ? "is a Go program (its runtime makes its own "
+                                           "system calls, which the shim does not see)"
+                                         : "is statically linked";
     if (sidecar && !cfg->listen) {
         fprintf(stderr, "aor: --sidecar: the sidecar is off (listen = off)%s\n",
                 on("AOR_STRICT") ? "; AOR_STRICT=1: not running it" : "; running it without aor");
@@ -567,7 +573,7 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
             goto out;
         goto exec;
     }
-    if (build_plan(&plan, cfg, lib, is_static && !sidecar ? cmd[0] : NULL, sidecar) < 0) {
+    if (build_plan(&plan, cfg, lib, is_static && !sidecar ? cmd[0] : NULL, why, sidecar) < 0) {
         fprintf(stderr, "aor: out of memory\n");
         goto out;
     }
@@ -638,7 +644,7 @@ int aor_cli_cmd_env(aor_cli *c, int argc, char **argv) {
             goto out;
         }
     }
-    if (build_plan(&plan, cfg, lib, NULL, sidecar) < 0)
+    if (build_plan(&plan, cfg, lib, NULL, NULL, sidecar) < 0)
         goto out;
     /* Notes go to stderr ("# " lines there): `eval "$(aor env)"` reads only stdout. */
     if (!sidecar && plan_trust(&plan, "# aor: ") < 0) {

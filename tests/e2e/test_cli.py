@@ -478,6 +478,46 @@ def test_run_static_program_uses_sidecar(env):
         eq(out.splitlines()[0], url + "/v1", "static-pie gets the sidecar (stderr %r)" % err)
 
 
+def test_run_go_program_uses_sidecar(env):
+    """A dynamically linked Go program (plain `go build` with cgo available): its runtime
+    makes its own system calls, so the preloaded shim never saw its connects and its
+    traffic went direct, silently (QA). `aor run` tells it by the Go toolchain's build-ID
+    note and gives it the sidecar's base-URL variables, as a static program. Built here
+    with gcc: a dynamic C program carrying a .note.go.buildid note."""
+    port, _ = setup(env)
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if not gcc:
+        raise aortest.Skip("no C compiler")
+    src = env.path("fake_go.c")
+    with open(src, "w") as f:
+        f.write('#include <stdio.h>\n#include <stdlib.h>\n'
+                'struct note { unsigned namesz, descsz, type; char name[4]; char desc[8]; };\n'
+                '__attribute__((section(".note.go.buildid"), aligned(4), used))\n'
+                'static const struct note go_note = {4, 8, 4, "Go", "abcdefgh"};\n'
+                'static const char *g(const char *n) { const char *v = getenv(n); return v ? v : "-"; }\n'
+                'int main(void) { printf("%s\\n%s\\n", g("OPENAI_BASE_URL"), g("LD_PRELOAD"));'
+                ' return 0; }\n')  # fmt: skip
+    exe = env.path("fake_go")
+    r = subprocess.run([gcc, "-O1", "-o", exe, src], capture_output=True, text=True)
+    eq(r.returncode, 0, "gcc: %s" % r.stderr)
+    rc, out, err = aor(env, "run", exe)
+    eq(rc, 0, "exit code (stderr %r)" % err)
+    url = "http://127.0.0.1:%d" % port
+    eq(out.splitlines(), [url + "/v1", "-"], "OPENAI_BASE_URL set, no LD_PRELOAD")
+    check("aor: %s is a Go program (its runtime makes its own system calls, which the shim "
+          "does not see); LD_PRELOAD cannot work, using the sidecar at %s" % (exe, url) in err,
+          "says why: %r" % err)  # fmt: skip
+    # The same program with another owner's note is preloaded as before.
+    with open(src) as f:
+        text = f.read()
+    with open(src, "w") as f:
+        f.write(text.replace('"Go"', '"Xo"'))
+    r = subprocess.run([gcc, "-O1", "-o", exe, src], capture_output=True, text=True)
+    rc, out, err = aor(env, "run", exe)
+    lines = out.splitlines()
+    check(lines[0] == "-" and "libaor.so" in lines[1], "a C program is preloaded: %r" % out)
+
+
 def test_run_says_how_to_learn_why_aord_stopped_without_a_log(env):
     """aord refused to start before it opened its log (a state directory open to others):
     `aor run` named that log, which did not exist (QA). It says how to learn why now."""

@@ -79,6 +79,63 @@ static void test_interp_last(void **state) {
     assert_int_equal(aor_binkind_of_buffer(m.b, m.len), AOR_BIN_DYNAMIC);
 }
 
+/* Puts a PT_NOTE program header (entry i of image m, class is64) for a note at off:
+ * owner name (namesz with its NUL), type; returns the note's size. */
+static size_t put_note(img *m, int is64, size_t i, size_t off, const char *name, uint32_t namesz,
+                       uint32_t type) {
+    size_t eh = is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
+    size_t ph = is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
+    size_t e = eh + i * ph;
+    size_t size = 12 + ((namesz + 3u) & ~3u) + 8;
+    put(m, e, PT_NOTE, 4);
+    if (is64) {
+        put(m, e + offsetof(Elf64_Phdr, p_offset), off, 8);
+        put(m, e + offsetof(Elf64_Phdr, p_filesz), size, 8);
+    } else {
+        put(m, e + offsetof(Elf32_Phdr, p_offset), off, 4);
+        put(m, e + offsetof(Elf32_Phdr, p_filesz), size, 4);
+    }
+    put(m, off, namesz, 4);
+    put(m, off + 4, 8, 4);
+    put(m, off + 8, type, 4);
+    memcpy(m->b + off + 12, name, strlen(name));
+    if (m->len < off + size)
+        m->len = off + size;
+    return size;
+}
+
+/* A dynamic program with the Go toolchain's build-ID note (owner "Go", type 4) is Go:
+ * the shim cannot see its sockets (QA). Other notes, and a static Go program (the
+ * sidecar already), are not; a note segment that lies past the data or holds a bad size
+ * is read no further. */
+static void test_go_note(void **state) {
+    const uint32_t t[] = {PT_PHDR, PT_INTERP, PT_LOAD, PT_NULL};
+    img m;
+    for (int is64 = 0; is64 <= 1; is64++)
+        for (int big = 0; big <= 1; big++) {
+            make(&m, is64, big, t, 4);
+            put_note(&m, is64, 3, 512, "Go", 4, 4);
+            assert_int_equal(aor_binkind_of_buffer(m.b, m.len), AOR_BIN_GO);
+            make(&m, is64, big, t, 4);
+            put_note(&m, is64, 3, 512, "GNU", 4, 3); /* NT_GNU_BUILD_ID */
+            assert_int_equal(aor_binkind_of_buffer(m.b, m.len), AOR_BIN_DYNAMIC);
+            make(&m, is64, big, t, 4);
+            put_note(&m, is64, 3, 512, "Go", 4, 1); /* Go's other notes */
+            assert_int_equal(aor_binkind_of_buffer(m.b, m.len), AOR_BIN_DYNAMIC);
+        }
+    const uint32_t st[] = {PT_LOAD, PT_NULL};
+    make(&m, 1, 0, st, 2);
+    put_note(&m, 1, 1, 512, "Go", 4, 4);
+    assert_int_equal(aor_binkind_of_buffer(m.b, m.len), AOR_BIN_STATIC);
+    /* Past the data: dynamic, not read. A namesz larger than the segment: dynamic. */
+    make(&m, 1, 0, t, 4);
+    size_t n = put_note(&m, 1, 3, 512, "Go", 4, 4);
+    assert_int_equal(aor_binkind_of_buffer(m.b, 512 + n - 1), AOR_BIN_DYNAMIC);
+    put(&m, 512, 0xfffffff0u, 4);
+    assert_int_equal(aor_binkind_of_buffer(m.b, m.len), AOR_BIN_DYNAMIC);
+    assert_string_equal(aor_binkind_name(AOR_BIN_GO), "go");
+}
+
 /* Scripts and other files are "other": aor run keeps LD_PRELOAD for them. */
 static void test_not_elf(void **state) {
     const char *sh = "#!/bin/sh\necho hi\n";
@@ -157,6 +214,7 @@ int main(void) {
         cmocka_unit_test(test_all_classes_and_byte_orders),
         cmocka_unit_test(test_interp_last),
         cmocka_unit_test(test_not_elf),
+        cmocka_unit_test(test_go_note),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_files),
     };
