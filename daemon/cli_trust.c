@@ -217,6 +217,9 @@ static int bundle_var_conflicts(const char *name, const char *bundle, const char
 
 int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir) {
     static const char *const vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"};
+    /* Who reads each (as `aor doctor` says; QA: curl was named for REQUESTS_CA_BUNDLE). */
+    static const char *const who[] = {"OpenSSL-based clients: curl, Python, Ruby, ...",
+                                      "Python requests", "curl"};
     if (on("AOR_NO_TRUST"))
         return 0;
     char *ca = aor_path_join(data_dir, "ca.pem");
@@ -235,11 +238,14 @@ int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir) {
     for (size_t i = 0, k = 0; i < 3; i++)
         if (bad[i])
             fprintf(f, "%s%s=%s", k++ ? ", " : "", vars[i], getenv(vars[i]));
+    fprintf(f, " %s already set, so aor leaves %s alone: TLS clients that read %s (",
+            n == 1 ? "is" : "are", n == 1 ? "it" : "them", n == 1 ? "it" : "them");
+    for (size_t i = 0, k = 0; i < 3; i++)
+        if (bad[i])
+            fprintf(f, "%s%s", k++ ? "; " : "", who[i]);
     fprintf(f,
-            " %s already set, so aor leaves %s alone: TLS clients that read %s (curl, Python, "
-            "Ruby, ...) will not trust aor's CA and fail with certificate errors (curl exit 60, "
+            ") will not trust aor's CA and fail with certificate errors (curl exit 60, "
             "CERTIFICATE_VERIFY_FAILED); unset %s, or add %s to %s (`aor doctor` explains)\n",
-            n == 1 ? "is" : "are", n == 1 ? "it" : "them", n == 1 ? "it" : "them",
             n == 1 ? "it" : "them", ca, n == 1 ? "that bundle" : "those bundles");
 out:
     free(ca);

@@ -347,7 +347,7 @@ def test_run_and_env_warn_about_user_ca_bundles(env):
                        extra_env={"SSL_CERT_FILE": foreign})
     eq((rc, out), (0, foreign), "the user's SSL_CERT_FILE is kept (stderr %r)" % err)
     want = ("aor: SSL_CERT_FILE=%s is already set, so aor leaves it alone: TLS clients that "
-            "read it (curl, Python, Ruby, ...) will not trust aor's CA and fail with "
+            "read it (OpenSSL-based clients: curl, Python, Ruby, ...) will not trust aor's CA and fail with "
             "certificate errors (curl exit 60, CERTIFICATE_VERIFY_FAILED); unset it, or add "
             "%s to that bundle (`aor doctor` explains)" % (foreign, ca))
     eq(warn_lines(err, "aor: "), [want], "aor run's warning line")
@@ -362,6 +362,13 @@ def test_run_and_env_warn_about_user_ca_bundles(env):
                             "are already set, so aor leaves them alone" % foreign), got[0])
     check(got[0].endswith("unset them, or add %s to those bundles (`aor doctor` explains)" % ca),
           got[0])
+    check("read them (OpenSSL-based clients: curl, Python, Ruby, ...; curl) will not" in got[0],
+          "who reads each: " + got[0])  # fmt: skip
+    # REQUESTS_CA_BUNDLE is read by Python requests, not curl (QA).
+    rc, out, err = aor(env, "run", "true", extra_env={"REQUESTS_CA_BUNDLE": foreign})
+    got = warn_lines(err, "aor: ")
+    check(len(got) == 1 and "TLS clients that read it (Python requests) will not" in got[0],
+          "names Python requests: %r" % err)  # fmt: skip
 
     # aor env: a "# aor: " comment on stderr; stdout stays eval-able.
     rc, out, err = aor(env, "env", extra_env={"REQUESTS_CA_BUNDLE": foreign})
