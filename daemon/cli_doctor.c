@@ -686,6 +686,43 @@ out:
     free(wget);
 }
 
+/* Debian's python3-urllib3 (1.26, bookworm) is patched to take its CAs from the system
+ * bundle always (ca_certs='/etc/ssl/certs/ca-certificates.crt' in HTTPSConnectionPool):
+ * a /usr/bin/python3 program that uses urllib3 itself reads none of the CA variables and
+ * will not trust aor (QA; requests passes REQUESTS_CA_BUNDLE to it and works). Said
+ * unless that bundle holds the aor CA (added to the system store). The file looked at is
+ * the package's, or $AOR_DOCTOR_URLLIB3 (tests). */
+static void check_debian_urllib3(tally *t, const char *data) {
+    static const char sysbundle[] = "/etc/ssl/certs/ca-certificates.crt";
+    const char *path = getenv("AOR_DOCTOR_URLLIB3");
+    if (!path || !*path)
+        path = "/usr/lib/python3/dist-packages/urllib3/connectionpool.py";
+    char *text = NULL, *ca = aor_path_join(data, "ca.pem");
+    size_t len = 0;
+    if (!ca || aor_cli_read_file(path, 1 << 20, &text, &len) != 0)
+        goto out; /* not installed */
+    if (!strstr(text, "ca_certs='/etc/ssl/certs/ca-certificates.crt'") &&
+        !strstr(text, "ca_certs=\"/etc/ssl/certs/ca-certificates.crt\""))
+        goto out; /* upstream urllib3: it reads SSL_CERT_FILE through the ssl module */
+    if (aor_cli_file_has_ca(sysbundle, ca) == 1)
+        say(t, OK,
+            "Debian's python3-urllib3 (%s) takes its CAs from %s, which contains the "
+            "aor CA",
+            path, sysbundle);
+    else
+        say(t, WARN,
+            "Debian's python3-urllib3 (%s) takes its CAs from %s only, none of the CA "
+            "variables: Python programs that use urllib3 directly will not trust aor "
+            "(requests works: it passes REQUESTS_CA_BUNDLE); pass "
+            "ca_certs=os.environ['SSL_CERT_FILE'] to urllib3.PoolManager, or add %s to the "
+            "system store (/usr/local/share/ca-certificates/aor.crt, then "
+            "update-ca-certificates)",
+            path, sysbundle, ca);
+out:
+    free(text);
+    free(ca);
+}
+
 int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         int tk = aor_cli_take_config(c, argc, argv, &i);
@@ -737,6 +774,8 @@ int aor_cli_cmd_doctor(aor_cli *c, int argc, char **argv) {
         check_trust(&t, data, have_ca);
     if (data)
         check_wget(&t, data);
+    if (data)
+        check_debian_urllib3(&t, data);
     printf("%d failed, %d warnings\n", t.fails, t.warns);
     free(aord);
     free(lib);

@@ -884,7 +884,9 @@ def test_doctor(env):
     wgetrc = env.path("wgetrc-ok")
     with open(wgetrc, "w") as f:
         f.write("ca_certificate = %s\n" % env.bundle_path)
-    rc, out, err = aor(env, "doctor", extra_env={"WGETRC": wgetrc})
+    # (AOR_DOCTOR_URLLIB3: as without Debian's python3-urllib3; it is checked below)
+    rc, out, err = aor(env, "doctor", extra_env={"WGETRC": wgetrc,
+                                                 "AOR_DOCTOR_URLLIB3": "/nonexistent"})
     eq(rc, 0, "doctor exit code: %s %s" % (out, err))
     for needle in ("ok: config %s is valid" % env.config_path,
                    "ok: aord answers on %s" % env.socket_path,
@@ -895,6 +897,21 @@ def test_doctor(env):
                    % os.path.join(env.env["XDG_DATA_HOME"], "aor", "ca.key")):
         check(needle in out, "doctor output lacks %r:\n%s" % (needle, out))
     check("warn:" not in out and "fail:" not in out, "all ok:\n" + out)
+
+    # Debian's python3-urllib3 reads only the system bundle (QA): named, with the fixes.
+    fake = env.path("connectionpool.py")
+    with open(fake, "w") as f:
+        f.write("class HTTPSConnectionPool:\n    def __init__(self, host,\n"
+                "        ca_certs='/etc/ssl/certs/ca-certificates.crt', **kw): pass\n")
+    rc, out, err = aor(env, "doctor", extra_env={"AOR_DOCTOR_URLLIB3": fake})
+    eq(rc, 0, "a warning does not fail doctor: %s" % out)
+    check(re.search(r"^warn: Debian's python3-urllib3 \(%s\) takes its CAs from "
+                    r"/etc/ssl/certs/ca-certificates.crt only.*will not trust aor" % re.escape(fake),
+                    out, re.M), "names Debian's urllib3:\n" + out)  # fmt: skip
+    with open(fake, "w") as f:
+        f.write("def f(ca_certs=None): pass\n")  # upstream urllib3: no warning
+    rc, out, err = aor(env, "doctor", extra_env={"AOR_DOCTOR_URLLIB3": fake})
+    check("urllib3" not in out, "upstream urllib3 is fine:\n" + out)
 
     foreign = env.path("corp.pem")
     with open(foreign, "w") as f:
