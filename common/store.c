@@ -166,6 +166,37 @@ static int read_user_version(aor_store *st, int *out) {
     return 0;
 }
 
+/* 0 when the database is aor's or empty; -1 (message set) when it holds a table of its
+ * own but no aor schema version: another program's SQLite file named as aor's state (QA:
+ * aord added its tables to it, and switched it to WAL, silently). */
+static int refuse_foreign(aor_store *st) {
+    static const char sql[] =
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND "
+        "name NOT IN ('backoff', 'sticky', 'breakers', 'state_events') LIMIT 1";
+    int version = 0;
+    if (read_user_version(st, &version) != 0)
+        return -1;
+    if (version != 0)
+        return 0;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) {
+        set_sql_err(st, "reading the tables");
+        return -1;
+    }
+    int rc = 0;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(q, 0);
+        set_err(st,
+                "state store %s: not an aor state file (it holds the table '%.64s' of another "
+                "program, and no aor schema version); give aord its own state file (the "
+                "[daemon] state option, or XDG_STATE_HOME)",
+                st->path, name ? (const char *)name : "?");
+        rc = -1;
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int setup_schema(aor_store *st) {
     int version = 0;
     /* WAL: readers (aor status) never block the writer; commits append to the -wal file.
@@ -176,6 +207,8 @@ static int setup_schema(aor_store *st) {
         set_sql_err(st, "setting busy timeout");
         return -1;
     }
+    if (refuse_foreign(st) != 0)
+        return -1; /* before the PRAGMAs: they would change another program's file */
     if (exec_sql(st, "PRAGMA journal_mode=WAL", "enabling WAL") != 0 ||
         exec_sql(st, "PRAGMA synchronous=NORMAL", "setting synchronous") != 0)
         return -1;

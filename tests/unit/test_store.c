@@ -659,6 +659,30 @@ static void test_damaged_file(void **state) {
     err[0] = '\0';
     assert_null(aor_store_open(path, err, sizeof err));
     assert_null(strstr(err, "move it aside"));
+    /* Another program's SQLite file is refused and left as it was (QA: aord added its
+     * tables to it and switched it to WAL). */
+    snprintf(path, sizeof path, "%s/other.db", f->dir);
+    exec_raw(path, "CREATE TABLE foo(x); INSERT INTO foo VALUES(1)");
+    err[0] = '\0';
+    assert_null(aor_store_open(path, err, sizeof err));
+    assert_non_null(strstr(err, "not an aor state file (it holds the table 'foo'"));
+    assert_null(strstr(err, "move it aside"));
+    assert_int_equal(count_rows(path, "foo"), 1);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "delete");
+    sqlite3_finalize(q);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM sqlite_master WHERE name = 'backoff'",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
 }
 
 /* Many sticky rows compact in one transaction. */
