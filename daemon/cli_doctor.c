@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,7 @@ static void check_admin_token(tally *t) {
 static char *immutable_uri(const char *path) {
     static const char tail[] = "?immutable=1";
     size_t n = strlen(path);
-    char *u = malloc(5 + 3 * n + sizeof tail);
+    char *u = n < (SIZE_MAX - 5 - sizeof tail) / 3 ? malloc(5 + 3 * n + sizeof tail) : NULL;
     if (!u)
         return NULL;
     char *o = u;
@@ -214,8 +215,12 @@ static char *immutable_uri(const char *path) {
         if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
             strchr("/._-~", *p))
             *o++ = (char)*p;
-        else
-            o += sprintf(o, "%%%02X", *p);
+        else {
+            static const char hex[] = "0123456789ABCDEF";
+            *o++ = '%';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
     }
     memcpy(o, tail, sizeof tail);
     return u;
