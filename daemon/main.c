@@ -295,16 +295,26 @@ static int instance_lock(const char *state_path, char *err, size_t errlen) {
     return fd;
 }
 
-/* aor_rstate_set_relock's function: takes the lock on the new state file at path, then
- * lets go of the old one (arg: the int holding the lock fd). */
-static int relock_state(const char *path, void *arg) {
+/* aor_rstate_set_relock's function: takes the lock on the state file at path (its
+ * directory made again when it was removed, as at start), then lets go of the old one
+ * (arg: the int holding the lock fd). A lock already held on that very file (an earlier
+ * attempt that took it, then failed to open the store) is kept: flock on a second fd of
+ * the same file would refuse aord its own lock (review). Errors go to err, not the log:
+ * rstate logs them, one line a minute. */
+static int relock_state(const char *path, char *err, size_t errlen, void *arg) {
     int *lock_fd = arg;
-    char err[512];
-    int fd = instance_lock(path, err, sizeof err);
-    if (fd < 0) {
-        aor_error("%s", err);
-        return -1;
+    struct stat held, at;
+    if (*lock_fd >= 0 && fstat(*lock_fd, &held) == 0 && stat(path, &at) == 0 &&
+        held.st_dev == at.st_dev && held.st_ino == at.st_ino)
+        return 0;
+    char *dir = dir_of(path);
+    if (dir) {
+        mkdirs(dir, 0700);
+        free(dir);
     }
+    int fd = instance_lock(path, err, errlen);
+    if (fd < 0)
+        return -1;
     if (*lock_fd >= 0)
         close(*lock_fd);
     *lock_fd = fd;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct aor_rstate {
     const aor_config *cfg;
@@ -22,7 +23,8 @@ struct aor_rstate {
     unsigned long compact_every;    /* events between compactions (at least) */
     unsigned long unlogged;         /* of those, not logged yet (one line a minute) */
     time_t logged_at;               /* when the last such line was logged (real time) */
-    int (*relock)(const char *path, void *arg); /* aor_rstate_set_relock */
+    int (*relock)(const char *path, char *err, size_t errlen, void *arg); /* set_relock */
+    char *path; /* the state file's path (db_path) */
     void *relock_arg;
     time_t replaced_logged_at; /* when a failed reopen was last logged (real time) */
     unsigned long writes_base; /* events written into stores closed by reopen_replaced */
@@ -137,6 +139,11 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     }
     rs->cfg = cfg;
     rs->compact_every = AOR_RSTATE_COMPACT_EVERY;
+    rs->path = strdup(db_path);
+    if (!rs->path) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     aor_backoff_params bp = backoff_params(cfg);
     aor_breaker_params kp = breaker_params(cfg);
     rs->backoff = aor_backoff_new(&bp);
@@ -174,6 +181,7 @@ void aor_rstate_close(aor_rstate *rs) {
     if (!rs)
         return;
     aor_store_close(rs->store);
+    free(rs->path);
     aor_backoff_free(rs->backoff);
     aor_breaker_free(rs->breaker);
     aor_sticky_free(rs->sticky);
@@ -219,55 +227,79 @@ const char *aor_rstate_failure_text(const aor_rstate *rs, const char *provider, 
     return f && f->text[0] ? f->text : NULL;
 }
 
+/* path followed by a and b (malloc'd), or NULL on ENOMEM. */
+static char *path_with(const char *path, const char *a, const char *b) {
+    size_t n = strlen(path) + strlen(a) + strlen(b) + 1;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s%s", path, a, b);
+    return s;
+}
+
 /* The state file at the store's path was removed or replaced while aord ran (QA: `rm
  * aor.db`; SQLite went on writing into the unlinked inode, so everything after it was
- * lost at the next start, with no error). A new store is opened at the path, the state
- * in memory (the truth) is written into it (aor_store_compact), and the old one closed;
- * the single-instance lock moves with it (relock) when the daemon set one. When that is
- * not possible (another aord took the new file, no room), writes go on into the old
- * store, and an error line (one a minute) says what was lost. */
-static void reopen_replaced(aor_rstate *rs, double now) {
-    const char *path = aor_store_path(rs->store);
+ * lost at the next start, with no error), or an earlier attempt to make a new one
+ * failed (rs->store NULL). The old store is closed first: SQLite checkpoints into the old
+ * inode and removes the -wal and -shm files by name, which belong to it; a new file must
+ * never be opened next to them (review: a backup renamed over aor.db was read with the
+ * old file's WAL pages and damaged). What is left of them is moved aside. Then the
+ * single-instance lock is taken on the file at the path (relock, when the daemon set
+ * one), a new store opened there and the state in memory (the truth) written into it
+ * (aor_store_compact). When that fails (another aord took the new file, no room), the
+ * store stays closed: writes fail and are counted like a full disk's, and the next
+ * state change tries again; an error line (one a minute) says why. */
+static void reopen_store(aor_rstate *rs, double now) {
+    const char *path = rs->path;
     char err[600] = "";
-    aor_store *fresh = NULL;
-    if (rs->relock && rs->relock(path, rs->relock_arg) != 0) {
-        snprintf(err, sizeof err, "its lock could not be taken (another aord may use it)");
-        goto fail;
+    int was_open = rs->store != NULL;
+    if (was_open) {
+        rs->writes_base += aor_store_writes(rs->store);
+        aor_store_close(rs->store);
+        rs->store = NULL;
+        static const char *const side[] = {"-wal", "-shm"};
+        for (size_t i = 0; i < 2; i++) {
+            char *f = path_with(path, side[i], ""), *aside = path_with(path, side[i], ".replaced");
+            if (f && aside && access(f, F_OK) == 0)
+                rename(f, aside);
+            free(f);
+            free(aside);
+        }
     }
-    fresh = aor_store_open(path, err, sizeof err);
+    if (rs->relock && rs->relock(path, err, sizeof err, rs->relock_arg) != 0)
+        goto fail;
+    aor_store *fresh = aor_store_open(path, err, sizeof err);
     if (!fresh)
         goto fail;
+    aor_store_set_busy_timeout(fresh, AOR_RSTATE_BUSY_MS); /* the compaction too */
     if (aor_store_compact(fresh, rs->backoff, rs->breaker, rs->sticky, now) < 0) {
         snprintf(err, sizeof err, "%s", aor_store_errmsg(fresh));
         aor_store_close(fresh);
         goto fail;
     }
-    aor_error("state store: the state file %s was removed or replaced while aord ran; the "
-              "state in memory was written to a new file there",
-              path);
-    rs->writes_base += aor_store_writes(rs->store);
-    aor_store_close(rs->store);
-    aor_store_set_busy_timeout(fresh, AOR_RSTATE_BUSY_MS);
+    aor_error("state store: %s; the state in memory was written to a new file there",
+              was_open ? "the state file was removed or replaced while aord ran"
+                       : "the state file can be written again");
     rs->store = fresh;
     rs->compacted_writes = aor_store_writes(fresh);
+    rs->replaced_logged_at = 0;
     return;
-fail:
-    rs->write_errors++;
+fail:;
     time_t t = time(NULL);
     if (rs->replaced_logged_at == 0 || t - rs->replaced_logged_at >= 60) {
         aor_error("state store: the state file %s was removed or replaced while aord ran, and "
-                  "a new one could not be made (%s): state changes from now on are lost at "
-                  "a restart",
+                  "a new one could not be made there (%s): state changes are lost at a "
+                  "restart until it can",
                   path, err);
         rs->replaced_logged_at = t;
     }
 }
 
 /* The store to write an event into: rs->store, after making sure its file is still the
- * one at its path (one stat; called only when a state change is about to be written). */
+ * one at its path (one stat; called only when a state change is about to be written).
+ * NULL when no store could be made (the write then fails and is counted). */
 static aor_store *wstore(aor_rstate *rs, double now) {
-    if (aor_store_file_changed(rs->store))
-        reopen_replaced(rs, now);
+    if (!rs->store || aor_store_file_changed(rs->store))
+        reopen_store(rs, now);
     return rs->store;
 }
 
@@ -471,6 +503,8 @@ static void count_row(const aor_backoff_row *row, void *arg) {
  * after a state change only: it wrote already, so the request path stays free of disk
  * I/O when nothing changed. */
 static void maybe_compact(aor_rstate *rs, double now) {
+    if (!rs->store)
+        return; /* none could be made (reopen_store): writes fail, nothing to fold */
     unsigned long w = aor_store_writes(rs->store);
     unsigned long since = w - rs->compacted_writes;
     if (since < rs->compact_every)
@@ -489,7 +523,9 @@ static void maybe_compact(aor_rstate *rs, double now) {
         aor_info("state store compacted: %lu events folded into %zu rows", since, rows);
 }
 
-void aor_rstate_set_relock(aor_rstate *rs, int (*relock)(const char *path, void *arg), void *arg) {
+void aor_rstate_set_relock(aor_rstate *rs,
+                           int (*relock)(const char *path, char *err, size_t errlen, void *arg),
+                           void *arg) {
     rs->relock = relock;
     rs->relock_arg = arg;
 }

@@ -133,12 +133,16 @@ unsigned long aor_rstate_writes(const aor_rstate *rs);
  * (rstate.c maybe_compact; also at least twice the rows of the tables). */
 #define AOR_RSTATE_COMPACT_EVERY 10000
 
-/* Sets the function that takes the single-instance lock on a new state file at path
- * (daemon/main.c), called when the state file was removed or replaced while aord ran and
- * the state is about to be written into a new one there (before it is opened). It returns
- * 0 when the lock is now held on the file at path (the old lock released), -1 when not:
- * then the state is not moved there. NULL (the default): no lock is moved. */
-void aor_rstate_set_relock(aor_rstate *rs, int (*relock)(const char *path, void *arg), void *arg);
+/* Sets the function that takes the single-instance lock on the state file at path
+ * (daemon/main.c), called when the state file was removed or replaced while aord ran (or
+ * a new one could not be made before) and the state is about to be written into a new
+ * one there, before it is opened. It returns 0 when the lock is held on the file at path
+ * (taken now, the old one let go, or held already), -1 with a message in err (errlen
+ * bytes, not logged: the caller logs it) when not: then the state is not moved there.
+ * NULL (the default): no lock is moved. */
+void aor_rstate_set_relock(aor_rstate *rs,
+                           int (*relock)(const char *path, char *err, size_t errlen, void *arg),
+                           void *arg);
 
 /* Tests: compact after this many events instead of AOR_RSTATE_COMPACT_EVERY. */
 void aor_rstate_set_compact_every(aor_rstate *rs, unsigned long events);

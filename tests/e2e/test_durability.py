@@ -229,3 +229,77 @@ def test_write_lock_held_by_another_process_does_not_stall_aord(env):
         db.close()
     m = [l for l in d.metrics().splitlines() if l.startswith("aor_state_write_errors_total ")]
     check(m and float(m[0].split()[1]) >= 1, "counted: %r" % m)
+
+
+def test_state_file_replaced_by_a_backup_or_another_file(env):
+    """Review: a backup renamed over aor.db was opened next to the old file's -wal, whose
+    pages damaged it; another program's database renamed over it made every later write
+    say "another aord is running" (aord's own lock on it); a removed state directory was
+    never made again. The old store is closed first (its -wal and -shm go with it), a
+    refused file is retried at the next change without a false lock message, and the
+    directory is made again."""
+    import sqlite3
+    import shutil
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 503, "times": -1}])
+    body = json.dumps({"model": "gpt-4o-mini", "messages": []})
+
+    def ask(client):
+        return env.curl(["https://api.openai.com/v1/chat/completions", "-H",
+                         "Authorization: Bearer " + client, "-H",
+                         "Content-Type: application/json", "-d", body])  # fmt: skip
+
+    eq(ask("c0").headers.get("x-aor-key"), "B", "failover")
+    backup = env.path("backup.db")
+    src = sqlite3.connect(env.db_path)
+    dst = sqlite3.connect(backup)
+    src.backup(dst)
+    dst.close()
+    src.close()
+    for i in range(1, 6):
+        d.advance(600)
+        ask("c%d" % i)  # more events in the running aord's -wal
+    os.rename(backup, env.db_path)
+    d.advance(600)
+    eq(ask("c6").headers.get("x-aor-key"), "B", "failover after the backup came back")
+    check("was removed or replaced while aord ran" in d.stderr_text(),
+          "said: " + d.stderr_text()[-1500:])  # fmt: skip
+    db = sqlite3.connect(env.db_path)
+    eq(db.execute("PRAGMA integrity_check").fetchone()[0], "ok", "the new file is sound")
+    db.close()
+
+    # Another program's file renamed over it: refused, no false "another aord" line.
+    other = env.path("other.db")
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE foo(x)")
+    db.commit()
+    db.close()
+    os.rename(other, env.db_path)
+    for i in range(7, 10):
+        d.advance(600)
+        eq(ask("c%d" % i).headers.get("x-aor-key"), "B", "routing goes on from memory")
+    text = d.stderr_text()
+    check("not an aor state file" in text, "says why: " + text[-1500:])
+    check("another aord is running" not in text, "no false lock message: " + text[-1500:])
+    db = sqlite3.connect(env.db_path)
+    eq([r[0] for r in db.execute("SELECT name FROM sqlite_master")], ["foo"],
+       "the other program's file is untouched")  # fmt: skip
+    db.close()
+
+    # Its directory removed: made again at the next change.
+    with open(env.token_path) as f:
+        token = f.read()
+    d.advance(600)
+    shutil.rmtree(os.path.dirname(env.db_path))
+    ask("c10")
+    check(os.path.exists(env.db_path), "a new state file, directory and all")
+    with open(env.token_path, "w") as f:  # (the test's admin access)
+        f.write(token)
+    os.chmod(env.token_path, 0o600)
+    acked = d.state()
+    d.kill9()
+    d2 = env.start_daemon(fake_clock=T0 + 6000)
+    after = d2.state()
+    eq([(b["key"], b["failure_count"]) for b in after["backoff"]],
+       [(b["key"], b["failure_count"]) for b in acked["backoff"]], "backoff kept")  # fmt: skip
+    eq(len(after["sticky"]), len(acked["sticky"]), "sticky rows kept")
