@@ -166,9 +166,10 @@ static int read_user_version(aor_store *st, int *out) {
     return 0;
 }
 
-/* 0 when the database is aor's or empty; -1 (message set) when it holds a table of its
- * own but no aor schema version: another program's SQLite file named as aor's state (QA:
- * aord added its tables to it, and switched it to WAL, silently). */
+/* 0 when the database is aor's or empty, or of a newer aor (refused after, by its
+ * version); -1 (message set) when it holds a table aor never makes: another program's
+ * SQLite file named as aor's state (QA: aord added its tables to it, and switched it to
+ * WAL, silently), whatever its user_version (review: many programs set 1). */
 static int refuse_foreign(aor_store *st) {
     static const char sql[] =
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND "
@@ -176,7 +177,7 @@ static int refuse_foreign(aor_store *st) {
     int version = 0;
     if (read_user_version(st, &version) != 0)
         return -1;
-    if (version != 0)
+    if (version > STORE_SCHEMA_VERSION)
         return 0;
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) {
@@ -188,8 +189,8 @@ static int refuse_foreign(aor_store *st) {
         const unsigned char *name = sqlite3_column_text(q, 0);
         set_err(st,
                 "state store %s: not an aor state file (it holds the table '%.64s' of another "
-                "program, and no aor schema version); give aord its own state file (the "
-                "[daemon] state option, or XDG_STATE_HOME)",
+                "program); give aord its own state file (the [daemon] state option, or "
+                "XDG_STATE_HOME)",
                 st->path, name ? (const char *)name : "?");
         rc = -1;
     }

@@ -668,6 +668,10 @@ static void test_damaged_file(void **state) {
     assert_non_null(strstr(err, "not an aor state file (it holds the table 'foo'"));
     assert_null(strstr(err, "move it aside"));
     assert_int_equal(count_rows(path, "foo"), 1);
+    exec_raw(path, "PRAGMA user_version=1"); /* many programs set it (review) */
+    err[0] = '\0';
+    assert_null(aor_store_open(path, err, sizeof err));
+    assert_non_null(strstr(err, "not an aor state file"));
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_stmt *q = NULL;
