@@ -586,9 +586,7 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
     /* Spec §4.4: retryable failures (§4.1: rate, transient, quota and auth) count; a
      * client's own passed-through credential not for its account's own limits: quota,
      * auth, a 429 (rstate.h). */
-    /* ... and a 429 of the same episode was counted with its first failure (rstate.h). */
-    if (aor_rstate_breaker_counts(kind, own_credential) &&
-        !(same_episode && (own_credential & AOR_RSTATE_429))) {
+    if (aor_rstate_breaker_counts(kind, own_credential)) {
         double until = 0;
         aor_breaker_row before;
         int reopen = aor_breaker_get(rs->breaker, provider, model, now, &before) &&
@@ -597,6 +595,12 @@ static int record(aor_rstate *rs, const char *provider, const char *key, const c
          * late failure of a request sent before (a long answer) does not extend it
          * (docs/routing.md §4). */
         if (reopen && before.state == AOR_BREAKER_HALF_OPEN && started < before.until)
+            return 0;
+        /* A 429 of the same episode was counted with its first failure (rstate.h), unless
+         * it is the probe's answer, which must reopen the circuit: its lease would
+         * otherwise hold the circuit half-open for open_s (review). */
+        if (same_episode && (own_credential & AOR_RSTATE_429) &&
+            !(reopen && before.state == AOR_BREAKER_HALF_OPEN))
             return 0;
         if (aor_breaker_preview_fail(rs->breaker, provider, model, now, &until) == 1) {
             if (aor_store_log_breaker_open(wstore(rs, now), provider, model, until, now) < 0)

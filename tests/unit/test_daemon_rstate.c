@@ -294,6 +294,27 @@ static void test_probe_lease_and_its_result(void **state) {
     assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 63), 1);
 }
 
+/* The probe's 429 reopens the circuit even when another request on its key failed while
+ * it was in flight (which makes it "the same episode" for the key's backoff): skipped,
+ * it left the circuit half-open with the probe's lease held for open_s (review). */
+static void test_probe_429_of_a_busy_key_reopens(void **state) {
+    fx *f = *state;
+    aor_breaker *br = aor_rstate_breaker(f->rs);
+    three_failures(f, AOR_KIND_TRANSIENT, 0); /* open until NOW + 30; k1's row at NOW */
+    assert_int_equal(aor_breaker_allow(br, "p", "m", NOW + 30), 1); /* the probe, on k1 */
+    /* Another model's request on k1 fails meanwhile (sent after k1's last failure). */
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "other", "client", AOR_KIND_RATE, -1,
+                                       NOW + 29, NOW + 31, AOR_RSTATE_429),
+                     0);
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, -1, NOW + 30,
+                                       NOW + 32, AOR_RSTATE_429),
+                     0);
+    aor_breaker_row row;
+    assert_int_equal(aor_breaker_get(br, "p", "m", NOW + 33, &row), 1);
+    assert_int_equal(row.state, AOR_BREAKER_OPEN);
+    assert_true(row.until == NOW + 62);
+}
+
 /* Loads a config of provider p (keys a, b from TEST_RSTATE_KEY / TEST_RSTATE_KEY_B) with
  * the [routing] lines given; NULL on error. */
 static aor_config *load_cfg(fx *f, const char *routing) {
@@ -638,6 +659,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_429s_count_once_for_the_breaker, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_probe_429_of_a_busy_key_reopens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_longer_hint_shows_its_window, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
