@@ -692,8 +692,8 @@ static void opt_models(aor_cfg_parse_ctx *c, size_t line, aor_provider_cfg *p, c
             char b2[AOR_CFG_SHOWBUF];
             aor_cfg_err(c->errs, line,
                         "models: \"%s=%s\": '*' (every model of the dialect, sent as the client "
-                        "names it) takes no upstream id; write models = * alone, or "
-                        "canonical=upstream pairs",
+                        "names it) takes no upstream id; write * without =, and "
+                        "canonical=upstream pairs beside it (models = *, fast=gpt-4o-mini)",
                         aor_cfg_show(canon, b, sizeof b), aor_cfg_show(up, b2, sizeof b2));
             continue;
         }

@@ -539,8 +539,10 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         } else if (!prov || !*prov || aor_config_provider_index(d->cfg, prov) < 0) {
             /* (a value that decodes to a NUL byte first, "%00...", names no provider: QA) */
             reply_error(c, req, 404, "no such provider");
-        } else if (key && !*key) {
+        } else if (key && !*key && (!param_at(req->url, "key", &raw_len) || raw_len == 0)) {
             reply_error(c, req, 400, "key=KEY must not be empty (leave it out for every key)");
+        } else if (key && !*key) {
+            reply_error(c, req, 404, "no such key of that provider");
         } else if (key && !key_configured(d->cfg, prov, key)) {
             reply_error(c, req, 404, "no such key of that provider");
         } else {

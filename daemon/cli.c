@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
             continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0) {
             /* `aor help CMD`: that command's usage, as `aor CMD --help` (QA) */
-            if (strcmp(a, "help") == 0 && i + 1 < argc) {
+            if (strcmp(a, "help") == 0 && i + 1 < argc && strcmp(argv[i + 1], "help") != 0) {
                 for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
                     if (strcmp(argv[i + 1], commands[k].name) == 0)
                         return command_usage(k);

@@ -871,6 +871,8 @@ def test_check_config_exit_codes(env):
     rc2, out2, _ = aor(env, "run", "--help")
     eq((rc, out), (0, out2), "aor help run")
     check(out.startswith("usage: aor run "), "run's usage: %r" % out)
+    rc, out, _ = aor(env, "help", "help")
+    check(rc == 0 and "install-service" in out, "aor help help: the general help")
     rc, _, err = aor(env, "help", "frobnicate")
     check(rc == 2 and "unknown command 'frobnicate'" in err, "aor help of no command: %r" % err)
 

@@ -132,6 +132,8 @@ def test_per_key_reset_route_and_cli(env):
     eq((st, b"no such provider" in body), (404, True), "provider=%%00%%ff: %r" % body)
     st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=")
     eq((st, b"provider=NAME is required" in body), (400, True), "provider= empty: %r" % body)
+    st, _, body = d.admin("POST", "/admin/api/backoff/reset?provider=p&key=%00")
+    eq((st, b"no such key" in body), (404, True), "key=%%00: %r" % body)
     # The CLI: reset PROVIDER KEY, and an unknown key.
     rc, out, err = aor(env, "backoff", "reset", "p", "B")
     eq(rc, 0, "aor backoff reset p B (stderr %r)" % err)
