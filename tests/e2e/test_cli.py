@@ -442,21 +442,26 @@ def test_run_dynamic_program_gets_preload(env):
     eq(rc, 2, "aor run without a program is a usage error")
 
 
-def _build_static(env, flags):
+def _compile(env, name, source, flags=""):
+    """Compiles C source into env.path(name) with gcc (Skip without a compiler); returns
+    the executable's path, or None when gcc refused the flags."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if not gcc:
         raise aortest.Skip("no C compiler")
-    src = env.path("static_env.c")
+    src = env.path(name + ".c")
     with open(src, "w") as f:
-        f.write('#include <stdio.h>\n#include <stdlib.h>\n'
-                'static const char *g(const char *n) { const char *v = getenv(n); return v ? v : "-"; }\n'
-                'int main(void) { printf("%s\\n%s\\n%s\\n", g("OPENAI_BASE_URL"),\n'
-                '    g("ANTHROPIC_BASE_URL"), g("LD_PRELOAD")); return 0; }\n')
-    exe = env.path("static_env" + flags.replace(" ", "").replace("-", "_"))
+        f.write(source)
+    exe = env.path(name)
     r = subprocess.run([gcc] + flags.split() + ["-O1", "-o", exe, src], capture_output=True, text=True)
-    if r.returncode != 0:
-        return None
-    return exe
+    return exe if r.returncode == 0 else None
+
+
+def _build_static(env, flags):
+    return _compile(env, "static_env" + flags.replace(" ", "").replace("-", "_"),
+                    '#include <stdio.h>\n#include <stdlib.h>\n'
+                    'static const char *g(const char *n) { const char *v = getenv(n); return v ? v : "-"; }\n'
+                    'int main(void) { printf("%s\\n%s\\n%s\\n", g("OPENAI_BASE_URL"),\n'
+                    '    g("ANTHROPIC_BASE_URL"), g("LD_PRELOAD")); return 0; }\n', flags)  # fmt: skip
 
 
 def test_run_static_program_uses_sidecar(env):
@@ -492,21 +497,15 @@ def test_run_go_program_uses_sidecar(env):
     note and gives it the sidecar's base-URL variables, as a static program. Built here
     with gcc: a dynamic C program carrying a .note.go.buildid note."""
     port, _ = setup(env)
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if not gcc:
-        raise aortest.Skip("no C compiler")
-    src = env.path("fake_go.c")
-    with open(src, "w") as f:
-        f.write('#include <stdio.h>\n#include <stdlib.h>\n'
-                'struct note { unsigned namesz, descsz, type; char name[4]; char desc[8]; };\n'
-                '__attribute__((section(".note.go.buildid"), aligned(4), used))\n'
-                'static const struct note go_note = {4, 8, 4, "Go", "abcdefgh"};\n'
-                'static const char *g(const char *n) { const char *v = getenv(n); return v ? v : "-"; }\n'
-                'int main(void) { printf("%s\\n%s\\n", g("OPENAI_BASE_URL"), g("LD_PRELOAD"));'
-                ' return 0; }\n')  # fmt: skip
-    exe = env.path("fake_go")
-    r = subprocess.run([gcc, "-O1", "-o", exe, src], capture_output=True, text=True)
-    eq(r.returncode, 0, "gcc: %s" % r.stderr)
+    source = ('#include <stdio.h>\n#include <stdlib.h>\n'
+              'struct note { unsigned namesz, descsz, type; char name[4]; char desc[8]; };\n'
+              '__attribute__((section(".note.go.buildid"), aligned(4), used))\n'
+              'static const struct note go_note = {4, 8, 4, "Go", "abcdefgh"};\n'
+              'static const char *g(const char *n) { const char *v = getenv(n); return v ? v : "-"; }\n'
+              'int main(void) { printf("%s\\n%s\\n", g("OPENAI_BASE_URL"), g("LD_PRELOAD"));'
+              ' return 0; }\n')  # fmt: skip
+    exe = _compile(env, "fake_go", source)
+    check(exe is not None, "gcc built the program")
     rc, out, err = aor(env, "run", exe)
     eq(rc, 0, "exit code (stderr %r)" % err)
     url = "http://127.0.0.1:%d" % port
@@ -515,11 +514,7 @@ def test_run_go_program_uses_sidecar(env):
           "does not see); LD_PRELOAD cannot work, using the sidecar at %s" % (exe, url) in err,
           "says why: %r" % err)  # fmt: skip
     # The same program with another owner's note is preloaded as before.
-    with open(src) as f:
-        text = f.read()
-    with open(src, "w") as f:
-        f.write(text.replace('"Go"', '"Xo"'))
-    r = subprocess.run([gcc, "-O1", "-o", exe, src], capture_output=True, text=True)
+    exe = _compile(env, "fake_go", source.replace('"Go"', '"Xo"'))
     rc, out, err = aor(env, "run", exe)
     lines = out.splitlines()
     check(lines[0] == "-" and "libaor.so" in lines[1], "a C program is preloaded: %r" % out)
