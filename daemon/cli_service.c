@@ -161,22 +161,38 @@ static const struct {
     {"XDG_CONFIG_HOME", ".config"},
     {"XDG_STATE_HOME", ".local/state"},
     {"XDG_DATA_HOME", ".local/share"},
+    /* The socket's directory: systemd --user sets /run/user/UID itself, launchd nothing
+     * (aord then uses /tmp/aor-UID); a shell's other one is carried (fresh-user pass: the
+     * service's socket was not where aor and the shim of that shell look). */
+    {"XDG_RUNTIME_DIR", NULL},
 };
 
 /* Whether the service needs $name from this environment to find the directory aor uses:
  * 1 (*value points into the environment) when it is set to an absolute path (the XDG
  * rule: anything else is ignored, by aord too) that is not the default home/home_rel
+ * (home_rel NULL: XDG_RUNTIME_DIR, whose default is /run/user/UID under systemd and none
+ * under launchd)
  * (compared as text without trailing slashes, then as the same directory); 0 when the
  * service finds the same directory without it; -1 after printing (control characters:
  * no unit can carry them, ENOMEM). */
-static int xdg_elsewhere(const char *name, const char *home_rel, const char **value) {
+static int xdg_elsewhere(int launchd, const char *name, const char *home_rel, const char **value) {
     const char *v = getenv(name);
     *value = NULL;
     if (!v || v[0] != '/')
         return 0;
-    char *home = aor_path_home();
+    char *home = home_rel ? aor_path_home() : NULL;
     char *dflt = home ? aor_path_join(home, home_rel) : NULL;
     int rc = 1;
+    if (!home_rel && !launchd) { /* XDG_RUNTIME_DIR: what systemd --user sets */
+        char run[64];
+        snprintf(run, sizeof run, "/run/user/%lu", (unsigned long)getuid());
+        dflt = strdup(run);
+        if (!dflt) {
+            fprintf(stderr, "aor: out of memory\n");
+            rc = -1;
+            goto out;
+        }
+    }
     if (home && !dflt) {
         fprintf(stderr, "aor: out of memory\n");
         rc = -1;
@@ -217,7 +233,7 @@ static int env_file_line(char **out) {
     const char *conf = NULL;
     char *dir = NULL, *line = NULL;
     size_t len = 0;
-    int r = xdg_elsewhere("XDG_CONFIG_HOME", ".config", &conf);
+    int r = xdg_elsewhere(0, "XDG_CONFIG_HOME", ".config", &conf);
     if (r <= 0)
         return r;
     dir = aor_path_config_dir();
@@ -252,7 +268,7 @@ static int xdg_env(int launchd, char **out) {
     *out = NULL;
     for (size_t i = 0; i < sizeof xdg_vars / sizeof xdg_vars[0]; i++) {
         const char *v = NULL;
-        int r = xdg_elsewhere(xdg_vars[i].name, xdg_vars[i].home_rel, &v);
+        int r = xdg_elsewhere(launchd, xdg_vars[i].name, xdg_vars[i].home_rel, &v);
         if (r < 0)
             goto fail;
         if (r == 0)
@@ -407,6 +423,22 @@ static int run_cmd(char *const argv[], int quiet) {
         if (errno != EINTR)
             return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* 1 when process pid runs in the systemd user unit aord.service (its /proc cgroup line
+ * names it): the service's own aord, not one started by hand. 0 otherwise, or when it
+ * cannot be told (no /proc). */
+static int in_service(pid_t pid) {
+    char path[64], *text = NULL;
+    size_t len = 0;
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%ld/cgroup", (long)pid);
+    if (aor_cli_read_file(path, 64 * 1024, &text, &len) != 0)
+        return 0;
+    int in = strstr(text, "/aord.service") != NULL;
+    free(text);
+    return in;
 }
 
 /* Destination file of the unit; malloc'd, NULL (printed) on error. */
@@ -566,6 +598,12 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
         free(config);
         return AOR_CLI_USAGE;
     }
+    pid_t running = 0;
+    if (!print_only && !launchd && aor_cli_socket_answers(cfg->socket_path, &running) &&
+        !in_service(running))
+        running = running > 0 ? running : -1;
+    else
+        running = 0;
     aor_config_free(cfg);
     int rc = AOR_CLI_FAIL;
     char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL, *xdgenv = NULL;
@@ -606,6 +644,19 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     }
     printf("wrote %s (aord: %s%s%s)\n", dest, aord, config ? ", config: " : "",
            config ? config : "");
+    if (running) {
+        /* The service's aord would find the state file locked and exit 3, which
+         * RestartPreventExitStatus makes final (fresh-user pass). */
+        if (running > 0)
+            printf("An aord (pid %ld) is running outside the service: the service's aord would "
+                   "find the state file locked and stop (exit 3). Stop that one first (kill "
+                   "%ld), then:\n",
+                   (long)running, (long)running);
+        else
+            printf("An aord is running outside the service: the service's aord would find the "
+                   "state file locked and stop (exit 3). Stop that one first, then:\n");
+        no_start = 1;
+    }
     rc = launchd ? enable_launchd(dest, no_start) : enable_systemd(no_start);
 out:
     free(config);

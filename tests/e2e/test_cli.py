@@ -1132,17 +1132,19 @@ XDG_DEFAULTS = (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".local/state
                 ("XDG_DATA_HOME", ".local/share"))
 
 
-def _service_xdg(e):
+def _service_xdg(e, launchd=False):
     """[(name, value)] a unit carries for environment e (docs/cli.md install-service): the
-    XDG base directories set to an absolute path that is not the default under HOME."""
+    XDG base directories set to an absolute path that is not the default under HOME, and
+    XDG_RUNTIME_DIR unless it is systemd's own /run/user/UID (launchd sets none)."""
     out = []
-    for name, rel in XDG_DEFAULTS:
+    run = None if launchd else "/run/user/%d" % os.getuid()
+    for name, rel in XDG_DEFAULTS + (("XDG_RUNTIME_DIR", None),):
         v = e.get(name, "")
         if not v.startswith("/"):
             continue
-        d = os.path.join(e["HOME"], rel)
-        if v.rstrip("/") == d or (os.path.exists(v) and os.path.exists(d)
-                                  and os.path.samefile(v, d)):
+        d = os.path.join(e["HOME"], rel) if rel else run
+        if d and (v.rstrip("/") == d or (os.path.exists(v) and os.path.exists(d)
+                                         and os.path.samefile(v, d))):
             continue
         out.append((name, v))
     return out
@@ -1174,7 +1176,7 @@ def _template(name, aord, env=None):
     if env is None:
         return text
     e = env.env if hasattr(env, "env") else env
-    carried = _service_xdg(e)
+    carried = _service_xdg(e, launchd=name != "aord.service")
     if name == "aord.service":
         check(DEFAULT_ENV_FILE_LINE in text, "the template has the default EnvironmentFile")
         line = DEFAULT_ENV_FILE_LINE
@@ -1216,6 +1218,27 @@ def test_install_service(env):
     plist = os.path.join(env.env["HOME"], "Library", "LaunchAgents", "dev.aor.aord.plist")
     check(os.path.isfile(plist), "plist written")
     check("launchctl bootstrap gui/%d %s" % (os.getuid(), plist) in out, out)
+
+
+def test_install_service_with_an_aord_running(env):
+    """Fresh-user pass: with an aord started by hand (or by `aor run`) still running,
+    install-service enabled and started the service, whose aord found the state file
+    locked and exited 3, which RestartPreventExitStatus makes final. It says so and does
+    not start the service. The unit carries the shell's XDG_RUNTIME_DIR, so the service's
+    socket is where this shell's aor and shim look."""
+    port, d = setup(env)
+    rc, out, err = aor(env, "install-service", "--systemd")
+    eq(rc, 0, "install exit code (stderr %r)" % err)
+    check("An aord (pid %d) is running outside the service" % d.pid in out
+          and "Stop that one first (kill %d)" % d.pid in out, "says so: %r" % out)  # fmt: skip
+    check("Start the service with:" in out, "prints the commands instead: %r" % out)
+    unit = os.path.join(env.env["XDG_CONFIG_HOME"], "systemd", "user", "aord.service")
+    with open(unit) as f:
+        check("Environment=XDG_RUNTIME_DIR=%s\n" % env.env["XDG_RUNTIME_DIR"] in f.read(),
+              "the runtime directory is carried")
+    d.stop()
+    rc, out, err = aor(env, "install-service", "--systemd", "--no-start")
+    check("running outside the service" not in out, "no aord: no such line: %r" % out)
 
 
 def test_install_prefix_with_a_space(env):
@@ -1301,8 +1324,8 @@ def test_install_service_carries_the_xdg_directories(env):
           "after the EnvironmentFile line: %s" % out)
     rc, out, err = aor(env, "install-service", "--print", "--launchd")
     eq(rc, 0, "launchd (stderr %r)" % err)
-    eq(plistlib.loads(out.encode())["EnvironmentVariables"], {n: e[n] for n in names},
-       "the plist's EnvironmentVariables")
+    eq(plistlib.loads(out.encode())["EnvironmentVariables"],
+       {n: e[n] for n in names + ("XDG_RUNTIME_DIR",)}, "the plist's EnvironmentVariables")
 
     # Odd characters: the assignment quoted for systemd ('$' kept: no expansion there),
     # XML-escaped in the plist.
@@ -1390,8 +1413,9 @@ def test_install_service_env_file_follows_xdg_config_home(env):
     check(DEFAULT_ENV_FILE_LINE in tpl, "template line")
     check("$XDG_CONFIG_HOME/systemd/user/aord.service" in tpl, "the comment names the real place")
 
-    # XDG_STATE_HOME and XDG_DATA_HOME (Environment= lines) are not the topic here.
-    others = ("XDG_STATE_HOME", "XDG_DATA_HOME")
+    # XDG_STATE_HOME, XDG_DATA_HOME and XDG_RUNTIME_DIR (Environment= lines) are not the
+    # topic here.
+    others = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR")
 
     def unit(extra_env=None, unset=()):
         pre = ["env"] + [a for u in unset + others for a in ("-u", u)]
