@@ -135,7 +135,7 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
                                k->env, k->name, why);
             else
                 aor_cfg_err(c->errs, env_line,
-                            "key \"%s\": the value of %s in aord's environment %s (the value "
+                            "key \"%s\": the value of %s in the environment %s (the value "
                             "is not shown)",
                             k->name, k->env, why);
         }

@@ -1345,7 +1345,7 @@ static void test_env_secret_trimmed_and_checked(void **state) {
     setenv("TEST_KEY_A", "secret with-space-Xyz", 1);
     char *path = NULL;
     char *errs = load_err(minimal, &path);
-    assert_err(errs, path, 2, "TEST_KEY_A in aord's environment contains a space");
+    assert_err(errs, path, 2, "TEST_KEY_A in the environment contains a space");
     assert_null(strstr(errs, "with-space-Xyz"));
     free(errs);
     free(path);
