@@ -59,11 +59,13 @@ struct aor_conn {
      * per request. rev and wev carry no timeout, so a request re-arms no timer: it counts
      * activity in io_count, and the timer looks at the count when it fires. */
     struct event *idle_ev;
-    unsigned long io_count; /* read or write readiness seen, answers finished */
-    unsigned long io_seen;  /* io_count when idle_ev last fired */
-    int reading;            /* rev is wanted (read_enable) */
-    int read_wants_write;   /* SSL_read asked for a writable socket */
-    int write_wants_read;   /* SSL_write asked for a readable socket */
+    unsigned long io_count;     /* read or write readiness seen, answers finished */
+    unsigned long io_seen;      /* io_count when idle_ev last fired */
+    unsigned long taken;        /* requests taken from the reader on this connection */
+    unsigned long partial_look; /* taken + 1 when the last look saw a request arriving */
+    int reading;                /* rev is wanted (read_enable) */
+    int read_wants_write;       /* SSL_read asked for a writable socket */
+    int write_wants_read;       /* SSL_write asked for a readable socket */
     int via_shim;
     aor_preamble pre;
     char *host; /* intercepted host (lower case), NULL on the sidecar */
@@ -421,6 +423,7 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
         return 0;
     }
     c->busy = 1;
+    c->taken++;
     c->http10 = req->http_major == 1 && req->http_minor == 0;
     c->d->m.requests++;
     if (!c->via_shim && aor_admin_is_local(req->url)) {
@@ -653,6 +656,20 @@ static void idle_arm(aor_conn *c) {
  * after its last activity. */
 static void on_idle(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
+    /* A request still arriving at two looks in a row (the same one: none taken between)
+     * has taken a whole period: a client sending a byte now and then (slowloris) would
+     * otherwise hold the connection for ever, each byte counting as activity (QA). A
+     * local client sends a request in far less. */
+    if (!c->busy && aor_http_reader_partial(c->reader)) {
+        if (c->partial_look == c->taken + 1) {
+            aor_warn("client: a request still arriving after %d s: closed", idle_period());
+            conn_gone(c, GONE_TIMEOUT);
+            return;
+        }
+        c->partial_look = c->taken + 1;
+    } else {
+        c->partial_look = 0;
+    }
     if (c->io_count != c->io_seen) {
         c->io_seen = c->io_count;
         idle_arm(c);

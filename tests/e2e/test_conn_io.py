@@ -739,6 +739,40 @@ def test_idle_client_connection_is_closed_after_its_period(env):
     s.close()
 
 
+def test_request_trickling_in_is_closed_after_a_period(env):
+    """QA: every byte counted as activity, so a client sending its request a byte every
+    second (slowloris) held the connection for ever. A request still arriving at two idle
+    looks in a row is closed (one to two periods: 2 to 4 s here). A request that takes
+    less than a period, byte by byte, is answered."""
+    mock, d = _idle_world(env)
+    data = _chat_bytes()
+    s = socket.create_connection(("127.0.0.1", d.port))
+    t0 = time.monotonic()
+    closed = None
+    for i in range(len(data) - 1):  # never the last byte
+        try:
+            s.sendall(data[i:i + 1])
+        except OSError:
+            closed = time.monotonic() - t0
+            break
+        if _closed_within(s, 0.5):
+            closed = time.monotonic() - t0
+            break
+        if time.monotonic() - t0 > 12:
+            break
+    s.close()
+    check(closed is not None and closed < 8, "closed while trickling (after %r s)" % closed)
+    check("a request still arriving after 2 s: closed" in d.stderr_text(), d.stderr_text())
+    # A byte-by-byte request quicker than a period is answered.
+    s = socket.create_connection(("127.0.0.1", d.port))
+    for i in range(0, len(data), 40):
+        s.sendall(data[i:i + 40])
+        time.sleep(0.01)
+    got = _read_until(s, b"}", 10)
+    check(got.startswith(b"HTTP/1.1 200"), "answered: %r" % got[:40])
+    s.close()
+
+
 def test_requests_waiting_upstream_are_not_idle(env):
     """A request whose answer takes three idle periods to start, and a stream that waits
     upstream as long between its events, keep their connection (neither is idle)."""
