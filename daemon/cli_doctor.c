@@ -226,6 +226,31 @@ static char *immutable_uri(const char *path) {
     return u;
 }
 
+/* 1 when the file at path is empty or starts with SQLite's header ("SQLite format 3\0",
+ * then the page size, a power of two from 512 to 65536, 1 for 65536) and is a whole
+ * number of pages long (sqlite.org "Database File Format" §1.3): what can be told of a
+ * database whose newest pages are in its -wal. */
+static int sqlite_header_ok(const char *path) {
+    unsigned char h[18];
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    int ok = 0;
+    if (fstat(fd, &st) != 0)
+        ok = 0;
+    else if (st.st_size == 0)
+        ok = 1;
+    else if (read(fd, h, sizeof h) == (ssize_t)sizeof h && memcmp(h, "SQLite format 3", 16) == 0) {
+        unsigned ps = (unsigned)h[16] << 8 | h[17];
+        if (ps == 1)
+            ps = 65536;
+        ok = ps >= 512 && (ps & (ps - 1)) == 0 && st.st_size % ps == 0;
+    }
+    close(fd);
+    return ok;
+}
+
 /* With aord down: a state file aord would refuse at start (QA: a damaged aor.db kept
  * aord from starting while doctor only said "start it"). SQLite's own check, opened
  * immutable (aord is down: nothing changes the file), so doctor creates no -wal or -shm
@@ -277,11 +302,19 @@ static void check_state_file(const aor_config *cfg, tally *t) {
         pending = stat(wal, &ws) == 0 && ws.st_size > 0;
     }
     free(wal);
+    if (pending && !sqlite_header_ok(path)) {
+        say(t, FAIL,
+            "state file %s is damaged (not an SQLite database file): aord will not start with "
+            "it; move it aside with its -wal and -shm files (mv '%s' '%s.bad'), then start "
+            "aord: backoff and sticky state start empty",
+            path, path, path);
+        return;
+    }
     if (pending) {
         if (!bad)
-            say(t, OK,
+            say(t, WARN,
                 "state file %s: its -wal holds changes aord did not fold in (it did not stop "
-                "cleanly); aord's start reads them (not checked here)",
+                "cleanly); aord's start reads them; the database is not checked here",
                 path);
         return;
     }

@@ -599,8 +599,11 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
         return AOR_CLI_USAGE;
     }
     pid_t running = 0;
-    if (!print_only && !launchd && aor_cli_socket_answers(cfg->socket_path, &running) &&
-        !in_service(running))
+    /* launchd: no cgroup to tell its agent's aord from one started by hand; either way
+     * the agent is not bootstrapped while one runs (its KeepAlive would relaunch an aord
+     * that exits 3 every 10 s: review). */
+    if (!print_only && aor_cli_socket_answers(cfg->socket_path, &running) &&
+        (launchd || !in_service(running)))
         running = running > 0 ? running : -1;
     else
         running = 0;
@@ -647,14 +650,16 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
     if (running) {
         /* The service's aord would find the state file locked and exit 3, which
          * RestartPreventExitStatus makes final (fresh-user pass). */
+        const char *where = launchd ? "already" : "outside the service";
         if (running > 0)
-            printf("An aord (pid %ld) is running outside the service: the service's aord would "
-                   "find the state file locked and stop (exit 3). Stop that one first (kill "
-                   "%ld), then:\n",
-                   (long)running, (long)running);
+            printf("An aord (pid %ld) is running %s: the service's aord would find the "
+                   "state file locked and stop (exit 3). Stop that one first (kill %ld), "
+                   "then:\n",
+                   (long)running, where, (long)running);
         else
-            printf("An aord is running outside the service: the service's aord would find the "
-                   "state file locked and stop (exit 3). Stop that one first, then:\n");
+            printf("An aord is running %s: the service's aord would find the state file "
+                   "locked and stop (exit 3). Stop that one first, then:\n",
+                   where);
         no_start = 1;
     }
     rc = launchd ? enable_launchd(dest, no_start) : enable_systemd(no_start);

@@ -28,6 +28,7 @@
 
 #define PREAMBLE_TIMEOUT_S 10
 #define IDLE_TIMEOUT_S 300
+#define SLOW_REQUEST_MIN_BYTES (16 * 1024) /* per idle period, while a request arrives */
 #define OUT_LOW_WATERMARK (256 * 1024)
 #define IN_MAX_WHILE_BUSY (1024 * 1024)
 #define HUP_CHECK_MS 250 /* how often a half-closed client's request looks for a close */
@@ -62,7 +63,10 @@ struct aor_conn {
     unsigned long io_count;     /* read or write readiness seen, answers finished */
     unsigned long io_seen;      /* io_count when idle_ev last fired */
     unsigned long taken;        /* requests taken from the reader on this connection */
-    unsigned long partial_look; /* taken + 1 when the last look saw a request arriving */
+    unsigned long taken_look;   /* taken at the last look of on_idle */
+    unsigned long long rx;      /* bytes read from the client (decrypted with TLS) */
+    unsigned long long rx_look; /* rx at the last look */
+    int slow_looks;             /* looks in a row that saw a request arrive too slowly */
     int reading;                /* rev is wanted (read_enable) */
     int read_wants_write;       /* SSL_read asked for a writable socket */
     int write_wants_read;       /* SSL_write asked for a readable socket */
@@ -572,6 +576,7 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
                 return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : GONE_ERROR;
             if (n == 0)
                 return GONE_EOF;
+            c->rx += (size_t)n;
             if (got == 0 && (size_t)n < sizeof scratch && evbuffer_get_length(c->in) == 0) {
                 /* All there is, and nothing before it: parsed from scratch (process_bytes),
                  * valid until the next read. */
@@ -600,6 +605,7 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
         aor_tls_io_clear_errors();
         int n = SSL_read(c->ssl, scratch, READ_MAX);
         if (n > 0) {
+            c->rx += (size_t)n;
             if (evbuffer_add(c->in, scratch, (size_t)n) != 0) {
                 gone = GONE_ERROR;
                 break;
@@ -656,20 +662,27 @@ static void idle_arm(aor_conn *c) {
  * after its last activity. */
 static void on_idle(evutil_socket_t fd, short what, void *arg) {
     aor_conn *c = arg;
-    /* A request still arriving at two looks in a row (the same one: none taken between)
-     * has taken a whole period: a client sending a byte now and then (slowloris) would
-     * otherwise hold the connection for ever, each byte counting as activity (QA). A
-     * local client sends a request in far less. */
-    if (!c->busy && aor_http_reader_partial(c->reader)) {
-        if (c->partial_look == c->taken + 1) {
-            aor_warn("client: a request still arriving after %d s: closed", idle_period());
+    /* A request arriving too slowly: at two looks in a row the client had sent something
+     * (a partial request, or any activity: a TLS record arrives whole or not at all)
+     * without a request taken, nothing was being answered, and fewer than
+     * SLOW_REQUEST_MIN_BYTES arrived in the period. Each byte counted as activity, so a
+     * client sending a byte now and then (slowloris, also inside one TLS record) held
+     * the connection for ever (QA, review); a steady upload, however slow, makes that
+     * much progress (55 bytes a second at the 300 s period). */
+    int arriving = !c->busy && out_len(c) == 0 && c->taken == c->taken_look &&
+                   (aor_http_reader_partial(c->reader) || c->io_count != c->io_seen);
+    if (arriving && c->rx - c->rx_look < SLOW_REQUEST_MIN_BYTES) {
+        if (++c->slow_looks >= 2) {
+            aor_warn("client: a request arriving with fewer than %d bytes in %d s: closed",
+                     SLOW_REQUEST_MIN_BYTES, idle_period());
             conn_gone(c, GONE_TIMEOUT);
             return;
         }
-        c->partial_look = c->taken + 1;
     } else {
-        c->partial_look = 0;
+        c->slow_looks = 0;
     }
+    c->rx_look = c->rx;
+    c->taken_look = c->taken;
     if (c->io_count != c->io_seen) {
         c->io_seen = c->io_count;
         idle_arm(c);

@@ -242,16 +242,23 @@ static char *path_with(const char *path, const char *a, const char *b) {
  * failed (rs->store NULL). The old store is closed first: SQLite checkpoints into the old
  * inode and removes the -wal and -shm files by name, which belong to it; a new file must
  * never be opened next to them (review: a backup renamed over aor.db was read with the
- * old file's WAL pages and damaged). What is left of them is moved aside. Then the
- * single-instance lock is taken on the file at the path (relock, when the daemon set
- * one), a new store opened there and the state in memory (the truth) written into it
- * (aor_store_compact). When that fails (another aord took the new file, no room), the
- * store stays closed: writes fail and are counted like a full disk's, and the next
- * state change tries again; an error line (one a minute) says why. */
+ * old file's WAL pages and damaged). What is left of them is moved aside. Before all
+ * that, the single-instance lock is taken on the file at the path (relock, when the
+ * daemon set one); then a new store is opened there and the state in memory (the truth)
+ * written into it (aor_store_compact). When the lock cannot be taken (another aord holds
+ * the file), nothing is touched and the old store stays; when the open or the
+ * compaction fails (another program's file, no room), the store stays closed: writes
+ * fail and are counted like a full disk's. The next state change tries again; an error
+ * line (one a minute) says why. */
 static void reopen_store(aor_rstate *rs, double now) {
     const char *path = rs->path;
     char err[600] = "";
     int was_open = rs->store != NULL;
+    /* The lock first: when another aord holds the file at the path now, nothing here is
+     * touched (its -wal and -shm are its own: review), and writes go on into the old
+     * store, lost at a restart, as the line below says. */
+    if (rs->relock && rs->relock(path, err, sizeof err, rs->relock_arg) != 0)
+        goto fail;
     if (was_open) {
         rs->writes_base += aor_store_writes(rs->store);
         aor_store_close(rs->store);
@@ -265,8 +272,6 @@ static void reopen_store(aor_rstate *rs, double now) {
             free(aside);
         }
     }
-    if (rs->relock && rs->relock(path, err, sizeof err, rs->relock_arg) != 0)
-        goto fail;
     aor_store *fresh = aor_store_open(path, err, sizeof err);
     if (!fresh)
         goto fail;

@@ -965,12 +965,23 @@ def test_doctor(env):
     rc, out, err = aor(env, "doctor")
     eq([x for x in ("-wal", "-shm") if os.path.exists(db + x)], [],
        "doctor made no -wal/-shm files")  # fmt: skip
-    # A -wal left by a killed aord: the main file alone is not checked (review).
+    # A -wal left by a killed aord: the main file alone is not checked (review), only its
+    # header; a damaged one still fails.
     with open(db + "-wal", "wb") as f:
         f.write(b"\0" * 64)
     rc, out, err = aor(env, "doctor")
-    check(re.search(r"^ok: state file .*aor\.db: its -wal holds changes aord did not fold in",
+    check(re.search(r"^warn: state file .*aor\.db: its -wal holds changes aord did not fold in",
                     out, re.M), "the -wal is named:\n" + out)  # fmt: skip
+    with open(db, "rb") as f:
+        sound = f.read()
+    with open(db, "wb") as f:
+        f.write(os.urandom(8192))
+    rc, out, err = aor(env, "doctor")
+    eq(rc, 1, "a damaged file with a -wal fails doctor: %s" % out)
+    check(re.search(r"^fail: state file .*aor\.db is damaged \(not an SQLite database file\)",
+                    out, re.M), out)  # fmt: skip
+    with open(db, "wb") as f:
+        f.write(sound)
     os.unlink(db + "-wal")
     # A CA key that is not the CA's key (QA: "ok" for its mode alone; aord will not start).
     data = os.path.join(env.env["XDG_DATA_HOME"], "aor")

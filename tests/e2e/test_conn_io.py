@@ -741,9 +741,10 @@ def test_idle_client_connection_is_closed_after_its_period(env):
 
 def test_request_trickling_in_is_closed_after_a_period(env):
     """QA: every byte counted as activity, so a client sending its request a byte every
-    second (slowloris) held the connection for ever. A request still arriving at two idle
-    looks in a row is closed (one to two periods: 2 to 4 s here). A request that takes
-    less than a period, byte by byte, is answered."""
+    second (slowloris) held the connection for ever. A request arriving with fewer than
+    16 KiB a period at two idle looks in a row is closed (2 to 4 s here). A request that
+    takes less than a period, byte by byte, is answered, and so is a slow but steady
+    upload that takes several."""
     mock, d = _idle_world(env)
     data = _chat_bytes()
     s = socket.create_connection(("127.0.0.1", d.port))
@@ -762,7 +763,8 @@ def test_request_trickling_in_is_closed_after_a_period(env):
             break
     s.close()
     check(closed is not None and closed < 8, "closed while trickling (after %r s)" % closed)
-    check("a request still arriving after 2 s: closed" in d.stderr_text(), d.stderr_text())
+    check("a request arriving with fewer than 16384 bytes in 2 s: closed" in d.stderr_text(),
+          d.stderr_text())  # fmt: skip
     # A byte-by-byte request quicker than a period is answered.
     s = socket.create_connection(("127.0.0.1", d.port))
     for i in range(0, len(data), 40):
@@ -770,6 +772,22 @@ def test_request_trickling_in_is_closed_after_a_period(env):
         time.sleep(0.01)
     got = _read_until(s, b"}", 10)
     check(got.startswith(b"HTTP/1.1 200"), "answered: %r" % got[:40])
+    s.close()
+    # A slow but steady upload over several periods (review: cut at the second look) is
+    # answered: 300 KB at about 30 KB/s, 60 KB a period against the 16 KiB it needs.
+    big = json.dumps({"model": "gpt-4o-mini",
+                      "messages": [{"role": "user", "content": "x" * 300000}]})  # fmt: skip
+    req = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+           "Authorization: Bearer client-1\r\nContent-Type: application/json\r\n"
+           "Content-Length: %d\r\n\r\n%s" % (len(big), big)).encode()  # fmt: skip
+    s = socket.create_connection(("127.0.0.1", d.port))
+    t0 = time.monotonic()
+    for i in range(0, len(req), 3000):
+        s.sendall(req[i:i + 3000])
+        time.sleep(0.1)
+    check(time.monotonic() - t0 > 8, "the upload took several periods")
+    got = _read_until(s, b"}", 15)
+    check(got.startswith(b"HTTP/1.1 200"), "the steady upload is answered: %r" % got[:60])
     s.close()
 
 
