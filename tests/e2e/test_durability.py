@@ -303,3 +303,51 @@ def test_state_file_replaced_by_a_backup_or_another_file(env):
     eq([(b["key"], b["failure_count"]) for b in after["backoff"]],
        [(b["key"], b["failure_count"]) for b in acked["backoff"]], "backoff kept")  # fmt: skip
     eq(len(after["sticky"]), len(acked["sticky"]), "sticky rows kept")
+
+
+def test_state_file_taken_by_another_aord_is_left_alone(env):
+    """Review: the state directory removed under aord A, then aord B started on the same
+    state path: A's next state change renamed B's live -wal and -shm aside (it closed its
+    old store and moved leftovers before it tried the lock), and B's state then lived
+    only in the detached WAL. A takes the lock first; held by B, A touches nothing."""
+    import shutil
+    import sqlite3
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 503, "times": -1}])
+    body = json.dumps({"model": "gpt-4o-mini", "messages": []})
+
+    def ask(port, client):
+        return aortest.http("POST", "http://127.0.0.1:%d/v1/chat/completions" % port, body,
+                            {"authorization": "Bearer " + client,
+                             "content-type": "application/json"})  # fmt: skip
+
+    eq(ask(d.port, "c0")[0], 200, "A answers")
+    with open(env.token_path) as f:
+        token = f.read()
+    d.advance(600)
+    shutil.rmtree(os.path.dirname(env.db_path))
+    os.makedirs(os.path.dirname(env.db_path), mode=0o700)
+    with open(env.token_path, "w") as f:  # (the test's admin access to A)
+        f.write(token)
+    os.chmod(env.token_path, 0o600)
+    other = env.path("other.ini")
+    with open(env.config_path) as f:
+        text = f.read()
+    port_b = aortest.free_port()
+    with open(other, "w") as f:
+        f.write(text.replace("[daemon]\n", "[daemon]\nsocket = %s\n" % env.path("b.sock"), 1)
+                .replace("listen = 127.0.0.1:%d" % d.port, "listen = 127.0.0.1:%d" % port_b))
+    b = env.start_daemon(fake_clock=T0, args=("--config", other), wait=False)
+    aortest.wait_until(lambda: os.path.exists(env.path("b.sock")), 30, what="B's socket")
+    time.sleep(0.5)
+    eq(ask(port_b, "b1")[0], 200, "B answers")  # B writes into its new file
+    eq(ask(d.port, "c1")[0], 200, "A goes on from memory")
+    left = [n for n in os.listdir(os.path.dirname(env.db_path)) if n.endswith(".replaced")]
+    eq(left, [], "nothing of B's renamed aside")
+    check("another aord is running with the state file" in d.stderr_text(),
+          "A says why it cannot move there: " + d.stderr_text()[-1200:])  # fmt: skip
+    db = sqlite3.connect(env.db_path)
+    n = db.execute("SELECT count(*) FROM state_events").fetchone()[0]
+    db.close()
+    check(n >= 1, "B's events are readable in its file: %d" % n)
+    b.stop()
