@@ -57,9 +57,9 @@ static int note_says_go(aor_binkind_reader rd, void *ctx, uint64_t off, uint64_t
         size_t name_at = at + 12, next = name_at + ((namesz + 3u) & ~3u) + ((descsz + 3u) & ~3u);
         if (name_at + namesz > n)
             return 0;
-        if (type == 4 && namesz == 3 && memcmp(buf + name_at, "Go", 3) == 0)
-            return 1;
-        if (type == 4 && namesz == 4 && memcmp(buf + name_at, "Go\0\0", 4) == 0)
+        /* "Go" with its NUL, with or without the padding counted in namesz */
+        if (type == 4 && (namesz == 3 || namesz == 4) &&
+            memcmp(buf + name_at, "Go\0\0", namesz) == 0)
             return 1;
         if (next <= at)
             return 0;
