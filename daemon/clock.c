@@ -51,3 +51,9 @@ int aor_clock_advance(double s) {
     fake_now += s;
     return 0;
 }
+
+long long aor_clock_mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -21,6 +21,10 @@ int aor_clock_is_fake(void);
 /* Now in Unix seconds (fractions included). Can't fail. */
 double aor_clock_now(void);
 
+/* CLOCK_MONOTONIC in milliseconds: for deadlines and timeouts, which a step of the wall
+ * clock (or the test clock) must neither cut nor stretch. Can't fail. */
+long long aor_clock_mono_ms(void);
+
 /* Moves the fake clock forward by s seconds (s >= 0). Returns 0, or -1 (clock unchanged)
  * when the clock is not fake, s is negative / not finite, or the clock would pass
  * AOR_CLOCK_FAKE_MAX. */

@@ -1,6 +1,7 @@
 #include "conn.h"
 
 #include "admin.h"
+#include "clock.h"
 #include "dialect.h"
 #include "guard.h"
 #include "listen.h"
@@ -23,7 +24,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PREAMBLE_TIMEOUT_S 10
@@ -927,20 +927,13 @@ static void pass_reason(const aor_daemon *d, int tls, int r, const char *name, c
                  tls ? AOR_SNI_MAX_HELLO : AOR_SNI_MAX_HTTP_HEAD);
 }
 
-/* Milliseconds of CLOCK_MONOTONIC. */
-static long long monotonic_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_preamble(evutil_socket_t fd, short what, void *arg) {
     pending_unix *p = arg;
     aor_daemon *d = p->d;
     /* A deadline, not an idle timeout: libevent restarts a persistent event's timeout
      * each time it fires, so a byte every few seconds would keep the stage open for ever
      * (QA); the timeout is set again to what is left. */
-    long long left = p->deadline_ms - monotonic_ms();
+    long long left = p->deadline_ms - aor_clock_mono_ms();
     if (!(what & EV_TIMEOUT) && left > 0) {
         struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
         event_add(p->ev, &tv);
@@ -1079,7 +1072,7 @@ void aor_conn_accept_unix(aor_daemon *d, int fd) {
     if (d->pendings)
         d->pendings->prev = p;
     d->pendings = p;
-    p->deadline_ms = monotonic_ms() + PREAMBLE_TIMEOUT_S * 1000LL;
+    p->deadline_ms = aor_clock_mono_ms() + PREAMBLE_TIMEOUT_S * 1000LL;
     p->ev = event_new(d->base, fd, EV_READ | EV_PERSIST | EV_ET, on_preamble, p);
     struct timeval tv = {PREAMBLE_TIMEOUT_S, 0};
     if (!p->ev || event_add(p->ev, &tv) < 0)

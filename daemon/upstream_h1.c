@@ -186,12 +186,6 @@ static void free_slist(struct curl_slist *sl) {
         api->slist_free_all(sl);
 }
 
-static long long mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- transfers: end, defer ------------------------------------------------------ */
 
 static void unlink_xfer(h1_xfer *x) {
@@ -355,7 +349,7 @@ static void idle_push(h1_conn *c) {
         h->idle_tail = c;
     h->idle = c;
     h->nidle++;
-    c->idle_since_ms = mono_ms();
+    c->idle_since_ms = aor_clock_mono_ms();
 }
 
 /* 1 when idle connection c is past its age at now (monotonic ms): closed, not reused. */
@@ -370,7 +364,7 @@ static h1_conn *idle_take(aor_h1 *h, h1_origin *o) {
         h1_conn *next = c->inext;
         if (c->o == o) {
             if (now < 0)
-                now = mono_ms();
+                now = aor_clock_mono_ms();
             if (idle_too_old(h, c, now)) {
                 conn_close(c);
             } else {
@@ -1204,7 +1198,7 @@ static void on_connect_event(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void arm_timer(h1_conn *c) {
-    long long left = c->deadline_ms - mono_ms();
+    long long left = c->deadline_ms - aor_clock_mono_ms();
     if (left < 1)
         left = 1;
     if (c->ai_left > 1 && left / c->ai_left > MIN_ATTEMPT_MS)
@@ -1269,7 +1263,7 @@ static void on_connect_timeout(evutil_socket_t fd, short what, void *arg) {
         conn_close(c);
         return;
     }
-    if (c->wev && !c->rev && !c->connected && c->ai_next && mono_ms() < c->deadline_ms) {
+    if (c->wev && !c->rev && !c->connected && c->ai_next && aor_clock_mono_ms() < c->deadline_ms) {
         /* This address is slow: try the next one. */
         snprintf(c->last_err, sizeof c->last_err, "timed out");
         event_free(c->wev);
@@ -1335,7 +1329,7 @@ static void conn_start(aor_h1 *h, h1_xfer *x) {
     c->fd = -1;
     c->x = x;
     x->c = c;
-    c->deadline_ms = mono_ms() + x->connect_timeout_ms;
+    c->deadline_ms = aor_clock_mono_ms() + x->connect_timeout_ms;
     c->timer = evtimer_new(h->base, on_connect_timeout, c);
     if (!c->timer) {
         xfer_fail_later(x, CURLE_OUT_OF_MEMORY, "out of memory");
@@ -1410,7 +1404,7 @@ static X509_STORE *trust_get(aor_h1 *h, const char *ca_file) {
     if (!t || (ca_file && !(t->ca_file = strdup(ca_file))) || !(t->store = X509_STORE_new()))
         goto fail;
     /* The system store, and ca_file as an extra CA (spec §3: "optional extra CA"). */
-    long long t0 = mono_ms();
+    long long t0 = aor_clock_mono_ms();
     if (!X509_STORE_set_default_paths(t->store)) {
         aor_warn("upstream TLS: could not load the system CA store");
         ERR_clear_error();
@@ -1420,7 +1414,7 @@ static X509_STORE *trust_get(aor_h1 *h, const char *ca_file) {
         ERR_clear_error();
     }
     aor_debug("upstream TLS: loaded the system CA store%s%s (%lld ms)", ca_file ? " and " : "",
-              ca_file ? ca_file : "", mono_ms() - t0);
+              ca_file ? ca_file : "", aor_clock_mono_ms() - t0);
     t->next = h->trusts;
     h->trusts = t;
     return t->store;
@@ -1645,7 +1639,7 @@ void aor_h1_sweep(aor_h1 *h) {
     h->swept_at = now;
     /* Idle connections past their age are closed here too, not only when the next
      * request to their origin passes by (the list is newest first). */
-    long long mono = mono_ms();
+    long long mono = aor_clock_mono_ms();
     while (h->idle_tail && idle_too_old(h, h->idle_tail, mono))
         conn_close(h->idle_tail);
     if (h->xfers || h->idle)
