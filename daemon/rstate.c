@@ -23,11 +23,11 @@ struct aor_rstate {
     unsigned long compact_every;    /* events between compactions (at least) */
     unsigned long unlogged;         /* of those, not logged yet (one line a minute) */
     time_t logged_at;               /* when the last such line was logged (real time) */
+    char *path;                     /* the state file's path (db_path) */
     int (*relock)(const char *path, char *err, size_t errlen, void *arg); /* set_relock */
-    char *path; /* the state file's path (db_path) */
     void *relock_arg;
-    time_t replaced_logged_at; /* when a failed reopen was last logged (real time) */
-    unsigned long writes_base; /* events written into stores closed by reopen_replaced */
+    time_t replaced_logged_at; /* when a failed reopen_store was last logged (real time) */
+    unsigned long writes_base; /* events written into stores closed by reopen_store */
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -239,24 +239,22 @@ static char *path_with(const char *path, const char *a, const char *b) {
 /* The state file at the store's path was removed or replaced while aord ran (QA: `rm
  * aor.db`; SQLite went on writing into the unlinked inode, so everything after it was
  * lost at the next start, with no error), or an earlier attempt to make a new one
- * failed (rs->store NULL). The old store is closed first: SQLite checkpoints into the old
- * inode and removes the -wal and -shm files by name, which belong to it; a new file must
- * never be opened next to them (review: a backup renamed over aor.db was read with the
- * old file's WAL pages and damaged). What is left of them is moved aside. Before all
- * that, the single-instance lock is taken on the file at the path (relock, when the
- * daemon set one); then a new store is opened there and the state in memory (the truth)
- * written into it (aor_store_compact). When the lock cannot be taken (another aord holds
- * the file), nothing is touched and the old store stays; when the open or the
- * compaction fails (another program's file, no room), the store stays closed: writes
- * fail and are counted like a full disk's. The next state change tries again; an error
- * line (one a minute) says why. */
+ * failed (rs->store NULL). In this order:
+ *  1. the single-instance lock is taken on the file at the path (relock, when the daemon
+ *     set one); when another aord holds it, nothing is touched (its -wal and -shm are
+ *     its own: review) and writes go on into the old store, lost at a restart;
+ *  2. the old store is closed: SQLite checkpoints into the old inode and removes the
+ *     -wal and -shm files by name, which belong to it; what is left of them is moved
+ *     aside, since a new file must never be opened next to them (review: a backup
+ *     renamed over aor.db was read with the old file's WAL pages and damaged);
+ *  3. a new store is opened there and the state in memory (the truth) written into it
+ *     (aor_store_compact); when that fails (another program's file, no room) the store
+ *     stays closed: writes fail and are counted like a full disk's.
+ * The next state change tries again; an error line (one a minute) says why. */
 static void reopen_store(aor_rstate *rs, double now) {
     const char *path = rs->path;
     char err[600] = "";
     int was_open = rs->store != NULL;
-    /* The lock first: when another aord holds the file at the path now, nothing here is
-     * touched (its -wal and -shm are its own: review), and writes go on into the old
-     * store, lost at a restart, as the line below says. */
     if (rs->relock && rs->relock(path, err, sizeof err, rs->relock_arg) != 0)
         goto fail;
     if (was_open) {
