@@ -262,12 +262,16 @@ static void check_state_file(const aor_config *cfg, tally *t) {
     if (!cfg || !cfg->state_path || stat(cfg->state_path, &st) != 0)
         return; /* none yet: aord creates it */
     const char *path = cfg->state_path;
-    int bad = 0;
+    int bad = 0, pending = 0;
     static const char *const side[] = {"", "-wal", "-shm"};
     for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
         char f[4096];
+        struct stat fs;
         if (snprintf(f, sizeof f, "%s%s", path, side[i]) >= (int)sizeof f)
             continue;
+        /* A non-empty -wal: changes a killed aord did not fold in (below). */
+        if (i == 1 && stat(f, &fs) == 0 && fs.st_size > 0)
+            pending = 1;
         if (access(f, F_OK) == 0 && access(f, R_OK | W_OK) != 0) {
             say(t, FAIL,
                 "state file %s: %s: aord cannot write it and will not start (chmod 600 it, as "
@@ -293,15 +297,6 @@ static void check_state_file(const aor_config *cfg, tally *t) {
      * -wal (aord killed), that file can look damaged, or stale, without being either
      * (review). aord's start replays the -wal; say so instead of checking half a
      * database. */
-    size_t wl = strlen(path) + 5;
-    char *wal = malloc(wl);
-    struct stat ws;
-    int pending = 0;
-    if (wal) {
-        snprintf(wal, wl, "%s-wal", path);
-        pending = stat(wal, &ws) == 0 && ws.st_size > 0;
-    }
-    free(wal);
     if (pending && !sqlite_header_ok(path)) {
         say(t, FAIL,
             "state file %s is damaged (not an SQLite database file): aord will not start with "
