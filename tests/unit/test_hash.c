@@ -43,12 +43,29 @@ static void test_sha256_uses_len(void **state) {
     assert_string_not_equal(a, b);
 }
 
-/* pair64 = first 8 bytes (big-endian) of SHA-256(a || 0x00 || b). */
+/* pair64 = XXH3-64 of a || 0x00 || b; the values are what `printf 'a\0b' | xxhsum -H3`
+ * (Debian package xxhash) prints. */
 static void test_pair64_known_values(void **state) {
-    assert_true(aor_hash_pair64("a", "b") == UINT64_C(0x59b271ae1bbcb1d3));
-    assert_true(aor_hash_pair64("client", "openai/k1") == UINT64_C(0x8adebe508a711c1a));
-    assert_true(aor_hash_pair64("", "") == UINT64_C(0x6e340b9cffb37a98));
-    assert_true(aor_hash_pair64(NULL, NULL) == UINT64_C(0x6e340b9cffb37a98));
+    assert_true(aor_hash_pair64("a", "b") == UINT64_C(0xd5a06cd078125351));
+    assert_true(aor_hash_pair64("client", "openai/k1") == UINT64_C(0x75ff0a9d1ba9753a));
+    assert_true(aor_hash_pair64("", "") == UINT64_C(0xc44bdff4074eecdb));
+    assert_true(aor_hash_pair64(NULL, NULL) == UINT64_C(0xc44bdff4074eecdb));
+    /* Around and past 256 bytes (hashed in one piece from the stack up to there, streamed
+     * beyond): 'c' x 255 || 0x00; 'c' x 200 || 0x00 || 'k' x 55 (256) and x 56 (257);
+     * 'c' x 300 || 0x00 || "openai/k1". */
+    char c[301], k[57];
+    memset(c, 'c', sizeof c - 1);
+    memset(k, 'k', sizeof k - 1);
+    k[56] = '\0';
+    c[255] = '\0';
+    assert_true(aor_hash_pair64(c, "") == UINT64_C(0xb1ed12237bbabbd8));
+    c[255] = 'c';
+    c[200] = '\0';
+    assert_true(aor_hash_pair64(c, k + 1) == UINT64_C(0x2847e471f06ef20d));
+    assert_true(aor_hash_pair64(c, k) == UINT64_C(0xfc43fb8c96b3392d));
+    c[200] = 'c';
+    c[300] = '\0';
+    assert_true(aor_hash_pair64(c, "openai/k1") == UINT64_C(0x890c4f704d5652e1));
 }
 
 /* The separator keeps ("ab","c") and ("a","bc") apart; results are stable. */
@@ -58,12 +75,12 @@ static void test_pair64_separator_and_stability(void **state) {
     assert_true(aor_hash_pair64("x", "y") != aor_hash_pair64("y", "x"));
 }
 
-/* pair64_many gives aor_hash_pair64(a, b[i]) bit for bit, whatever the lengths: a
- * shorter than a SHA-256 block, exactly one (a || 0x00 crosses it), a 64-digit client
- * id, longer; b empty, NULL, and long enough to end in a block of its own. */
+/* pair64_many gives aor_hash_pair64(a, b[i]) bit for bit, whatever the lengths: a short,
+ * a 64-digit client id, a || 0x00 || b on both sides of the 256 bytes hashed from the
+ * stack (a alone fitting or not); b empty, NULL and long. */
 static void test_pair64_many_matches_pair64(void **state) {
-    char a[200], longb[150];
-    const size_t alens[] = {0, 1, 54, 55, 62, 63, 64, 65, 119, 127, 128, 199};
+    char a[300], longb[150];
+    const size_t alens[] = {0, 1, 55, 63, 64, 65, 106, 107, 128, 199, 254, 255, 256, 299};
     memset(a, 'c', sizeof a);
     memset(longb, 'k', sizeof longb - 1);
     longb[sizeof longb - 1] = '\0';
@@ -89,10 +106,10 @@ static void test_pair64_many_matches_pair64(void **state) {
     /* Known value, NULL a, and a client id as the daemon makes it. */
     const char *one[] = {"openai/k1"};
     aor_hash_pair64_many("client", one, 1, out);
-    assert_true(out[0] == UINT64_C(0x8adebe508a711c1a));
+    assert_true(out[0] == UINT64_C(0x75ff0a9d1ba9753a));
     const char *empty[] = {""};
     aor_hash_pair64_many(NULL, empty, 1, out);
-    assert_true(out[0] == UINT64_C(0x6e340b9cffb37a98));
+    assert_true(out[0] == UINT64_C(0xc44bdff4074eecdb));
     char id[65];
     aor_hash_sha256_hex("sk-test", 7, id);
     aor_hash_pair64_many(id, bs, nb, out);
