@@ -142,6 +142,34 @@ static void check_keys(aor_cfg_parse_ctx *c, const aor_cfg_envfile *ef, int ef_f
     }
 }
 
+/* A [key] that no provider lists is never used: a warning at its section (a typo in a
+ * keys list has its own error; then, and with a keys list that did not parse, nothing is
+ * said here). */
+static void warn_unused_keys(aor_cfg_parse_ctx *c) {
+    aor_config *cfg = c->cfg;
+    if (!c->warns || cfg->nproviders == 0 || cfg->nkeys == 0)
+        return;
+    unsigned char *used = calloc(cfg->nkeys, 1);
+    if (!used)
+        return; /* a warning is not worth failing the load */
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const aor_provider_cfg *p = &cfg->providers[i];
+        if (c->pinfo[i].keys_bad || p->nkeys < c->pinfo[i].nkey_names)
+            goto out; /* a keys list with an error: it may have meant this key */
+        for (size_t j = 0; j < p->nkeys; j++)
+            used[p->key_idx[j]] = 1;
+    }
+    for (size_t k = 0; k < cfg->nkeys; k++) {
+        if (!used[k])
+            aor_cfg_err(c->warns, c->secs[c->kinfo[k].sec].line,
+                        "[key \"%s\"] is in no provider's keys list, so no request uses it; "
+                        "add it to a provider's keys = ... or remove the section",
+                        cfg->keys[k].name);
+    }
+out:
+    free(used);
+}
+
 static void check_providers(aor_cfg_parse_ctx *c) {
     aor_config *cfg = c->cfg;
     char b[AOR_CFG_SHOWBUF];
@@ -219,6 +247,7 @@ static void check_providers(aor_cfg_parse_ctx *c) {
                         label);
     }
     free(key_names);
+    warn_unused_keys(c);
 }
 
 static int provider_serves(const aor_provider_cfg *p, const char *model) {

@@ -981,6 +981,47 @@ static void test_versioned_base_url_warns(void **state) {
     aor_config_free(cfg);
 }
 
+/* A [key] no provider lists is never used: a warning at its section, none when every key
+ * is listed, and none when a keys list has an error (it may have meant that key). */
+static void test_unused_key_warns(void **state) {
+    (void)state;
+    setenv("TEST_KEY_A", "secret-a", 1);
+    setenv("TEST_KEY_B", "secret-b", 1);
+    const char *text = "[key \"a\"]\n"                  /* 1 */
+                       "env = TEST_KEY_A\n"             /* 2 */
+                       "[key \"spare\"]\n"              /* 3 */
+                       "env = TEST_KEY_B\n"             /* 4 */
+                       "[provider \"o\"]\n"             /* 5 */
+                       "base_url = https://o.example\n" /* 6 */
+                       "dialect = openai\n"             /* 7 */
+                       "keys = a\n"                     /* 8 */
+                       "models = m\n";                  /* 9 */
+    char *path = NULL;
+    aor_config *cfg = load_ok(text, &path);
+    assert_int_equal(cfg->nwarnings, 1);
+    assert_err(cfg->warnings[0], path, 3,
+               "[key \"spare\"] is in no provider's keys list, so no request uses it; add it to "
+               "a provider's keys = ... or remove the section");
+    aor_config_free(cfg);
+    free(path);
+    /* Listed: no warning. */
+    const char *listed = "[key \"a\"]\nenv = TEST_KEY_A\n[key \"spare\"]\nenv = TEST_KEY_B\n"
+                         "[provider \"o\"]\nbase_url = https://o.example\ndialect = openai\n"
+                         "keys = a, spare\nmodels = m\n";
+    cfg = load_ok(listed, NULL);
+    assert_int_equal(cfg->nwarnings, 0);
+    aor_config_free(cfg);
+    /* A keys list with a typo: its error, not also this warning. */
+    const char *typo = "[key \"a\"]\nenv = TEST_KEY_A\n[key \"spare\"]\nenv = TEST_KEY_B\n"
+                       "[provider \"o\"]\nbase_url = https://o.example\ndialect = openai\n"
+                       "keys = a, spar\nmodels = m\n";
+    char *errs = load_err(typo, &path);
+    assert_non_null(strstr(errs, "key \"spar\" is not declared"));
+    assert_null(strstr(errs, "no request uses it"));
+    free(errs);
+    free(path);
+}
+
 /* QA: an option that two other sections take got a hint naming only the first. */
 static void test_rule7_hint_names_every_home(void **state) {
     (void)state;
@@ -1833,6 +1874,7 @@ int main(void) {
         T(test_rule7_unknown_sections_and_options),
         T(test_rule7_hint_names_every_home),
         T(test_versioned_base_url_warns),
+        T(test_unused_key_warns),
         T(test_rule7_hints_by_words),
         T(test_key_name_control_characters),
         T(test_structure_errors),
