@@ -219,6 +219,11 @@ static aor_kind decide_error(long status, const errinfo *e, int dialect_like, in
      * request is at fault, every key would get the same answer (§4.1 client). */
     if (status == 403 && e->flagged)
         return AOR_KIND_CLIENT;
+    /* §4.1 names 413 a client error: the request is too large for any key. Groq answers a
+     * request over its tokens-per-minute limit with 413 and code rate_limit_exceeded
+     * (QA: every key was backed off by one oversized prompt). */
+    if (status == 413)
+        return AOR_KIND_CLIENT;
     if (in_flight(e))
         return AOR_KIND_TRANSIENT;
     if (is4xx && (any_code(e, is_quota_code) || e->per_day || e->limit_source))
@@ -230,12 +235,15 @@ static aor_kind decide_error(long status, const errinfo *e, int dialect_like, in
         return AOR_KIND_RATE;
     if (status >= 500)
         return AOR_KIND_TRANSIENT;
+    /* A rate code makes a 4xx a rate limit, except on the statuses §4.1 lists as client
+     * (400, 404, 422; 413 above): a request refused as malformed or unknown is refused by
+     * every key, whatever code the provider attached. */
     int rate_code = any_code(e, is_rate_code) || e->per_minute;
-    if (is4xx && rate_code)
+    if (is4xx && rate_code && status != 400 && status != 404 && status != 422)
         return AOR_KIND_RATE;
     if (is4xx && any_code(e, is_auth_code))
         return AOR_KIND_AUTH;
-    if (is4xx && text_says_quota(text, tlen))
+    if (is4xx && !rate_code && text_says_quota(text, tlen))
         return AOR_KIND_QUOTA;
     switch (status) {
     case 402:

@@ -38,11 +38,12 @@
  *       *_spend_limit_reached, any other OpenRouter limit_source, a Gemini QuotaFailure
  *       quotaId PerDay/PerMonth) -> quota;
  *       429 whose message says "request too large" -> client;
+ *       (413 -> client comes first of all these, before the OpenRouter and quota rules);
  *       overloaded (type overloaded_error, status 529, 503 saying "overload") -> rate;
  *       other 5xx -> transient;
- *       rate codes on a 4xx (rate_limit_exceeded, rate_limit_error, OpenAI types
- *       "requests"/"tokens", RESOURCE_EXHAUSTED, a PerMinute/PerSecond/PerHour quotaId)
- *       -> rate;
+ *       rate codes on a 4xx other than 400/404/422 (rate_limit_exceeded,
+ *       rate_limit_error, OpenAI types "requests"/"tokens", RESOURCE_EXHAUSTED, a
+ *       PerMinute/PerSecond/PerHour quotaId) -> rate;
  *       auth codes on a 4xx (Gemini's 400 with ErrorInfo reason API_KEY_INVALID,
  *       invalid_api_key, authentication_error, UNAUTHENTICATED) -> auth.
  *     - Then message text (or the body text when not JSON), case-insensitive, only when

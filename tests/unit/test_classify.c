@@ -162,6 +162,31 @@ static const ccase cases[] = {
      AOR_KIND_CLIENT, -1},
     {"422", OA, 422, JSON, NULL, "{\"error\":{\"message\":\"bad\",\"type\":\"x\"}}",
      AOR_KIND_CLIENT, -1},
+    /* Groq's answer to a prompt over its tokens-per-minute limit (QA: read as rate, one
+     * oversized prompt backed off every key): §4.1 413 is client, whatever the code. */
+    {"413 groq request too large with a rate code", OA, 413, JSON, "retry-after: 7",
+     "{\"error\":{\"message\":\"Request too large for model `llama-3.3-70b-versatile` in "
+     "organization `org_x` service tier `on_demand` on tokens per minute (TPM): Limit 12000, "
+     "Requested 30500, please reduce your message size and try again.\",\"type\":\"tokens\","
+     "\"code\":\"rate_limit_exceeded\"}}",
+     AOR_KIND_CLIENT, -1},
+    {"413 with a quota code", OA, 413, JSON, NULL,
+     "{\"error\":{\"message\":\"x\",\"code\":\"insufficient_quota\"}}", AOR_KIND_CLIENT, -1},
+    /* A rate code on the other statuses §4.1 lists as client; and on a 4xx it does not list
+     * (409), still rate. The rate code still keeps "billing" in the message from making
+     * the 400 quota. */
+    {"400 with a rate code", OA, 400, JSON, NULL,
+     "{\"error\":{\"message\":\"see https://platform.openai.com/account/billing\","
+     "\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\"}}",
+     AOR_KIND_CLIENT, -1},
+    {"422 with a rate code", AN, 422, JSON, NULL,
+     "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"x\"}}",
+     AOR_KIND_CLIENT, -1},
+    {"404 with a rate code", GE, 404, JSON, NULL,
+     "{\"error\":{\"code\":404,\"message\":\"x\",\"status\":\"RESOURCE_EXHAUSTED\"}}",
+     AOR_KIND_CLIENT, -1},
+    {"409 with a rate code", OA, 409, JSON, NULL,
+     "{\"error\":{\"message\":\"x\",\"code\":\"rate_limit_exceeded\"}}", AOR_KIND_RATE, -1},
     {"408", OA, 408, NULL, NULL, "", AOR_KIND_TRANSIENT, -1},
     {"401 html", OA, 401, HTML, NULL, "<html>Unauthorized</html>", AOR_KIND_AUTH, -1},
     {"401 with quota words", OA, 401, JSON, NULL,
