@@ -403,11 +403,17 @@ int aor_cfg_default_paths(aor_config *cfg, aor_cfg_errs *errs) {
             return -1;
         free(cfg->socket_path);
         cfg->socket_path = sock;
-        if (strlen(sock) >= AOR_CFG_SUN_PATH) /* a `socket =` was checked at its line */
-            aor_cfg_err(errs, 0,
-                        "socket path %s is longer than %d bytes, the limit of a Unix socket "
-                        "address; set AOR_SOCKET or `socket` to a shorter path",
-                        sock, AOR_CFG_SUN_PATH - 1);
+        /* A `socket =` was checked at its line; this path came from the environment, so
+         * the error names the variable, not the configuration file (QA). */
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        const char *from = env_sock && *env_sock ? "AOR_SOCKET"
+                           : xdg && *xdg         ? "XDG_RUNTIME_DIR"
+                                                 : NULL;
+        if (strlen(sock) >= AOR_CFG_SUN_PATH)
+            aor_cfg_err_in(errs, from, 0,
+                           "socket path %s is longer than %d bytes, the limit of a Unix socket "
+                           "address; set AOR_SOCKET or `socket` to a shorter path",
+                           sock, AOR_CFG_SUN_PATH - 1);
     }
     if (!cfg->state_path) {
         char *dir = aor_path_state_dir();

@@ -307,6 +307,39 @@ static void test_aor_socket_wins(void **state) {
     free(text);
 }
 
+/* A socket path too long for a Unix socket address that came from the environment is
+ * reported against the variable, not the configuration file that did not set it (QA). */
+static void test_long_socket_from_env_names_the_variable(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    char longp[200];
+    memset(longp, 'x', sizeof longp - 1);
+    memcpy(longp, "/tmp/", 5);
+    longp[sizeof longp - 1] = '\0';
+    setenv("AOR_SOCKET", longp, 1);
+    char *path = NULL;
+    char *errs = load_err(minimal, &path);
+    char want[300];
+    snprintf(want, sizeof want, "AOR_SOCKET: socket path %s is longer than 107 bytes", longp);
+    assert_non_null(strstr(errs, want));
+    assert_null(strstr(errs, path));
+    free(errs);
+    free(path);
+    unsetenv("AOR_SOCKET");
+    const char *old = getenv("XDG_RUNTIME_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_RUNTIME_DIR", longp, 1);
+    errs = load_err(minimal, &path);
+    snprintf(want, sizeof want, "XDG_RUNTIME_DIR: socket path %s/aor/aor.sock is longer", longp);
+    assert_non_null(strstr(errs, want));
+    free(errs);
+    free(path);
+    if (saved)
+        setenv("XDG_RUNTIME_DIR", saved, 1);
+    else
+        unsetenv("XDG_RUNTIME_DIR");
+    free(saved);
+}
+
 static void test_every_option_set(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     setenv("TEST_KEY_B", "secret-b", 1);
@@ -1849,6 +1882,7 @@ int main(void) {
         T(test_defaults_of_every_option),
         T(test_default_paths_without_xdg),
         T(test_aor_socket_wins),
+        T(test_long_socket_from_env_names_the_variable),
         T(test_every_option_set),
         T(test_base_url_normalised),
         T(test_listen_forms),
