@@ -105,6 +105,21 @@ static char *socket_problem_anyway(const aor_cli *c, int full) {
     return why;
 }
 
+/* 1 when a line of errors says a key's variable is not set, other than one whose env_file
+ * could not be used: that line already says to fix the file, and the notes below (export
+ * it, or put it in env_file) would only mislead (QA). */
+static int unset_variable_error(const char *errors) {
+    for (const char *l = errors; l && *l;) {
+        const char *end = strchr(l, '\n');
+        size_t len = end ? (size_t)(end - l) : strlen(l);
+        if (memmem(l, len, " is not set", strlen(" is not set")) &&
+            !memmem(l, len, "could not be used", strlen("could not be used")))
+            return 1;
+        l = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
 static aor_config *load_config(const aor_cli *c, unsigned flags, int full) {
     char *errors = NULL;
     aor_config *cfg = aor_config_load_flags(c->config_arg, flags, &errors);
@@ -121,7 +136,7 @@ static aor_config *load_config(const aor_cli *c, unsigned flags, int full) {
     if (sock_why)
         fprintf(stderr, "%s\n", sock_why);
     free(sock_why);
-    if (errors && strstr(errors, " is not set")) {
+    if (errors && unset_variable_error(errors)) {
         /* Keys kept only in the service's env file are unset here: say where they may be. */
         char *envf = aor_cli_service_env_file();
         if (envf)

@@ -148,6 +148,39 @@ def test_client_commands_need_no_key_variables(env):
           "check-config says where aord needs the variable: %r" % err)
 
 
+def test_check_config_unusable_env_file_gets_no_export_note(env):
+    """QA: with the key's variable in an env_file that cannot be used (mode 0644),
+    check-config listed the file's error and the key's, then the note "... or put it in
+    env_file": the variable is in env_file already; only the file needs fixing. The note
+    stays for a variable that is simply missing."""
+    ef = os.path.join(env.tmp, "secrets.env")
+    with open(ef, "w") as f:
+        f.write("KEY_EF=sk-in-the-env-file-0123456789\n")
+    os.chmod(ef, 0o644)
+    path = env.write_config(f"""
+        [daemon]
+        listen = off
+        env_file = {ef}
+        [key "A"]
+        env = KEY_EF
+        [provider "openai"]
+        keys = A
+        models = gpt-4o
+        """)
+    rc, out, err = aor(env, "check-config", "--config", path)
+    eq(rc, 2, "check-config with an env_file of mode 0644: %r" % err)
+    check("has mode 0644" in err and "could not be used" in err, "both errors: %r" % err)
+    check("aor: note:" not in err, "no note about exporting or env_file: %r" % err)
+    check("sk-in-the-env-file" not in out + err, "the secret was printed")
+    os.chmod(ef, 0o600)
+    with open(ef, "w") as f:
+        f.write("OTHER=x\n")
+    rc, out, err = aor(env, "check-config", "--config", path)
+    eq(rc, 2, "check-config with the variable nowhere: %r" % err)
+    check("aord needs each key's variable in its own environment" in err,
+          "the note for a variable that is missing: %r" % err)
+
+
 def test_run_fails_open_when_aord_cannot_get_the_keys(env):
     """QA: with aord down and the keys' variables only in the service's env file, `aor run`
     printed "configuration errors: ... export it" and exited 2 without running CMD, though
