@@ -166,9 +166,27 @@ static void log_config_warnings(const aor_config *cfg) {
         aor_warn("config: %s", cfg->warnings[i]);
 }
 
+/* SIGHUP reads admin.token again (spec §8): a file removed (or replaced by one that is not
+ * a token, or made readable by others) gets a new token, written as at start, so a
+ * deleted file is not a lockout until the next start and deleting it rotates the token.
+ * When no new file can be written the running token stays. */
+static void reload_admin_token(aor_daemon *d) {
+    char old[sizeof d->admin_token], err[512];
+    memcpy(old, d->admin_token, sizeof old);
+    if (aor_admin_token_init(d, err, sizeof err) < 0) {
+        memcpy(d->admin_token, old, sizeof old);
+        aor_warn("SIGHUP: admin token: %s; the running token stays in use", err);
+    } else if (strcmp(old, d->admin_token) != 0) {
+        aor_info("SIGHUP: a new admin token is in %s/admin.token (the old one no longer "
+                 "opens the admin routes)",
+                 d->state_dir);
+    }
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg) {
     aor_daemon *d = arg;
     open_log(d->state_dir);
+    reload_admin_token(d);
     char *errors = NULL;
     aor_config *cfg = aor_config_load(d->config_arg, &errors);
     if (!cfg) {

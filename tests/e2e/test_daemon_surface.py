@@ -53,6 +53,31 @@ def test_an_exposed_admin_token_is_replaced(env):
     eq(status, 401, "the old token no longer works")
 
 
+def test_sighup_writes_a_removed_admin_token_again(env):
+    """QA: a removed admin.token stayed missing until aord restarted, and `aor status` /
+    `aor backoff` could not reach aord meanwhile. SIGHUP reads it again: a missing file
+    gets a new token (0600), which then opens the admin routes and the old one does not;
+    an unchanged file keeps its token."""
+    mock, d = two_key_setup(env)
+    old = d.token()
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: "SIGHUP: config reloaded" in d.stderr_text(), what="reload")
+    eq(d.token(), old, "an unchanged file keeps its token")
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + old})
+    eq(status, 200, "the token still works")
+    os.unlink(env.token_path)
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: os.path.exists(env.token_path), what="admin.token written again")
+    eq(stat.S_IMODE(os.stat(env.token_path).st_mode), 0o600, "0600")
+    new = d.token()
+    check(new != old and len(new) == 64, "a new token")
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + new})
+    eq(status, 200, "the new token opens the admin routes")
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + old})
+    eq(status, 401, "the old one does not")
+    aortest.wait_until(lambda: "a new admin token is in" in d.stderr_text(), what="said so")
+
+
 def test_sidecar_refuses_other_uids(env):
     mock, d = two_key_setup(env)
     if os.getuid() != 0:
