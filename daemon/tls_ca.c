@@ -574,7 +574,8 @@ fail_free:
     return NULL;
 }
 
-/* Creates ca.key (0600) then ca.pem (0644), the CA permitting names (NULL:
+/* Creates ca.key then ca.pem, both 0600 (spec §9 "ca.pem, ca.key (0600)"; the directory
+ * is 0700, so a wider mode would give no one else access anyway), the CA permitting names (NULL:
  * unconstrained); on failure neither is left behind. */
 static int create_ca(aor_tls_ca *ca, int dirfd, const GENERAL_NAMES *names, char *err,
                      size_t errlen) {
@@ -606,7 +607,7 @@ static int create_ca(aor_tls_ca *ca, int dirfd, const GENERAL_NAMES *names, char
         aor_tls_set_err(err, errlen, "%s: cannot write: %s", ca->key_path, strerror(errno));
         goto fail_free;
     }
-    if (write_atomic(dirfd, CA_NAME, pem, pemlen, 0644) < 0) {
+    if (write_atomic(dirfd, CA_NAME, pem, pemlen, 0600) < 0) {
         aor_tls_set_err(err, errlen, "%s: cannot write: %s", ca->ca_path, strerror(errno));
         (void)unlinkat(dirfd, KEY_NAME, 0);
         goto fail_free;

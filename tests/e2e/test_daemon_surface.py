@@ -21,6 +21,8 @@ def test_socket_modes_and_malformed_preamble(env):
     eq(stat.S_IMODE(os.stat(env.token_path).st_mode), 0o600, "admin.token 0600")
     eq(stat.S_IMODE(os.stat(os.path.join(env.env["XDG_DATA_HOME"], "aor", "ca.key")).st_mode),
        0o600, "ca.key 0600")
+    eq(stat.S_IMODE(os.stat(os.path.join(env.env["XDG_DATA_HOME"], "aor", "ca.pem")).st_mode),
+       0o600, "ca.pem 0600 (spec §9: ca.pem, ca.key (0600))")
     for junk in (b"HELLO\n", b"AOR/1 api.openai.com 1.2.3.4 99999\n", b"A" * 4000):
         s = socket.socket(socket.AF_UNIX)
         s.connect(env.socket_path)

@@ -234,7 +234,7 @@ static void test_first_start_creates_files(void **state) {
     assert_int_equal(mode_of(f->dir), 0700);
     assert_int_equal(mode_of(parent), 0700);
     assert_int_equal(mode_of(key), 0600);
-    assert_int_equal(mode_of(ca), 0644);
+    assert_int_equal(mode_of(ca), 0600); /* spec §9 */
     assert_int_equal(mode_of(bundle), 0644);
     path_in(f, "ca.key.tmp", tmp, sizeof tmp);
     assert_int_not_equal(access(tmp, F_OK), 0);
