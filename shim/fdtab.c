@@ -232,3 +232,8 @@ void aor_fdtab_lock(void) {
 void aor_fdtab_unlock(void) {
     pthread_mutex_unlock(&g_mu);
 }
+
+void aor_fdinfo_set_ino(aor_fdinfo *info, unsigned long ino) {
+    info->ino = ino;
+    info->local_port = 32768 + (int)(ino % 28232u);
+}

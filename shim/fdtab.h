@@ -32,6 +32,12 @@ typedef struct {
     int keepidle, keepintvl, keepcnt; /* TCP keep-alive options as last set */
 } aor_fdinfo;
 
+/* Sets info->ino to ino (the inode of the Unix socket at the fd, non-zero) and
+ * info->local_port, which getsockname reports, to a port derived from it: stable for the
+ * socket (also in a program that inherits it across exec), in the ephemeral range
+ * 32768..60999. */
+void aor_fdinfo_set_ino(aor_fdinfo *info, unsigned long ino);
+
 /* 1 when at least one fd is (or was, until cleared) marked. Lock-free, cheap: hooks
  * call it first and pass through when it is 0. */
 extern atomic_int aor_fdtab_any_flag;

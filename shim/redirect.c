@@ -4,6 +4,7 @@
 #include "env.h"
 #include "fdtab.h"
 #include "hosts.h"
+#include "inherit.h"
 #include "preamble.h"
 #include "real.h"
 
@@ -41,10 +42,13 @@ static int send_all(int fd, const char *buf, size_t len) {
     return 0;
 }
 
-/* Connects a new Unix socket to the daemon and writes the preamble.
- * Returns the socket, -1 when the daemon is not reachable (errno), -2 on a local
- * error (errno: no socket could be made). */
-static int daemon_connect(const char *preamble, size_t plen) {
+/* Connects a new Unix socket to the daemon and writes the preamble. name (namelen bytes;
+ * 0: none) is bound first: the abstract name that lets a program that inherits the fd
+ * across exec see the TCP socket it stands for (inherit.h). Returns the socket, -1 when
+ * the daemon is not reachable (errno), -2 on a local error (errno: no socket could be
+ * made). */
+static int daemon_connect(const char *preamble, size_t plen, const struct sockaddr_un *name,
+                          socklen_t namelen) {
     const aor_shim_env *env = aor_env();
     struct sockaddr_un sun;
     size_t pl = strlen(env->sock_path);
@@ -55,6 +59,11 @@ static int daemon_connect(const char *preamble, size_t plen) {
     int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (u < 0)
         return -2;
+    /* Without the name the connection still works; only an exec'd program's view of it
+     * would show the Unix socket (EADDRINUSE: another user took the name first). */
+    if (namelen > 0 && bind(u, (const struct sockaddr *)name, namelen) != 0)
+        aor_debug("cannot name the daemon connection (%s): its TCP view is lost across exec",
+                  strerror(errno));
     struct timeval tv = {HANDOFF_TIMEOUT_S, 0};
     aor_real.setsockopt(u, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     memset(&sun, 0, sizeof(sun));
@@ -145,8 +154,7 @@ static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len,
     struct stat st;
     if (fstat(fd, &st) != 0)
         return 0; /* cannot happen for a valid fd; then the TCP view is not kept */
-    info.ino = (unsigned long)st.st_ino;
-    info.local_port = 32768 + (int)(info.ino % 28232u);
+    aor_fdinfo_set_ino(&info, (unsigned long)st.st_ino);
     aor_fdtab_set(fd, &info);
     return 0;
 
@@ -232,7 +240,10 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
     }
     struct stat before;
     int have_before = fstat(fd, &before) == 0;
-    int u = daemon_connect(pre, (size_t)plen);
+    struct sockaddr_un name;
+    socklen_t namelen = aor_inherit_name(
+        &name, domain, get_int_opt(fd, SOL_SOCKET, SO_PROTOCOL, IPPROTO_TCP), addr, len);
+    int u = daemon_connect(pre, (size_t)plen, &name, namelen);
     if (u >= 0) {
         int t = take_over(fd, u, addr, len, have_before ? &before : NULL);
         if (t == 0) {

@@ -3,8 +3,11 @@
  * family, getsockopt/setsockopt at IPPROTO_TCP/IP/IPV6 succeed with plausible values
  * (setsockopt refuses what a TCP socket refuses for its arguments: EINVAL, EFAULT,
  * ENOPROTOOPT for another level), SO_DOMAIN/SO_PROTOCOL/SO_TYPE report the original
- * socket. Other fds pass through after one atomic load. */
+ * socket. Other fds pass through after one atomic load; when the real call shows an
+ * AF_UNIX socket where the program expects TCP, the fd may be a redirected connection
+ * inherited across exec, which inherit.c adopts into the table. */
 #include "fdtab.h"
+#include "inherit.h"
 #include "real.h"
 
 #include <errno.h>
@@ -39,11 +42,27 @@ static int answer_int(void *val, socklen_t *len, int v) {
     return answer(val, len, &v, sizeof(v));
 }
 
+/* After a real getpeername/getsockname that succeeded with asked bytes of room: 1 when
+ * it showed an AF_UNIX socket that is a redirected connection inherited across exec,
+ * now adopted (*info filled, *len restored for the view's answer). */
+static int unix_adopted(int fd, int rc, const struct sockaddr *addr, socklen_t *len,
+                        socklen_t asked, aor_fdinfo *info) {
+    if (rc != 0 || addr == NULL || len == NULL || asked < (socklen_t)sizeof(sa_family_t) ||
+        addr->sa_family != AF_UNIX || !aor_inherit_adopt(fd, info))
+        return 0;
+    *len = asked;
+    return 1;
+}
+
 AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
     aor_fdinfo info;
     aor_shim_ensure();
-    if (!view_of(fd, &info))
-        return aor_real.getpeername(fd, addr, len);
+    if (!view_of(fd, &info)) {
+        socklen_t asked = len != NULL ? *len : 0;
+        int rc = aor_real.getpeername(fd, addr, len);
+        if (!unix_adopted(fd, rc, addr, len, asked, &info))
+            return rc;
+    }
     if (addr == NULL || len == NULL) {
         errno = EFAULT;
         return -1;
@@ -57,8 +76,12 @@ AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
 AOR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len) {
     aor_fdinfo info;
     aor_shim_ensure();
-    if (!view_of(fd, &info))
-        return aor_real.getsockname(fd, addr, len);
+    if (!view_of(fd, &info)) {
+        socklen_t asked = len != NULL ? *len : 0;
+        int rc = aor_real.getsockname(fd, addr, len);
+        if (!unix_adopted(fd, rc, addr, len, asked, &info))
+            return rc;
+    }
     if (addr == NULL || len == NULL) {
         errno = EFAULT;
         return -1;
@@ -131,14 +154,43 @@ static int ip_opt(int level, int opt, void *val, socklen_t *len) {
     return answer_int(val, len, 0); /* IP_TOS, IPV6_V6ONLY, IPV6_TCLASS, ... */
 }
 
+/* After a real getsockopt that did not go through the view: 1 when its answer shows an
+ * AF_UNIX socket where the program expects TCP (SO_DOMAIN AF_UNIX, SO_PROTOCOL 0, a
+ * TCP/IP-level option refused) and the fd is a redirected connection inherited across
+ * exec, now adopted (*info filled; errno and *len restored for the view's answer). */
+static int opt_adopted(int fd, int level, int opt, int rc, int saved, const void *val,
+                       socklen_t *len, socklen_t asked, aor_fdinfo *info) {
+    int hint;
+    if (level == SOL_SOCKET) {
+        int v;
+        if (rc != 0 || (opt != SO_DOMAIN && opt != SO_PROTOCOL) || val == NULL || len == NULL ||
+            *len != (socklen_t)sizeof(v))
+            return 0;
+        memcpy(&v, val, sizeof(v));
+        hint = v == (opt == SO_DOMAIN ? AF_UNIX : 0);
+    } else {
+        hint = rc != 0;
+    }
+    if (!hint || !aor_inherit_adopt(fd, info))
+        return 0;
+    errno = saved;
+    if (len != NULL)
+        *len = asked;
+    return 1;
+}
+
 AOR_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len) {
     aor_fdinfo info;
     aor_shim_ensure();
-    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) ||
-        (level != SOL_SOCKET && level != IPPROTO_TCP && level != IPPROTO_IP &&
-         level != IPPROTO_IPV6) ||
-        !aor_fdtab_get_checked(fd, &info))
+    if (level != SOL_SOCKET && level != IPPROTO_TCP && level != IPPROTO_IP && level != IPPROTO_IPV6)
         return aor_real.getsockopt(fd, level, opt, val, len);
+    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) || !aor_fdtab_get_checked(fd, &info)) {
+        int saved = errno;
+        socklen_t asked = len != NULL ? *len : 0;
+        int rc = aor_real.getsockopt(fd, level, opt, val, len);
+        if (!opt_adopted(fd, level, opt, rc, saved, val, len, asked, &info))
+            return rc;
+    }
     if (level == SOL_SOCKET) {
         switch (opt) {
         case SO_DOMAIN:
@@ -207,8 +259,16 @@ static int setopt_error(int domain, int level, int opt, const void *val, socklen
 AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len) {
     aor_fdinfo info;
     aor_shim_ensure();
-    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) || !aor_fdtab_get_checked(fd, &info))
-        return aor_real.setsockopt(fd, level, opt, val, len);
+    if (!aor_fdtab_any() || !aor_fdtab_marked(fd) || !aor_fdtab_get_checked(fd, &info)) {
+        int saved = errno;
+        int rc = aor_real.setsockopt(fd, level, opt, val, len);
+        /* A TCP/IP-level option refused: an AF_UNIX socket, perhaps a redirected
+         * connection inherited across exec (then adopted and answered as TCP). */
+        if (rc == 0 || (level != IPPROTO_TCP && level != IPPROTO_IP && level != IPPROTO_IPV6) ||
+            !aor_inherit_adopt(fd, &info))
+            return rc;
+        errno = saved;
+    }
     if (level == SOL_SOCKET) {
         int saved = errno;
         int rc = aor_real.setsockopt(fd, level, opt, val, len);

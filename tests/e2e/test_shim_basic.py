@@ -189,6 +189,10 @@ def checks(e, echo):
                        ("epoll", ["epoll ok"]),
                        ("eisconn", ["second_connect EISCONN"]),
                        ("fork", ["child_inherited_peer %s 443" % ip, "child ok"]),
+                       # A new program image inheriting the fd keeps the TCP view (it
+                       # showed the Unix socket: SO_DOMAIN AF_UNIX, TCP_NODELAY refused).
+                       ("exec", ["exec_peer %s 443" % ip, "exec_domain AF_INET",
+                                 "exec_set_nodelay 0", "exec_nodelay 1", "exec child ok"]),
                        ("dup", ["dup_peer ok", "reuse_peer ok", "dup2_over ok",
                                 "close_range_reuse ok"]),
                        ("sockopt", ["nodelay 1", "domain AF_INET", "protocol tcp",
@@ -202,6 +206,11 @@ def checks(e, echo):
         lines = out.splitlines()
         check("probe %s" % mode, rc == 0 and all(w in lines for w in want) and "ok" in lines,
               out + err)
+
+    rc, out, err = run([PROBE, "api.openai.com", "443", "exec"], env)
+    f = fields(out)
+    check("exec: the new image's getsockname is the one the parent saw",
+          rc == 0 and f.get("sock") and f.get("exec_sock") == f.get("sock"), out + err)
 
     # 200 threads resolving and connecting at once. Through /etc/hosts (localhost): the
     # sandbox DNS drops bursts of queries, which would only test its timeouts.

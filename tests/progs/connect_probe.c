@@ -5,8 +5,10 @@
  * Resolves HOST with getaddrinfo, connects, prints what the program sees ("peer IP PORT",
  * "sock IP PORT"), sends "hello\n" and prints the reply ("reply ..." with newlines shown
  * as '|'). Modes exercise one behaviour each: block (default), nonblock, epoll, eisconn,
- * fork, threads, dup, sockopt, fastopen, cloexec, ghbn (gethostbyname), ghbnr
- * (gethostbyname_r). Ends with "ok" and exit 0, or "FAIL <why>" and exit 1. */
+ * fork, exec (the connected fd handed to a new program image: this probe again, mode
+ * exec_child, fd number in AOR_PROBE_FD), threads, dup, sockopt, fastopen, cloexec, ghbn
+ * (gethostbyname), ghbnr (gethostbyname_r). Ends with "ok" and exit 0, or "FAIL <why>"
+ * and exit 1. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -247,6 +249,52 @@ static void mode_fork(void) {
     close(fd);
 }
 
+/* The connected fd goes to a new program image (exec of this probe, mode exec_child):
+ * spec §2 "works across fork/exec", and the new image's view must still be TCP. */
+static void mode_exec(void) {
+    struct sockaddr_storage ss;
+    socklen_t len = resolve(&ss, 1);
+    int fd = connect_to(&ss, len, SOCK_CLOEXEC);
+    print_names("", fd);
+    if (fcntl(fd, F_SETFD, 0) != 0)
+        fail("F_SETFD: %s", strerror(errno));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char fdtext[16];
+        snprintf(fdtext, sizeof fdtext, "%d", fd);
+        setenv("AOR_PROBE_FD", fdtext, 1);
+        execl("/proc/self/exe", "connect_probe", g_host, g_port, "exec_child", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("exec child %s\n", WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "failed");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail("exec child");
+    close(fd);
+}
+
+static void mode_exec_child(void) {
+    const char *v = getenv("AOR_PROBE_FD");
+    int fd = v ? (int)strtol(v, NULL, 10) : -1;
+    if (fd < 0)
+        fail("no AOR_PROBE_FD");
+    print_names("exec_", fd);
+    int dom = -1, one = 1, nd = -1;
+    socklen_t l = sizeof(dom);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) != 0)
+        fail("SO_DOMAIN: %s", strerror(errno));
+    printf("exec_domain %s\n", dom == AF_INET ? "AF_INET" : dom == AF_INET6 ? "AF_INET6" : "other");
+    printf("exec_set_nodelay %d\n",
+           setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0 ? 0 : errno);
+    l = sizeof(nd);
+    printf("exec_nodelay %d\n", getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nd, &l) == 0 ? nd : -1);
+    if (exchange(fd, 1) != 0)
+        fail("no echo after exec");
+    close(fd);
+}
+
 static void *thread_main(void *arg) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 0);
@@ -460,10 +508,13 @@ int main(int argc, char **argv) {
         const char *name;
         void (*fn)(void);
     } modes[] = {
-        {"block", mode_block},     {"nonblock", mode_nonblock}, {"epoll", mode_epoll},
-        {"eisconn", mode_eisconn}, {"fork", mode_fork},         {"threads", mode_threads},
-        {"dup", mode_dup},         {"sockopt", mode_sockopt},   {"fastopen", mode_fastopen},
-        {"cloexec", mode_cloexec}, {"ghbn", mode_ghbn},         {"ghbnr", mode_ghbnr},
+        {"block", mode_block},       {"nonblock", mode_nonblock},
+        {"epoll", mode_epoll},       {"eisconn", mode_eisconn},
+        {"fork", mode_fork},         {"threads", mode_threads},
+        {"dup", mode_dup},           {"sockopt", mode_sockopt},
+        {"fastopen", mode_fastopen}, {"cloexec", mode_cloexec},
+        {"ghbn", mode_ghbn},         {"ghbnr", mode_ghbnr},
+        {"exec", mode_exec},         {"exec_child", mode_exec_child},
     };
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(mode, modes[i].name) == 0) {
