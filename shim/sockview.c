@@ -14,7 +14,9 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/un.h>
 
 /* Fills *out when fd is a live redirected fd. */
 static int view_of(int fd, aor_fdinfo *out) {
@@ -42,13 +44,25 @@ static int answer_int(void *val, socklen_t *len, int v) {
     return answer(val, len, &v, sizeof(v));
 }
 
-/* After a real getpeername/getsockname that succeeded with asked bytes of room: 1 when
- * it showed an AF_UNIX socket that is a redirected connection inherited across exec,
- * now adopted (*info filled, *len restored for the view's answer). */
-static int unix_adopted(int fd, int rc, const struct sockaddr *addr, socklen_t *len,
+/* After a real getpeername (self 0) or getsockname (self 1) that succeeded with asked
+ * bytes of room: 1 when it showed an AF_UNIX socket that is a redirected connection
+ * inherited across exec, now adopted (*info filled, *len restored for the view's
+ * answer). Without a system call for the usual Unix sockets: an unnamed peer (a
+ * socketpair), or an own name that is not the shim's when it was returned whole. */
+static int unix_adopted(int fd, int self, int rc, const struct sockaddr *addr, socklen_t *len,
                         socklen_t asked, aor_fdinfo *info) {
     if (rc != 0 || addr == NULL || len == NULL || asked < (socklen_t)sizeof(sa_family_t) ||
-        addr->sa_family != AF_UNIX || !aor_inherit_adopt(fd, info))
+        addr->sa_family != AF_UNIX)
+        return 0;
+    const size_t path_off = offsetof(struct sockaddr_un, sun_path);
+    if (!self && *len <= path_off)
+        return 0; /* the peer has no name: not the daemon's socket */
+    if (self && *len <= asked) {
+        aor_fdinfo probe;
+        if (!aor_inherit_parse((const struct sockaddr_un *)(const void *)addr, *len, &probe))
+            return 0;
+    }
+    if (!aor_inherit_adopt(fd, info))
         return 0;
     *len = asked;
     return 1;
@@ -60,7 +74,7 @@ AOR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
     if (!view_of(fd, &info)) {
         socklen_t asked = len != NULL ? *len : 0;
         int rc = aor_real.getpeername(fd, addr, len);
-        if (!unix_adopted(fd, rc, addr, len, asked, &info))
+        if (!unix_adopted(fd, 0, rc, addr, len, asked, &info))
             return rc;
     }
     if (addr == NULL || len == NULL) {
@@ -79,7 +93,7 @@ AOR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len) {
     if (!view_of(fd, &info)) {
         socklen_t asked = len != NULL ? *len : 0;
         int rc = aor_real.getsockname(fd, addr, len);
-        if (!unix_adopted(fd, rc, addr, len, asked, &info))
+        if (!unix_adopted(fd, 1, rc, addr, len, asked, &info))
             return rc;
     }
     if (addr == NULL || len == NULL) {
