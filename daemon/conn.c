@@ -158,6 +158,41 @@ typedef struct aor_conn_pending {
     long long deadline_ms; /* CLOCK_MONOTONIC: the preamble and first bytes by then */
 } pending_unix;
 
+/* 1 for the TLS alerts a client sends when it does not accept the certificate it got
+ * (OpenSSL's reason codes for received alerts: SSL_AD_* + 1000). */
+static int cert_alert(int reason) {
+    switch (reason) {
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A client that refused aor's certificate during the handshake is worth a line without
+ * AOR_DEBUG (QA: a rustls client failed with "UnknownIssuer" and aord.log said nothing):
+ * the host, the alert, and where the reasons are written down. At most one a minute. */
+static void note_cert_refused(const aor_conn *c) {
+    static long long last_ms;
+    unsigned long e = ERR_peek_error();
+    if (!c->ssl || SSL_is_init_finished(c->ssl) || e == 0 || !cert_alert(ERR_GET_REASON(e)))
+        return;
+    long long now = aor_clock_mono_ms();
+    if (last_ms != 0 && now - last_ms < 60000)
+        return;
+    last_ms = now;
+    aor_warn("client TLS: a client refused aor's certificate for %s (%s): it does not trust "
+             "aor's CA; see docs/tls.md \"Which clients accept it\" (clients with their own "
+             "root list; rustls with webpki 0.22, e.g. Debian 12's, refuses every "
+             "name-constrained CA)",
+             c->host ? c->host : "the sidecar", ERR_reason_error_string(e));
+}
+
 /* Logs (at debug level) and clears OpenSSL's error queue. */
 static void log_tls_errors(void) {
     unsigned long e;
@@ -630,6 +665,7 @@ static int read_in(aor_conn *c, const char **direct, size_t *direct_len) {
             gone = GONE_EOF;
             break;
         }
+        note_cert_refused(c);
         log_tls_errors();
         gone = GONE_ERROR;
         break;

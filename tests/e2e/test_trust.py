@@ -268,6 +268,12 @@ def test_user_ca_bundle_trap_is_reported(env):
     eq(len(lines), 1, "aor run says why, once: %r" % err)
     check("will not trust aor's CA" in lines[0] and "unset it, or add %s to that bundle"
           % env.ca_path in lines[0], lines[0])
+    # aord says so too, without AOR_DEBUG (QA: a rustls client's "UnknownIssuer" left
+    # nothing in aord.log): the host, the client's alert, where to read on.
+    aortest.wait_until(lambda: "refused aor's certificate for api.openai.com" in d.stderr_text(),
+                       what="aord's line about the refused certificate")
+    line = [ln for ln in d.stderr_text().splitlines() if "refused aor's certificate" in ln][0]
+    check("unknown ca" in line and "docs/tls.md" in line, line)
 
     with open(foreign, "a") as f, open(env.ca_path) as ca:
         f.write(ca.read())
