@@ -100,7 +100,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg) {
     d->stopping = 1;
     aor_listen_close(d);
     if (d->runtime_dir)
-        aor_publish_remove(d->runtime_dir);
+        aor_publish_stop(d->runtime_dir);
     size_t n = aor_conn_drain(d);
     struct timeval tick = {0, 100000};
     if (n == 0 || !(d->drain_ev = event_new(d->base, -1, EV_PERSIST, on_drain_tick, d)) ||
@@ -562,7 +562,7 @@ int main(int argc, char **argv) {
 out_listen:
     aor_listen_close(&d);
     if (d.runtime_dir)
-        aor_publish_remove(d.runtime_dir); /* the address set, if still aord's own */
+        aor_publish_stop(d.runtime_dir); /* the address set, if still aord's own */
 out_up:
     /* Freeing the signal events puts the default actions back: a second SIGTERM during
      * the teardown (a supervisor that repeats it, the e2e harness's stop) killed aord

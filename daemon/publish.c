@@ -61,7 +61,7 @@ static pub_addr *addrs; /* the last addresses resolved for hosts on the list */
 static size_t naddrs;
 static char *pub_dir;
 static int resolve_due; /* the list changed since the resolver took its names */
-static int stopped;     /* aor_publish_remove ran: the file is not written any more */
+static int stopped;     /* aor_publish_stop ran: the file is not written any more */
 static int started;
 static atomic_int foreign_warned; /* warned once that the hosts file is not ours any more */
 
@@ -150,25 +150,40 @@ int aor_publish_check_dir(const char *dir, char *err, size_t errlen) {
     return -1;
 }
 
-int aor_publish_remove(const char *dir) {
+static void free_addrs(pub_addr *list, size_t n);
+static int write_locked(void);
+
+int aor_publish_stop(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/hosts", dir) >= (int)sizeof path) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    /* Under the lock, and no write after it: the resolver thread must not put the file
-     * back after aord's shutdown removed it. */
+    /* Under the lock, and no write after it: the resolver thread must not put the
+     * addresses back after aord's shutdown took them out. */
     pthread_mutex_lock(&lock);
-    if (pub_dir && strcmp(pub_dir, dir) == 0)
-        stopped = 1;
+    int ours = pub_dir && strcmp(pub_dir, dir) == 0;
     int r = 1;
     int st = file_state(path);
-    if (st == 0 || (st < 0 && errno == EEXIST))
+    if (st == 0 || (st < 0 && errno == EEXIST)) {
         r = 0; /* nothing there, or not aord's: left alone */
-    else if (st < 0)
+    } else if (st < 0) {
         r = -1;
-    else if (unlink(path) < 0)
+    } else if (ours) {
+        /* The host names stay (QA): with aord down, the shim still knows the configured
+         * hosts by name, so their connections fail open with the warning, or fail with
+         * AOR_STRICT=1 (spec §2), instead of going direct unnoticed. The addresses go:
+         * another service may hold a stale one later. */
+        free_addrs(addrs, naddrs);
+        addrs = NULL;
+        naddrs = 0;
+        if (write_locked() != 0 && unlink(path) < 0 && errno != ENOENT)
+            r = -1;
+    } else if (unlink(path) < 0) {
         r = errno == ENOENT ? 0 : -1;
+    }
+    if (ours)
+        stopped = 1;
     int saved = errno;
     pthread_mutex_unlock(&lock);
     errno = saved;

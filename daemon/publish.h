@@ -8,9 +8,9 @@
  * resolved in a background thread (DNS may be slow or absent) and refreshed every
  * AOR_PUBLISH_REFRESH_S seconds, and at once after a reload; a host whose look-up fails
  * keeps its last addresses, and a rewrite after a reload keeps those of the hosts still
- * listed. Every write (either thread) happens under one lock. A `hosts` file that is
- * not aord's own (not a regular file starting with "aor-hosts ") is never overwritten
- * nor removed. */
+ * listed. Every write (either thread) happens under one lock. At shutdown the file keeps
+ * its host lines only (aor_publish_stop). A `hosts` file that is not aord's own (not a
+ * regular file starting with "aor-hosts ") is never overwritten nor removed. */
 #ifndef AOR_PUBLISH_H
 #define AOR_PUBLISH_H
 
@@ -27,11 +27,15 @@ int aor_publish_start(const char *dir, const aor_config *cfg);
  * with a message naming the file in err (errlen bytes). Call before aor_publish_start. */
 int aor_publish_check_dir(const char *dir, char *err, size_t errlen);
 
-/* Removes <dir>/hosts when it is aord's address set (see aor_publish_check_dir); leaves
- * anything else alone. Returns 1 when removed, 0 when there was nothing of aord's to
- * remove, -1 with errno on an error. For aord's shutdown: when dir is the published
- * directory, the file is not written again (until aor_publish_start). */
-int aor_publish_remove(const char *dir);
+/* At aord's shutdown: when <dir>/hosts is aord's address set (see
+ * aor_publish_check_dir) and dir the published directory, rewrites it with its host lines
+ * only (the addresses dropped: they go stale, and another service may hold one later), so
+ * that with aord down the shim still knows the configured hosts by name and fails open
+ * with its warning, or fails with AOR_STRICT=1 (spec §2); the file is not written again
+ * (until aor_publish_start). Another directory's file of aord's is removed; anything
+ * else is left alone. Returns 1 when rewritten or removed, 0 when there was nothing of
+ * aord's, -1 with errno on an error. */
+int aor_publish_stop(const char *dir);
 
 /* Replaces the host list after a config reload and rewrites the file at once, with the
  * addresses already resolved for the hosts still listed; the thread then looks the new

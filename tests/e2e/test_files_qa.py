@@ -82,8 +82,8 @@ def test_foreign_hosts_file_is_kept(env):
 
 def test_own_directory_is_not_chmodded(env):
     """A directory of the user's own (like $HOME), 0755: used as is, not made 0700; the
-    address set aord wrote there is its own, replaced on the next start and removed on
-    SIGTERM."""
+    address set aord wrote there is its own, replaced on the next start and, on SIGTERM,
+    cut down to its host lines."""
     mine = env.path("mine")
     os.mkdir(mine)
     os.chmod(mine, 0o755)
@@ -99,6 +99,10 @@ def test_own_directory_is_not_chmodded(env):
             check(f.read().startswith("aor-hosts 1\n"), "aord's address set")
         eq(d.stop(), 0, "aord exit code on SIGTERM")
         check(not os.path.exists(sock), "socket removed on SIGTERM")
+        with open(hosts) as f:
+            text = f.read()
+        check(text.startswith("aor-hosts 1\nh ") and "\na " not in text,
+              "the address set keeps its host lines, not its addresses: %r" % text)
         eq(mode(mine), "0755", "mode of the user's directory after SIGTERM")
 
 

@@ -165,6 +165,66 @@ def test_curl_tcp_fastopen(env):
 test_curl_tcp_fastopen.timeout = 60
 
 
+# --- aord stopped ---------------------------------------------------------------
+
+STOPPED_CLIENT = r"""
+import sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+        print("status", r.status)
+except Exception as e:
+    print("error", getattr(getattr(e, "reason", e), "errno", None), type(e).__name__)
+"""
+
+
+def test_config_host_known_with_aord_stopped_netns(env):
+    """QA: after a clean stop aord removed its published hosts file, so with aord down a
+    provider host that only the config names (not built in) was unknown to the shim: its
+    connections went direct without the fail-open warning, and AOR_STRICT=1 did not
+    refuse them (spec §2). The file now keeps its host lines (no addresses) at stop."""
+    with netns.NetNS(env, {"llm.qa.test": ["127.0.0.1"]}):
+        mock = env.start_mock(tls=False)
+        env.set_keys(KEY_A="key-a-secret")
+        env.write_config(f"""
+            [daemon]
+            listen = off
+            [key "A"]
+            env = KEY_A
+            [provider "llm"]
+            dialect = openai
+            base_url = http://llm.qa.test:{mock.plain_port}
+            keys = A
+            models = *
+            """)
+        d = env.start_daemon()
+        hosts = os.path.join(os.path.dirname(env.socket_path), "hosts")
+
+        def published():
+            try:
+                with open(hosts) as f:
+                    return "\na 127.0.0.1 %d llm.qa.test" % mock.plain_port in f.read()
+            except OSError:
+                return False
+
+        aortest.wait_until(published, 10, what="the address of llm.qa.test is published")
+        eq(d.stop(), 0, "aord exit code on SIGTERM")
+        with open(hosts) as f:
+            text = f.read()
+        check("h llm.qa.test %d\n" % mock.plain_port in text and "\na " not in text,
+              "the stopped aord's file keeps the host, not its addresses: %r" % text)
+        url = "http://llm.qa.test:%d/v1/models" % mock.plain_port
+        rc, out, err = env.run_client(["python3", "-c", STOPPED_CLIENT, url],
+                                      extra_env={"AOR_STRICT": "1"})
+        eq(out.strip(), "error 111 URLError", "AOR_STRICT=1 with aord down refuses (stderr %r)"
+           % err)
+        rc, out, err = env.run_client(["python3", "-c", STOPPED_CLIENT, url])
+        eq(out.strip(), "status 200", "fail-open: the request goes direct (stderr %r)" % err)
+        eq(err.count("connecting directly (fail-open)"), 1, "one warning line: %r" % err)
+
+
+test_config_host_known_with_aord_stopped_netns.timeout = 60
+
+
 # --- Python asyncio -------------------------------------------------------------
 
 ASYNCIO_CLIENT = r"""

@@ -136,7 +136,7 @@ static int teardown(void **state) {
     fixture *f = *state;
     char other[128];
     gai_set_hold(0);
-    aor_publish_remove(f->dir); /* and no more writes there */
+    aor_publish_stop(f->dir); /* and no more writes there */
     snprintf(other, sizeof other, "%s/other", f->dir);
     unlink(f->hosts);
     unlink(other);
@@ -166,7 +166,7 @@ static void test_absent_is_fine(void **state) {
     fixture *f = *state;
     char err[512] = "";
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), 0);
-    assert_int_equal(aor_publish_remove(f->dir), 0);
+    assert_int_equal(aor_publish_stop(f->dir), 0);
 }
 
 static void test_own_file_replaced_and_removed(void **state) {
@@ -174,7 +174,7 @@ static void test_own_file_replaced_and_removed(void **state) {
     char err[512] = "";
     put(f->hosts, "aor-hosts 1\nh api.openai.com 443\n");
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), 0);
-    assert_int_equal(aor_publish_remove(f->dir), 1);
+    assert_int_equal(aor_publish_stop(f->dir), 1);
     assert_int_equal(access(f->hosts, F_OK), -1);
 }
 
@@ -185,7 +185,7 @@ static void test_foreign_file_kept(void **state) {
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), -1);
     assert_non_null(strstr(err, f->hosts));
     assert_non_null(strstr(err, "is not aord's published address set"));
-    assert_int_equal(aor_publish_remove(f->dir), 0);
+    assert_int_equal(aor_publish_stop(f->dir), 0);
     assert_string_equal(get(f->hosts), "127.0.0.1 myhost\n");
 }
 
@@ -196,7 +196,7 @@ static void test_short_and_empty_files_are_foreign(void **state) {
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), -1);
     put(f->hosts, "");
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), -1);
-    assert_int_equal(aor_publish_remove(f->dir), 0);
+    assert_int_equal(aor_publish_stop(f->dir), 0);
     assert_int_equal(access(f->hosts, F_OK), 0);
 }
 
@@ -208,7 +208,7 @@ static void test_symlink_is_foreign(void **state) {
     assert_int_equal(symlink(other, f->hosts), 0);
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), -1);
     assert_non_null(strstr(err, f->hosts));
-    assert_int_equal(aor_publish_remove(f->dir), 0);
+    assert_int_equal(aor_publish_stop(f->dir), 0);
     struct stat st;
     assert_int_equal(lstat(f->hosts, &st), 0);
     assert_true(S_ISLNK(st.st_mode));
@@ -219,7 +219,7 @@ static void test_directory_named_hosts_is_foreign(void **state) {
     char err[512] = "";
     assert_int_equal(mkdir(f->hosts, 0700), 0);
     assert_int_equal(aor_publish_check_dir(f->dir, err, sizeof err), -1);
-    assert_int_equal(aor_publish_remove(f->dir), 0);
+    assert_int_equal(aor_publish_stop(f->dir), 0);
     assert_int_equal(rmdir(f->hosts), 0);
 }
 
@@ -326,6 +326,38 @@ static void test_reload_keeps_resolved_addresses(void **state) {
     assert_non_null(strstr(text, "a 10.0.3.2 443 h3.pub.test\n"));
     assert_non_null(strstr(text, "a 10.0.1.1 8443 h1.pub.test\n"));
     free(text);
+}
+
+/* At shutdown the file keeps its host lines and loses its addresses (QA: it was removed,
+ * and with aord down a host only the config names went direct without the fail-open
+ * warning, also under AOR_STRICT=1); nothing writes the addresses back afterwards. */
+static void test_stop_keeps_the_host_names(void **state) {
+    fixture *f = *state;
+    static test_cfg one, two;
+    make_cfg(&one, 1, 443, 2, 1); /* h1, h2 */
+    make_cfg(&two, 1, 8443, 3, 1);
+    assert_int_equal(aor_publish_start(f->dir, &one.cfg), 0);
+    wait_for(f->hosts, "a 10.0.1.1 443 h1.pub.test\n");
+    assert_int_equal(aor_publish_stop(f->dir), 1);
+    char *text = slurp(f->hosts, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "aor-hosts 1\n"));
+    assert_non_null(strstr(text, "h h1.pub.test 443\n"));
+    assert_non_null(strstr(text, "h h2.pub.test 443\n"));
+    assert_null(strstr(text, "\na "));
+    free(text);
+    /* A reload or a late look-up writes nothing any more. */
+    assert_int_equal(aor_publish_update(&two.cfg), 0);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    text = slurp(f->hosts, NULL);
+    assert_non_null(text);
+    assert_null(strstr(text, "h3.pub.test"));
+    assert_null(strstr(text, "\na "));
+    free(text);
+    /* A second stop (aord's exit after the signal's) leaves it as it is. */
+    assert_int_equal(aor_publish_stop(f->dir), 1);
+    assert_int_equal(access(f->hosts, F_OK), 0);
 }
 
 /* A reload while the resolver is looking the previous list up is not lost: the resolver
@@ -483,6 +515,7 @@ int main(void) {
         cmocka_unit_test(test_host_intercepted_normalised),
         cmocka_unit_test_setup_teardown(test_reload_keeps_resolved_addresses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_during_lookup_not_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_keeps_the_host_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writes_never_garble, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
