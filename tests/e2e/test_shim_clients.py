@@ -225,6 +225,66 @@ def test_config_host_known_with_aord_stopped_netns(env):
 test_config_host_known_with_aord_stopped_netns.timeout = 60
 
 
+# --- Rust ---------------------------------------------------------------------
+
+RUST_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "rust",
+                           "std_client.rs")
+
+
+def rustc():
+    """The rustc on PATH or rustup's, or Skip (Rust is not one of aor's dependencies)."""
+    for p in (shutil.which("rustc"), os.path.expanduser("~/.cargo/bin/rustc")):
+        if p and os.access(p, os.X_OK):
+            return p
+    raise aortest.Skip("no rustc on this machine")
+
+
+def test_rust_std_client_netns(env):
+    """Spec §2 "Rust clients linked against glibc": a std-only Rust program
+    (tests/clients/rust/std_client.rs: getaddrinfo through std, std::net::TcpStream) to a
+    provider whose base_url host only the config names, plain HTTP: routed by aord (x-aor-*
+    headers), peer_addr() is the address it connected to, TCP_NODELAY works, and a
+    streamed answer arrives chunk by chunk with its terminator."""
+    exe = env.path("std_client")
+    r = subprocess.run([rustc(), "--edition", "2021", "-o", exe, RUST_CLIENT],
+                       capture_output=True, text=True, timeout=120, cwd=env.tmp)
+    eq(r.returncode, 0, "rustc: %s" % r.stderr[-2000:])
+    with netns.NetNS(env, {"llm.qa.test": ["127.0.0.1"]}):
+        mock = env.start_mock(tls=False)
+        env.set_keys(KEY_A="key-a-secret")
+        env.write_config(f"""
+            [daemon]
+            listen = off
+            [key "A"]
+            env = KEY_A
+            [provider "llm"]
+            dialect = openai
+            base_url = http://llm.qa.test:{mock.plain_port}
+            keys = A
+            models = *
+            """)
+        env.start_daemon()
+        port = str(mock.plain_port)
+        for mode in ("plain", "stream"):
+            rc, out, err = env.run_client([exe, "llm.qa.test", port, "gpt-4o-mini", mode])
+            eq(rc, 0, "%s: exit (stdout %r, stderr %r)" % (mode, out, err[-1500:]))
+            lines = out.splitlines()
+            check("peer 127.0.0.1:%s" % port in lines, "%s: peer_addr(): %r" % (mode, out))
+            check("status HTTP/1.1 200 OK" in lines, "%s: status: %r" % (mode, out))
+            check("header x-aor-provider: llm" in lines and "header x-aor-key: A" in lines,
+                  "%s: routed by aord: %r" % (mode, out))
+            if mode == "stream":
+                check("end terminator" in lines and "done 1" in lines,
+                      "the stream ends with its terminator: %r" % out)
+                chunks = [ln for ln in lines if ln.startswith("chunks ")]
+                check(chunks and int(chunks[0].split()[1]) >= 2, "chunk by chunk: %r" % out)
+        check(all(x["key"] == "key-a-secret" for x in mock.log()) and len(mock.log()) == 2,
+              "the mock got both requests with the configured key")
+
+
+test_rust_std_client_netns.timeout = 180
+
+
 # --- Python asyncio -------------------------------------------------------------
 
 ASYNCIO_CLIENT = r"""
