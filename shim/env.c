@@ -120,8 +120,7 @@ static int stderr_kind(void) {
     socklen_t pl = sizeof(peer);
     memset(&peer, 0, sizeof(peer));
     if (aor_real.getpeername(STDERR_FILENO, (struct sockaddr *)&peer, &pl) == 0 &&
-        pl > offsetof(struct sockaddr_un, sun_path) && g_env.sock_ok &&
-        strncmp(peer.sun_path, g_env.sock_path, sizeof(peer.sun_path)) == 0)
+        aor_env_is_daemon_addr((const struct sockaddr *)&peer, pl))
         return STDERR_SKIP;
     return STDERR_SEND; /* journald's stream, a Unix socketpair */
 }
@@ -230,6 +229,20 @@ void aor_warn_failopen(int synthetic) {
     }
 out:
     errno = saved;
+}
+
+int aor_env_is_daemon_addr(const struct sockaddr *addr, socklen_t len) {
+    const size_t off = offsetof(struct sockaddr_un, sun_path);
+    if (addr == NULL || !g_env.sock_ok || len <= off || len > sizeof(struct sockaddr_un) ||
+        addr->sa_family != AF_UNIX)
+        return 0;
+    const char *path = ((const struct sockaddr_un *)(const void *)addr)->sun_path;
+    size_t n = len - off;
+    if (path[0] == '\0')
+        return 0; /* abstract: the daemon's socket is a file */
+    while (n > 0 && path[n - 1] == '\0')
+        n--; /* the kernel counts the terminating NUL when there was room */
+    return n == strlen(g_env.sock_path) && memcmp(path, g_env.sock_path, n) == 0;
 }
 
 int aor_daemon_socket_exists(void) {

@@ -4,6 +4,7 @@
 #define AOR_SHIM_ENV_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
 typedef struct {
@@ -68,6 +69,11 @@ void aor_warn_failopen(int synthetic);
  * continued, EINTR retried; errors are ignored. Keeps errno. Source: docs/shim.md
  * "Output". */
 void aor_stderr_write(const char *buf, size_t len);
+
+/* 1 when addr (len bytes, as getpeername/getsockname returned them) is the Unix
+ * address of the daemon socket: AF_UNIX, a path equal to sock_path (sock_ok). Pure
+ * comparison, no system call. Source: spec §7 (socket path). */
+int aor_env_is_daemon_addr(const struct sockaddr *addr, socklen_t len);
 
 /* 1 when the daemon socket exists (stat: a socket at sock_path). Keeps errno. */
 int aor_daemon_socket_exists(void);

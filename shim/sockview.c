@@ -6,6 +6,7 @@
  * socket. Other fds pass through after one atomic load; when the real call shows an
  * AF_UNIX socket where the program expects TCP, the fd may be a redirected connection
  * inherited across exec, which inherit.c adopts into the table. */
+#include "env.h"
 #include "fdtab.h"
 #include "inherit.h"
 #include "real.h"
@@ -48,7 +49,8 @@ static int answer_int(void *val, socklen_t *len, int v) {
  * bytes of room: 1 when it showed an AF_UNIX socket that is a redirected connection
  * inherited across exec, now adopted (*info filled, *len restored for the view's
  * answer). Without a system call for the usual Unix sockets: an unnamed peer (a
- * socketpair), or an own name that is not the shim's when it was returned whole. */
+ * socketpair), a peer that is not the daemon socket, or an own name that is not the
+ * shim's, when the address was returned whole. */
 static int unix_adopted(int fd, int self, int rc, const struct sockaddr *addr, socklen_t *len,
                         socklen_t asked, aor_fdinfo *info) {
     if (rc != 0 || addr == NULL || len == NULL || asked < (socklen_t)sizeof(sa_family_t) ||
@@ -57,6 +59,8 @@ static int unix_adopted(int fd, int self, int rc, const struct sockaddr *addr, s
     const size_t path_off = offsetof(struct sockaddr_un, sun_path);
     if (!self && *len <= path_off)
         return 0; /* the peer has no name: not the daemon's socket */
+    if (!self && *len <= asked && !aor_env_is_daemon_addr(addr, *len))
+        return 0; /* another server's socket (D-Bus, X11, ...) */
     if (self && *len <= asked) {
         aor_fdinfo probe;
         if (!aor_inherit_parse((const struct sockaddr_un *)(const void *)addr, *len, &probe))
@@ -183,7 +187,9 @@ static int opt_adopted(int fd, int level, int opt, int rc, int saved, const void
         memcpy(&v, val, sizeof(v));
         hint = v == (opt == SO_DOMAIN ? AF_UNIX : 0);
     } else {
-        hint = rc != 0;
+        /* what an AF_UNIX socket answers at a TCP/IP level; not EBADF, ENOTSOCK, EFAULT,
+         * EINVAL (no socket, or bad arguments: nothing to adopt) */
+        hint = rc != 0 && (errno == EOPNOTSUPP || errno == ENOPROTOOPT);
     }
     if (!hint || !aor_inherit_adopt(fd, info))
         return 0;
@@ -279,7 +285,7 @@ AOR_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t
         /* A TCP/IP-level option refused: an AF_UNIX socket, perhaps a redirected
          * connection inherited across exec (then adopted and answered as TCP). */
         if (rc == 0 || (level != IPPROTO_TCP && level != IPPROTO_IP && level != IPPROTO_IPV6) ||
-            !aor_inherit_adopt(fd, &info))
+            (errno != EOPNOTSUPP && errno != ENOPROTOOPT) || !aor_inherit_adopt(fd, &info))
             return rc;
         errno = saved;
     }

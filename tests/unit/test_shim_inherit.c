@@ -2,6 +2,9 @@
  * through the hooks linked into this test, the adoption in shim/sockview.c. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <setjmp.h>
@@ -13,10 +16,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "env.h"
 #include "fdtab.h"
 #include "inherit.h"
 #include "real.h"
@@ -119,23 +124,57 @@ static void test_parse_refuses_other_names(void **state) {
     assert_int_equal(aor_inherit_parse(&sun, 0, &info), 0);
 }
 
-/* A Unix socket bound to such a name, unknown to the table (as in a program that
- * inherited it across exec), is adopted by the first hook that sees AF_UNIX: getpeername
- * then gives the original address, SO_DOMAIN the original family, TCP options work. An
- * ordinary Unix socket stays what it is. */
+/* The daemon socket of these tests: AOR_SOCKET, set in main. */
+static char g_sock[96];
+
+/* A listener at path (a file), or -1. */
+static int listen_at(const char *path) {
+    struct sockaddr_un srv;
+    memset(&srv, 0, sizeof srv);
+    srv.sun_family = AF_UNIX;
+    snprintf(srv.sun_path, sizeof srv.sun_path, "%s", path);
+    unlink(path);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&srv, sizeof srv) != 0 || listen(l, 8) != 0) {
+        if (l >= 0)
+            close(l);
+        return -1;
+    }
+    return l;
+}
+
+/* A Unix socket bound to a fresh name for a (the previous names stay bound until their
+ * sockets close), connected to the socket at path (NULL: an abstract listener of the
+ * test's, not the daemon), as a redirect makes it. */
+static int named_conn(const struct sockaddr_in *a, const char *path) {
+    struct sockaddr_un sun, srv;
+    socklen_t n =
+        aor_inherit_name(&sun, AF_INET, IPPROTO_TCP, (const struct sockaddr *)a, sizeof *a);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sun, n), 0);
+    if (path == NULL)
+        return fd; /* unconnected */
+    memset(&srv, 0, sizeof srv);
+    srv.sun_family = AF_UNIX;
+    snprintf(srv.sun_path, sizeof srv.sun_path, "%s", path);
+    assert_int_equal(connect(fd, (struct sockaddr *)&srv, sizeof srv), 0);
+    return fd;
+}
+
+/* A Unix socket bound to such a name and connected to the daemon socket, unknown to the
+ * table (as in a program that inherited it across exec), is adopted by the first hook
+ * that sees AF_UNIX: getpeername then gives the original address, SO_DOMAIN the original
+ * family, TCP options work. */
 static void test_hooks_adopt_an_inherited_connection(void **state) {
     (void)state;
-    struct sockaddr_un sun;
     struct sockaddr_in a = v4("104.18.7.192", 443);
-    socklen_t n = aor_inherit_name(&sun, AF_INET, IPPROTO_TCP, (struct sockaddr *)&a, sizeof a);
-    int hooks[] = {1, 2, 3}; /* getsockname, SO_DOMAIN, setsockopt TCP (getpeername below) */
+    int l = listen_at(g_sock);
+    assert_true(l >= 0);
+    int hooks[] = {0, 1, 2, 3}; /* getpeername, getsockname, SO_DOMAIN, setsockopt TCP */
     for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
         aor_fdtab_reset();
-        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        assert_true(fd >= 0);
-        /* A fresh name per socket: the previous one is still bound until close. */
-        n = aor_inherit_name(&sun, AF_INET, IPPROTO_TCP, (struct sockaddr *)&a, sizeof a);
-        assert_int_equal(bind(fd, (struct sockaddr *)&sun, n), 0);
+        int fd = named_conn(&a, g_sock);
         assert_int_equal(aor_fdtab_marked(fd), 0);
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -143,6 +182,10 @@ static void test_hooks_adopt_an_inherited_connection(void **state) {
         socklen_t vl = sizeof v;
         errno = 4242;
         switch (hooks[h]) {
+        case 0:
+            assert_int_equal(getpeername(fd, (struct sockaddr *)&ss, &sl), 0);
+            assert_int_equal(ss.ss_family, AF_INET);
+            break;
         case 1:
             assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &sl), 0);
             assert_int_equal(ss.ss_family, AF_INET);
@@ -168,10 +211,36 @@ static void test_hooks_adopt_an_inherited_connection(void **state) {
         close(fd);
         assert_int_equal(aor_fdtab_marked(fd), 0);
     }
+    close(l);
+    unlink(g_sock);
+}
 
-    /* Connected and unknown: getpeername (answering AF_UNIX for the peer) adopts. */
-    aor_fdtab_reset();
-    int sv[2];
+/* Every hook leaves fd alone (real answers: AF_UNIX), and it stays out of the table. */
+static void assert_not_adopted(int fd) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int v = -1, one = 1;
+    socklen_t vl = sizeof v;
+    assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &vl), 0);
+    assert_int_equal(v, AF_UNIX);
+    assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), -1);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &sl), 0);
+    assert_int_equal(ss.ss_family, AF_UNIX);
+    sl = sizeof ss;
+    int rc = getpeername(fd, (struct sockaddr *)&ss, &sl);
+    assert_true(rc == -1 || ss.ss_family == AF_UNIX);
+    assert_int_equal(aor_fdtab_marked(fd), 0);
+}
+
+/* The name alone is not trusted: any process can bind "aor/1 ..." and pass the socket
+ * over SCM_RIGHTS. Not adopted: a named socket connected to another server, an
+ * unconnected one, an ordinary socket pair, and (as root) a named socket connected to
+ * the daemon path when another uid serves it. */
+static void test_hooks_refuse_what_is_not_the_daemon(void **state) {
+    (void)state;
+    struct sockaddr_in a = v4("104.18.7.192", 443);
+
+    /* Connected to another listener (abstract name). */
     int l = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un srv;
     memset(&srv, 0, sizeof srv);
@@ -181,39 +250,96 @@ static void test_hooks_adopt_an_inherited_connection(void **state) {
         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(srv.sun_path + 1));
     assert_int_equal(bind(l, (struct sockaddr *)&srv, srvlen), 0);
     assert_int_equal(listen(l, 1), 0);
-    sv[0] = socket(AF_UNIX, SOCK_STREAM, 0);
-    n = aor_inherit_name(&sun, AF_INET, IPPROTO_TCP, (struct sockaddr *)&a, sizeof a);
-    assert_int_equal(bind(sv[0], (struct sockaddr *)&sun, n), 0);
-    assert_int_equal(connect(sv[0], (struct sockaddr *)&srv, srvlen), 0);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    assert_int_equal(getpeername(sv[0], (struct sockaddr *)&ss, &sl), 0);
-    assert_int_equal(ss.ss_family, AF_INET);
-    assert_memory_equal(&ss, &a, sizeof a);
-    close(sv[0]);
+    int fd = named_conn(&a, NULL);
+    assert_int_equal(connect(fd, (struct sockaddr *)&srv, srvlen), 0);
+    assert_not_adopted(fd);
+    close(fd);
     close(l);
 
-    /* An ordinary Unix socket pair: not adopted, the real answers. */
-    aor_fdtab_reset();
+    /* Connected to a listener at another path. */
+    char other[128];
+    snprintf(other, sizeof other, "%s.other", g_sock);
+    l = listen_at(other);
+    assert_true(l >= 0);
+    fd = named_conn(&a, other);
+    assert_not_adopted(fd);
+    close(fd);
+    close(l);
+    unlink(other);
+
+    /* Not connected at all. */
+    fd = named_conn(&a, NULL);
+    assert_not_adopted(fd);
+    close(fd);
+
+    /* An ordinary Unix socket pair. */
+    int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    int v = -1, one = 1;
-    socklen_t vl = sizeof v;
-    assert_int_equal(getsockopt(sv[0], SOL_SOCKET, SO_DOMAIN, &v, &vl), 0);
-    assert_int_equal(v, AF_UNIX);
-    assert_int_equal(setsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), -1);
-    sl = sizeof ss;
-    assert_int_equal(getpeername(sv[0], (struct sockaddr *)&ss, &sl), 0);
-    assert_int_equal(ss.ss_family, AF_UNIX);
-    assert_int_equal(aor_fdtab_marked(sv[0]), 0);
+    assert_not_adopted(sv[0]);
     close(sv[0]);
     close(sv[1]);
+
+    /* The daemon path served by another uid (needs root to listen as one). */
+    if (getuid() != 0)
+        return;
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* Never outlives the test, even one that failed before killing it. */
+        alarm(30);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, STDOUT_FILENO);
+            dup2(devnull, STDERR_FILENO);
+        }
+        char b = 'x';
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(1);
+        int cl = listen_at(g_sock); /* the directory is world-writable */
+        if (cl < 0 || write(ready[1], &b, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char b;
+    int got = (int)read(ready[0], &b, 1);
+    close(ready[0]);
+    close(ready[1]);
+    if (got == 1) {
+        fd = named_conn(&a, g_sock);
+        int leaked = aor_inherit_adopt(fd, NULL); /* before the listener goes */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        assert_int_equal(leaked, 0);
+        assert_not_adopted(fd);
+        close(fd);
+    } else {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    unlink(g_sock);
+    assert_int_equal(got, 1);
 }
 
 int main(void) {
+    /* The daemon socket: a world-writable directory, so that another uid can listen
+     * there in the last test. */
+    char dir[] = "/tmp/aor-inherit-XXXXXX";
+    if (mkdtemp(dir) == NULL || chmod(dir, 01777) != 0)
+        return 1;
+    snprintf(g_sock, sizeof g_sock, "%s/aor.sock", dir);
+    setenv("AOR_SOCKET", g_sock, 1);
+    aor_env_load(); /* the constructor read the environment before main */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_name_round_trip, reset),
         cmocka_unit_test_setup(test_parse_refuses_other_names, reset),
         cmocka_unit_test_setup(test_hooks_adopt_an_inherited_connection, reset),
+        cmocka_unit_test_setup(test_hooks_refuse_what_is_not_the_daemon, reset),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(g_sock);
+    rmdir(dir);
+    return rc;
 }
