@@ -25,8 +25,9 @@
 /* Seconds a stopping aord (SIGTERM) leaves answers in flight to finish (main.c); `aor
  * run` waits that long at most for a stopping one's state file. */
 #define AORD_DRAIN_S 10
-#define AOR_CLI_HTTP_TIMEOUT_S 10               /* admin request timeout, seconds */
-#define AOR_CLI_HTTP_BODY_MAX (8 * 1024 * 1024) /* admin answer cap, bytes */
+#define AOR_CLI_HTTP_TIMEOUT_S 10 /* admin request timeout, seconds */
+#define AOR_CLI_HTTP_BODY_MAX                                                                      \
+    (64 * 1024 * 1024) /* admin answer cap, bytes (100,000 sticky rows: ~15 MiB) */
 
 /* What every command gets: argv[0] of aor and the --config value given before the
  * command (NULL: $AOR_CONFIG, else the default file). */

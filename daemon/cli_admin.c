@@ -311,6 +311,32 @@ static double state_now(const cJSON *st) {
     return isfinite(now) ? now : (double)time(NULL);
 }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Distinct "client" values among the n rows of the state's sticky array: sorted, then
+ * counted, O(n log n) (a daemon can hold 100,000 rows: spec §10). -1 on ENOMEM. */
+static int count_clients(const cJSON *rows, int n) {
+    if (n <= 0)
+        return 0;
+    const char **v = calloc((size_t)n, sizeof *v);
+    if (v == NULL)
+        return -1;
+    int k = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        if (k < n)
+            v[k++] = jstr(r, "client");
+    }
+    qsort(v, (size_t)k, sizeof *v, cmp_str);
+    int distinct = 0;
+    for (int i = 0; i < k; i++)
+        distinct += i == 0 || strcmp(v[i], v[i - 1]) != 0;
+    free(v);
+    return distinct;
+}
+
 static int print_backoff(const cJSON *st) {
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(st, "backoff");
     int n = cJSON_GetArraySize(rows);
@@ -431,13 +457,11 @@ static int print_state(const cJSON *st) {
     table_free(&t);
 
     const cJSON *sticky = cJSON_GetObjectItemCaseSensitive(st, "sticky");
-    int ns = cJSON_GetArraySize(sticky), clients = 0;
-    for (int i = 0; i < ns; i++) {
-        const char *ci = jstr(cJSON_GetArrayItem(sticky, i), "client");
-        int seen = 0;
-        for (int k = 0; k < i && !seen; k++)
-            seen = strcmp(ci, jstr(cJSON_GetArrayItem(sticky, k), "client")) == 0;
-        clients += !seen;
+    int ns = cJSON_GetArraySize(sticky);
+    int clients = count_clients(sticky, ns);
+    if (clients < 0) {
+        fprintf(stderr, "aor: out of memory counting sticky clients\n");
+        return -1;
     }
     printf("sticky: %d %s (%d %s)\n", ns, ns == 1 ? "entry" : "entries", clients,
            clients == 1 ? "client" : "clients");

@@ -1903,6 +1903,32 @@ def test_run_says_why_aord_did_not_start(env):
         holder.close()
 
 
+def test_status_with_100k_sticky_rows(env):
+    """Soak QA: `aor status` counted distinct sticky clients with a quadratic scan over a
+    linked list (cubic: 4,000 rows took 28 s), and an answer over 8 MiB (100,000 rows,
+    the scale issue 5 names) was refused as "larger than the limit"."""
+    port, d = setup(env)
+    d.stop()
+    import hashlib
+    import sqlite3
+    db = sqlite3.connect(env.db_path)
+    rows = []
+    for i in range(100000):
+        client = hashlib.sha256(b"client %d" % (i // 4)).hexdigest()
+        rows.append((client, "gpt-4o" if i % 4 == 0 else "m%d" % (i % 4), "openai",
+                     "A" if i % 2 else "B", 1700000000.0 + i))
+    db.executemany('INSERT INTO sticky(client, model, provider, "key", last_success) '
+                   'VALUES(?, ?, ?, ?, ?)', rows)
+    db.commit()
+    db.close()
+    d = env.start_daemon()
+    eq(len(d.state()["sticky"]), 100000, "aord loaded the rows")
+    rc, out, err = aor(env, "status")
+    eq(rc, 0, "status exit code (stderr %r)" % err)
+    check(re.search(r"^sticky: 100000 entries \(25000 clients\)$", out, re.M),
+          "sticky count: %s" % out[-300:])
+
+
 def test_status_against_another_program_on_the_listen_port(env):
     """Fresh-user pass: with aord down and a web server on the listen port, `aor status`
     said only "aor: GET /admin/api/state: HTTP 404"."""
