@@ -164,7 +164,9 @@ int aor_publish_stop(const char *dir) {
     pthread_mutex_lock(&lock);
     int ours = pub_dir && strcmp(pub_dir, dir) == 0;
     int r = 1;
-    int st = file_state(path);
+    /* Not published by this aord (one that failed to start, say): the file there may be
+     * another running aord's, so it is left alone. */
+    int st = ours ? file_state(path) : 0;
     if (st == 0 || (st < 0 && errno == EEXIST)) {
         r = 0; /* nothing there, or not aord's: left alone */
     } else if (st < 0) {
@@ -179,8 +181,6 @@ int aor_publish_stop(const char *dir) {
         naddrs = 0;
         if (write_locked() != 0 && unlink(path) < 0 && errno != ENOENT)
             r = -1;
-    } else if (unlink(path) < 0) {
-        r = errno == ENOENT ? 0 : -1;
     }
     if (ours)
         stopped = 1;

@@ -27,14 +27,16 @@ int aor_publish_start(const char *dir, const aor_config *cfg);
  * with a message naming the file in err (errlen bytes). Call before aor_publish_start. */
 int aor_publish_check_dir(const char *dir, char *err, size_t errlen);
 
-/* At aord's shutdown: when <dir>/hosts is aord's address set (see
- * aor_publish_check_dir) and dir the published directory, rewrites it with its host lines
- * only (the addresses dropped: they go stale, and another service may hold one later), so
- * that with aord down the shim still knows the configured hosts by name and fails open
- * with its warning, or fails with AOR_STRICT=1 (spec §2); the file is not written again
- * (until aor_publish_start). Another directory's file of aord's is removed; anything
- * else is left alone. Returns 1 when rewritten or removed, 0 when there was nothing of
- * aord's, -1 with errno on an error. */
+/* At aord's shutdown: when dir is the directory this process published to
+ * (aor_publish_start) and <dir>/hosts is aord's address set (see aor_publish_check_dir),
+ * rewrites it with its host lines only (the addresses dropped: they go stale, and another
+ * service may hold one later), so that with aord down the shim still knows the configured
+ * hosts by name and fails open with its warning, or fails with AOR_STRICT=1 (spec §2);
+ * the file is not written again (until aor_publish_start). Anything else is left alone:
+ * a file this process did not publish may be another running aord's (an aord that
+ * failed to start must not touch it). Returns 1 when rewritten (or removed because it
+ * could not be rewritten), 0 when there was nothing of this process's, -1 with errno on
+ * an error. */
 int aor_publish_stop(const char *dir);
 
 /* Replaces the host list after a config reload and rewrites the file at once, with the
