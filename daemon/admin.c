@@ -33,14 +33,19 @@ int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {
         snprintf(err, errlen, "state directory path too long");
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO put there must not hang the daemon (at start or on SIGHUP). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd >= 0) {
         char buf[65];
         struct stat st;
-        int exposed = fstat(fd, &st) == 0 && (st.st_mode & 077);
-        ssize_t n = exposed ? 0 : read(fd, buf, 64);
+        int have = fstat(fd, &st) == 0;
+        int notreg = have && !S_ISREG(st.st_mode);
+        int exposed = have && !notreg && (st.st_mode & 077);
+        ssize_t n = exposed || notreg || !have ? 0 : read(fd, buf, 64);
         close(fd);
-        if (exposed) {
+        if (notreg) {
+            aor_warn("%s is not a regular file; writing a new token in its place", path);
+        } else if (exposed) {
             /* Another user may have read it: a new token, not just a chmod. */
             aor_warn("%s was readable or writable by others (mode %03o); writing a new token", path,
                      (unsigned)(st.st_mode & 0777));
@@ -54,7 +59,7 @@ int aor_admin_token_init(aor_daemon *d, char *err, size_t errlen) {
                 return 0;
             }
         }
-        if (!exposed)
+        if (!exposed && !notreg)
             aor_warn("%s is not a valid token; writing a new one", path);
     }
     unsigned char raw[32];

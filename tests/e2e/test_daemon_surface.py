@@ -80,6 +80,25 @@ def test_sighup_writes_a_removed_admin_token_again(env):
     aortest.wait_until(lambda: "a new admin token is in" in d.stderr_text(), what="said so")
 
 
+def test_sighup_with_a_fifo_at_admin_token(env):
+    """Review: a FIFO at admin.token made SIGHUP block aord in open() (no writer ever
+    comes), so it stopped serving. It is not a regular file: aord writes a new token in
+    its place, says so, and keeps serving."""
+    mock, d = two_key_setup(env)
+    old = d.token()
+    os.unlink(env.token_path)
+    os.mkfifo(env.token_path, 0o600)
+    os.kill(d.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: "is not a regular file" in d.stderr_text(), 10,
+                       what="said the FIFO is not a regular file")
+    eq(d.healthz(), 200, "aord still serves")
+    check(stat.S_ISREG(os.stat(env.token_path).st_mode), "a regular file again")
+    new = d.token()
+    check(new != old and len(new) == 64, "a new token")
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"authorization": "Bearer " + new})
+    eq(status, 200, "the new token opens the admin routes")
+
+
 def test_sidecar_refuses_other_uids(env):
     mock, d = two_key_setup(env)
     if os.getuid() != 0:
