@@ -171,7 +171,7 @@ int aor_publish_stop(const char *dir) {
         r = 0; /* nothing there, or not aord's: left alone */
     } else if (st < 0) {
         r = -1;
-    } else if (ours) {
+    } else {
         /* The host names stay (QA): with aord down, the shim still knows the configured
          * hosts by name, so their connections fail open with the warning, or fail with
          * AOR_STRICT=1 (spec §2), instead of going direct unnoticed. The addresses go:

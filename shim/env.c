@@ -252,3 +252,15 @@ int aor_daemon_socket_exists(void) {
     errno = saved;
     return ok;
 }
+
+int aor_env_peer_is_user(int fd, int *uid_out) {
+    int saved = errno;
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    int known =
+        aor_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cl == sizeof(cred);
+    if (uid_out != NULL)
+        *uid_out = known ? (int)cred.uid : -1;
+    errno = saved;
+    return known && cred.uid == getuid();
+}

@@ -75,6 +75,12 @@ void aor_stderr_write(const char *buf, size_t len);
  * comparison, no system call. Source: spec §7 (socket path). */
 int aor_env_is_daemon_addr(const struct sockaddr *addr, socklen_t len);
 
+/* 1 when the peer of the connected Unix socket fd runs as this process's uid
+ * (SO_PEERCRED), else 0. uid_out, when not NULL, receives the peer's uid, or -1 when
+ * the kernel did not tell it. Keeps errno. Source: spec §7 (the socket belongs to the
+ * user; docs/shim.md "Daemon socket"). */
+int aor_env_peer_is_user(int fd, int *uid_out);
+
 /* 1 when the daemon socket exists (stat: a socket at sock_path). Keeps errno. */
 int aor_daemon_socket_exists(void);
 

@@ -1,6 +1,7 @@
 /* libaor.so: offline fallback addresses and answers (see fallback.h). */
 #include "fallback.h"
 
+#include "env.h"
 #include "real.h"
 
 #include <errno.h>
@@ -202,10 +203,7 @@ int aor_fallback_daemon_up(const char *path) {
         rc = aor_real.connect(u, (struct sockaddr *)&sun, sizeof(sun));
     } while (rc != 0 && errno == EINTR && ++tries < 5);
     if (rc == 0) {
-        struct ucred cred;
-        socklen_t cl = sizeof(cred);
-        up = aor_real.getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-             cl == sizeof(cred) && cred.uid == getuid();
+        up = aor_env_peer_is_user(u, NULL);
     } else {
         up = errno == EAGAIN || errno == EWOULDBLOCK; /* a listener, its queue full */
     }

@@ -18,14 +18,11 @@
 static int peer_is_daemon(int fd) {
     struct sockaddr_un peer;
     socklen_t plen = sizeof peer;
-    struct ucred cred;
-    socklen_t clen = sizeof cred;
     memset(&peer, 0, sizeof peer);
     if (aor_real.getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 || plen > sizeof peer ||
         !aor_env_is_daemon_addr((const struct sockaddr *)&peer, plen))
         return 0;
-    if (aor_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
-        clen != sizeof cred || cred.uid != getuid()) {
+    if (!aor_env_peer_is_user(fd, NULL)) {
         aor_debug("fd %d: named like a redirected connection but not served by this user's "
                   "daemon: left alone",
                   fd);

@@ -82,11 +82,10 @@ static int daemon_connect(const char *preamble, size_t plen, const struct sockad
     /* Only our own user's daemon gets the connection: with XDG_RUNTIME_DIR unset the
      * socket is under /tmp, where another user could have put a listener first (§7: the
      * daemon checks its peers; this is the other direction). */
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    if (aor_real.getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != getuid()) {
+    int peer_uid;
+    if (!aor_env_peer_is_user(u, &peer_uid)) {
         aor_debug("daemon socket %s is served by uid %d, not this user's (%d): not used",
-                  env->sock_path, cl == sizeof(cred) ? (int)cred.uid : -1, (int)getuid());
+                  env->sock_path, peer_uid, (int)getuid());
         aor_real.close(u);
         errno = EPERM;
         return -1;
