@@ -524,8 +524,9 @@ static void opt_routing(aor_cfg_parse_ctx *c, size_t line, int id, const char *v
     double d;
     if (aor_cfg_parse_seconds(v, &d) != 0 || (sec_positive && d <= 0))
         err_number(c, line, opt, v,
-                   sec_positive ? "a number of seconds > 0 (e.g. 5 or 0.5)"
-                                : "a number of seconds >= 0 (e.g. 120)");
+                   sec_positive
+                       ? "a plain number of seconds > 0 and at most 1000000000 (e.g. 5 or 0.5)"
+                       : "a plain number of seconds from 0 to 1000000000 (e.g. 120)");
     else
         *sec = d;
 }
@@ -683,7 +684,8 @@ static void opt_models(aor_cfg_parse_ctx *c, size_t line, aor_provider_cfg *p, c
         }
         if (strlen(canon) > AOR_CFG_MODEL_MAX || strlen(up) > AOR_CFG_MODEL_MAX) {
             aor_cfg_err(c->errs, line, "models: \"%s\" is longer than %d characters",
-                        aor_cfg_show(items[i], b, sizeof b), AOR_CFG_MODEL_MAX);
+                        aor_cfg_show(strlen(canon) > AOR_CFG_MODEL_MAX ? canon : up, b, sizeof b),
+                        AOR_CFG_MODEL_MAX);
             continue;
         }
         if (eq && (strcmp(canon, "*") == 0 || strcmp(up, "*") == 0)) {
@@ -698,10 +700,25 @@ static void opt_models(aor_cfg_parse_ctx *c, size_t line, aor_provider_cfg *p, c
             continue;
         }
         if (!aor_cfg_valid_model(canon) || !aor_cfg_valid_model(up)) {
-            aor_cfg_err(c->errs, line,
-                        "models: \"%s\" is not canonical or canonical=upstream (model names "
-                        "have no spaces, ',', '=' or ';')",
-                        aor_cfg_show(items[i], b, sizeof b));
+            /* Named as written (items[i] was cut at '='), and which side is wrong. */
+            const char *bad = aor_cfg_valid_model(canon) ? up : canon;
+            char b2[AOR_CFG_SHOWBUF], b3[AOR_CFG_SHOWBUF];
+            if (!eq)
+                aor_cfg_err(c->errs, line,
+                            "models: \"%s\" is not canonical or canonical=upstream (model names "
+                            "have no spaces, ',', '=' or ';')",
+                            aor_cfg_show(canon, b, sizeof b));
+            else if (!*bad)
+                aor_cfg_err(c->errs, line, "models: \"%s=%s\": the %s name (%s '=') is empty",
+                            aor_cfg_show(canon, b, sizeof b), aor_cfg_show(up, b2, sizeof b2),
+                            bad == canon ? "canonical" : "upstream",
+                            bad == canon ? "before" : "after");
+            else
+                aor_cfg_err(c->errs, line,
+                            "models: \"%s=%s\": \"%s\" is not a model name (model names have "
+                            "no spaces, ',', '=' or ';')",
+                            aor_cfg_show(canon, b, sizeof b), aor_cfg_show(up, b2, sizeof b2),
+                            aor_cfg_show(bad, b3, sizeof b3));
             continue;
         }
         int dup = 0;

@@ -560,6 +560,29 @@ static void test_backoff_initial_over_max(void **state) {
     free(path);
 }
 
+/* The messages name what is wrong (fresh-user pass, 2026-12-03): a number over the
+ * limit said "> 0"; a models item with an empty side was shown as "" or cut at '='. */
+static void test_messages_name_the_real_problem(void **state) {
+    char *path = NULL;
+    char *errs =
+        load_err("[routing]\nbackoff_max_s = 99999999999\nquota_cooldown_s = 1e5\n", &path);
+    assert_err(errs, path, 2, "at most 1000000000");
+    assert_err(errs, path, 3, "from 0 to 1000000000");
+    free(errs);
+    free(path);
+    setenv("TEST_KEY_A", "secret-a", 1);
+    errs = load_err("[key \"a\"]\nenv = TEST_KEY_A\n"
+                    "[provider \"p\"]\ndialect = openai\nbase_url = https://api.example.com\n"
+                    "keys = a\n"
+                    "models = gpt-4o, =x, y=, a b=c\n",
+                    &path);
+    assert_err(errs, path, 7, "\"=x\": the canonical name (before '=') is empty");
+    assert_err(errs, path, 7, "\"y=\": the upstream name (after '=') is empty");
+    assert_err(errs, path, 7, "\"a b=c\": \"a b\" is not a model name");
+    free(errs);
+    free(path);
+}
+
 static void test_base_url_rejects_credentials_without_echo(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
     const char *text = "[key \"a\"]\nenv = TEST_KEY_A\n"
@@ -1919,6 +1942,7 @@ int main(void) {
         T(test_env_file_mode_checked),
         T(test_env_file_syntax_errors),
         T(test_backoff_initial_over_max),
+        T(test_messages_name_the_real_problem),
         T(test_env_file_bad_secret_line),
         T(test_explicit_missing_file_is_error),
         T(test_aor_config_and_xdg_path),
