@@ -7,6 +7,7 @@
 #include "log.h"
 #include "pool.h"
 #include "route.h"
+#include "textfind.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -653,7 +654,7 @@ static void redact_stream_headers(const aor_proxy *p, hdr_set *hs) {
     const char *secret = stream_secret(p, &sl);
     for (size_t i = 0; secret && i < hs->n; i++)
         if (hs->len[i].fwd && hs->len[i].value >= sl &&
-            memmem(hs->h[i].value, hs->len[i].value, secret, sl))
+            aor_text_find(hs->h[i].value, hs->len[i].value, secret, sl))
             hs->len[i].fwd = 0;
 }
 
@@ -687,7 +688,7 @@ static int write_stream(aor_proxy *p, const char *data, size_t len) {
         return 0;
     }
     char *w = NULL;
-    if (p->rd_len || memmem(data, len, secret, sl)) {
+    if (p->rd_len || aor_text_find(data, len, secret, sl)) {
         w = malloc(p->rd_len + len);
         if (!w)
             return -1;
@@ -697,7 +698,7 @@ static int write_stream(aor_proxy *p, const char *data, size_t len) {
         len += p->rd_len;
         p->rd_len = 0;
         char *at = w, *hit;
-        while ((hit = memmem(at, len - (size_t)(at - w), secret, sl)) != NULL) {
+        while ((hit = (char *)aor_text_find(at, len - (size_t)(at - w), secret, sl)) != NULL) {
             static const char mask[] = "[redacted]";
             size_t ml = sl >= sizeof mask - 1 ? sizeof mask - 1 : 0;
             memcpy(hit, mask, ml);
