@@ -204,8 +204,10 @@ int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir);
  * when not already set: OPENAI_BASE_URL=http://L/v1, ANTHROPIC_BASE_URL=http://L,
  * GEMINI_BASE_URL and GOOGLE_GEMINI_BASE_URL=http://L (not OPENROUTER_BASE_URL: the
  * sidecar cannot tell OpenRouter's requests from OpenAI's, docs/cli.md). Source: spec §2
- * (static programs fall back to the sidecar). Returns 0, or -1 on ENOMEM. */
-int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen);
+ * (static programs fall back to the sidecar). kept (kept_cap bytes, or NULL) receives the
+ * names of those already set and left as they are, ", "-separated ("" when none; names
+ * that do not fit are left out). Returns 0, or -1 on ENOMEM. */
+int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen, char *kept, size_t kept_cap);
 
 /* Applies the plan with setenv. 0, or -1 with errno. */
 int aor_cli_plan_apply(const aor_cli_plan *p);

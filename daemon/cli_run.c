@@ -338,20 +338,29 @@ static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
                 fprintf(stderr, "aor: the sidecar is off (listen = off)\n");
             return sidecar_only ? -1 : 0;
         }
-        if (aor_cli_plan_sidecar(p, cfg->listen) < 0)
+        char kept[256];
+        if (aor_cli_plan_sidecar(p, cfg->listen, kept, sizeof kept) < 0)
             return -1;
         if (static_cmd) {
             char names[256];
             if (p->n)
                 fprintf(stderr,
                         "aor: %s %s; LD_PRELOAD cannot work, using the sidecar at http://%s "
-                        "(%s set)\n",
-                        static_cmd, why, cfg->listen, names_of(p, 0, names, sizeof names));
+                        "(%s set)%s%s%s\n",
+                        static_cmd, why, cfg->listen, names_of(p, 0, names, sizeof names),
+                        *kept ? "; " : "", kept,
+                        !*kept              ? ""
+                        : strchr(kept, ',') ? " already set here and left as they are: what "
+                                              "goes there is not routed by aor"
+                                            : " already set here and left as it is: what goes "
+                                              "there is not routed by aor");
             else
                 fprintf(stderr,
                         "aor: %s %s; LD_PRELOAD cannot work, using the sidecar at http://%s "
-                        "(the base-URL variables were already set)\n",
-                        static_cmd, why, cfg->listen);
+                        "only where a base-URL variable points at it: %s already set here and "
+                        "left as %s, so what goes there is not routed by aor\n",
+                        static_cmd, why, cfg->listen, kept,
+                        strchr(kept, ',') ? "they are" : "it is");
         }
         return 0;
     }

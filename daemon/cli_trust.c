@@ -253,7 +253,7 @@ out:
     return n;
 }
 
-int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen) {
+int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen, char *kept, size_t kept_cap) {
     static const struct {
         const char *name;
         const char *suffix;
@@ -267,9 +267,22 @@ int aor_cli_plan_sidecar(aor_cli_plan *p, const char *listen) {
         {"GEMINI_BASE_URL", ""},
         {"GOOGLE_GEMINI_BASE_URL", ""},
     };
+    size_t ko = 0;
+    if (kept && kept_cap)
+        kept[0] = '\0';
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        if (set_nonempty(vars[i].name))
+        if (set_nonempty(vars[i].name)) {
+            size_t nl = strlen(vars[i].name);
+            if (kept && ko + (ko ? 2 : 0) + nl < kept_cap) {
+                if (ko) {
+                    memcpy(kept + ko, ", ", 2);
+                    ko += 2;
+                }
+                memcpy(kept + ko, vars[i].name, nl + 1);
+                ko += nl;
+            }
             continue;
+        }
         char *v = NULL;
         if (asprintf(&v, "http://%s%s", listen, vars[i].suffix) < 0)
             return -1;

@@ -515,6 +515,15 @@ def test_run_static_program_uses_sidecar(env):
     rc, out, err = aor(env, "run", exe, extra_env={"OPENAI_BASE_URL": "http://mine/v1"})
     eq(out.splitlines()[0], "http://mine/v1", "user's OPENAI_BASE_URL kept")
     check("(ANTHROPIC_BASE_URL, GEMINI_BASE_URL" in err, "only the variables set are named: %r" % err)
+    # ... and the line says which one was left alone (fresh-user pass: it said nothing).
+    check("GOOGLE_GEMINI_BASE_URL set); OPENAI_BASE_URL already set here and left as it is: "
+          "what goes there is not routed by aor" in err, "the kept variable named: %r" % err)
+    every = {v: "http://mine" for v in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL",
+                                        "GOOGLE_GEMINI_BASE_URL")}
+    rc, out, err = aor(env, "run", exe, extra_env=every)
+    check("only where a base-URL variable points at it: OPENAI_BASE_URL, ANTHROPIC_BASE_URL, "
+          "GEMINI_BASE_URL, GOOGLE_GEMINI_BASE_URL already set here and left as they are" in err,
+          "all kept, all named: %r" % err)
 
     # static-pie (ET_DYN without PT_INTERP) is static too.
     pie = _build_static(env, "-static-pie -fPIE")
