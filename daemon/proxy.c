@@ -110,6 +110,9 @@ struct aor_proxy {
     /* A 2xx answer forwarded as it comes (MODE_STREAM) whose usage headers and success
      * are not recorded yet: done right after the answer is sent (flush_bookkeeping). */
     int ok_pending;
+    /* The success of such an answer was recorded when it ended, before its last bytes
+     * went out (§4.5); only its usage headers wait for the flush. */
+    int usage_pending;
     /* A forwarded 2xx answer counts as a success only once it has ended cleanly (§5.3: a
      * stream cut after its first byte is a failure, not a success and then a failure). */
     int answer_done; /* the upstream answer ended cleanly */
@@ -937,6 +940,12 @@ static void observe_usage(aor_proxy *p) {
  * at the latest when p is freed. The success itself waits for the answer's clean end
  * (ok_at_end): a small answer has usually ended by then. */
 static void flush_bookkeeping(aor_proxy *p) {
+    if (p->usage_pending) {
+        p->usage_pending = 0;
+        if (p->c)
+            aor_conn_on_flushed(p->c, NULL, NULL);
+        observe_usage(p);
+    }
     if (!p->ok_pending)
         return;
     p->ok_pending = 0;
@@ -1521,6 +1530,17 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             return;
         }
         p->answer_done = 1;
+        if (p->ok_pending) {
+            /* The answer is complete and its last bytes are still here: its success (a
+             * sticky that moves, a backoff row it clears, a round-robin streak) is
+             * recorded, and so written to the state store, before the client can have
+             * them, so that a kill -9 right after the client read its answer loses
+             * nothing (§4.5; QA: 12 of 25 round-robin streaks lost). The usage headers,
+             * in memory only, still wait for the flush (flush_bookkeeping). */
+            p->ok_pending = 0;
+            p->usage_pending = 1;
+            record(p, cand, AOR_KIND_OK, -1);
+        }
         if (p->ok_at_end) {
             p->ok_at_end = 0;
             if (record_stream_end(p, cand, AOR_KIND_OK)) {
