@@ -28,8 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IDLE_MAX 128             /* idle connections kept for reuse, all origins together */
-#define IDLE_MAX_AGE_MS 60000    /* an idle connection older than this is closed, not reused */
+#define IDLE_MAX 128          /* idle connections kept for reuse, all origins together */
+#define IDLE_MAX_AGE_MS 60000 /* an idle connection older than this is closed, not reused */
+/* A request sent whole on a reused connection that then ends without an answer is sent
+ * again on a new one only when the connection had been idle this long, ms (retry_fresh). */
+#define RETRY_IDLE_MIN_MS 1000
 #define READ_CHUNK 16384         /* bytes per recv() or SSL_read (a whole TLS record) */
 #define READS_PER_EVENT 4        /* recv() or SSL_read calls per readable event before yielding */
 #define CONNECT_TIMEOUT_MS 10000 /* default: name lookup + TCP + TLS handshake */
@@ -85,6 +88,7 @@ struct h1_conn {
     int ai_left;
     long long deadline_ms; /* connect phase ends (monotonic ms) */
     long long idle_since_ms;
+    long long idle_ms;    /* how long it had been idle when taken for its current request */
     struct evbuffer *out; /* request bytes not yet written */
     llhttp_t parser;
     h1_xfer *x;
@@ -164,11 +168,12 @@ struct aor_h1 {
     size_t nidle;
     h1_xfer *deferred, *deferred_tail;
     struct event *defer_ev;
-    struct event *sweep_ev;     /* every SWEEP_MS while transfers or idle connections exist */
-    long long idle_max_ms;      /* IDLE_MAX_AGE_MS (aor_h1_set_idle_max_ms in tests) */
-    double swept_at;            /* stall_now() at the last sweep (0: none yet) */
-    llhttp_settings_t settings; /* every connection's parser keeps a pointer to it */
-    aor_pool spares;            /* ended transfers kept with their head and line buffers (pool.h) */
+    struct event *sweep_ev;      /* every SWEEP_MS while transfers or idle connections exist */
+    long long idle_max_ms;       /* IDLE_MAX_AGE_MS (aor_h1_set_idle_max_ms in tests) */
+    long long retry_idle_min_ms; /* RETRY_IDLE_MIN_MS (aor_h1_set_retry_idle_min_ms) */
+    double swept_at;             /* stall_now() at the last sweep (0: none yet) */
+    llhttp_settings_t settings;  /* every connection's parser keeps a pointer to it */
+    aor_pool spares; /* ended transfers kept with their head and line buffers (pool.h) */
     char scratch[READ_CHUNK];
 };
 
@@ -369,6 +374,7 @@ static h1_conn *idle_take(aor_h1 *h, h1_origin *o) {
                 conn_close(c);
             } else {
                 idle_unlink(c);
+                c->idle_ms = now - c->idle_since_ms;
                 return c;
             }
         }
@@ -724,10 +730,21 @@ static void finish_ok(h1_xfer *x) {
 }
 
 /* After a failure of a reused connection before any byte of the answer: once more on a
- * new connection. Returns 1 when it did so. */
-static int retry_fresh(h1_xfer *x) {
+ * new connection, when the upstream cannot have acted on the request. sent_whole: 0 when
+ * the failure came while the request was being written (a send fails only on a
+ * connection that was already closed or reset: the request never arrived whole), 1 when
+ * it had been written whole and the connection then ended without an answer: sent again
+ * only when the connection had been idle for RETRY_IDLE_MIN_MS or more, so that the
+ * upstream's keep-alive timeout may have closed it just as the request went out (as
+ * libcurl does). A connection that answered moments before and then drops a request it
+ * read is a failed attempt like any other: sending it again would make the same
+ * (provider, key) try it twice (§5.3) and might bill a completion twice (QA). Returns 1
+ * when it sent again. */
+static int retry_fresh(h1_xfer *x, int sent_whole) {
     h1_conn *c = x->c;
     if (!c || x->got_bytes || x->retried || c->served == 0)
+        return 0;
+    if (sent_whole && c->idle_ms < x->h->retry_idle_min_ms)
         return 0;
     x->retried = 1;
     detach_conn(x, 0);
@@ -755,7 +772,7 @@ static void conn_lost(h1_xfer *x, int err, const char *tls_err) {
             finish_ok(x);
         return;
     }
-    if (retry_fresh(x))
+    if (retry_fresh(x, !c || !c->out || evbuffer_get_length(c->out) == 0))
         return;
     char text[256];
     CURLcode code;
@@ -1025,7 +1042,7 @@ static int tls_flush(h1_conn *c) {
     char ebuf[200];
     const char *te = tls_error(ebuf, sizeof ebuf);
     h1_xfer *x = c->x;
-    if (retry_fresh(x))
+    if (retry_fresh(x, 0))
         return -1;
     xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix,
                     te ? te : strerror(errno ? errno : EIO));
@@ -1036,7 +1053,7 @@ static int tls_flush(h1_conn *c) {
 
 static void send_failed(h1_conn *c, int err) {
     h1_xfer *x = c->x;
-    if (retry_fresh(x))
+    if (retry_fresh(x, 0))
         return;
     xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix, strerror(err));
 }
@@ -1652,6 +1669,7 @@ aor_h1 *aor_h1_new(struct event_base *base) {
         return NULL;
     h->base = base;
     h->idle_max_ms = IDLE_MAX_AGE_MS;
+    h->retry_idle_min_ms = RETRY_IDLE_MIN_MS;
     h->defer_ev = event_new(base, -1, 0, on_deferred, h);
     h->sweep_ev = evtimer_new(base, on_sweep, h);
     if (!h->defer_ev || !h->sweep_ev) {
@@ -1703,6 +1721,10 @@ void aor_h1_free(aor_h1 *h) {
 
 void aor_h1_set_idle_max_ms(aor_h1 *h, long long ms) {
     h->idle_max_ms = ms;
+}
+
+void aor_h1_set_retry_idle_min_ms(aor_h1 *h, long long ms) {
+    h->retry_idle_min_ms = ms;
 }
 
 size_t aor_h1_idle_count(const aor_h1 *h) {

@@ -50,6 +50,13 @@ size_t aor_h1_idle_count(const aor_h1 *h);
  * are not reused, and the sweep closes them. Default 60,000; tests shorten it. */
 void aor_h1_set_idle_max_ms(aor_h1 *h, long long ms);
 
+/* How long (milliseconds, monotonic clock) a pooled connection must have been idle
+ * before a request written whole on it, that it then ends without an answer, is sent
+ * once more on a new connection (the upstream's keep-alive timeout may have closed it as
+ * the request went out); a shorter idle time makes that a failed attempt (spec §5.3: no
+ * (provider, key) twice in one walk). Default 1,000; tests change it. */
+void aor_h1_set_retry_idle_min_ms(aor_h1 *h, long long ms);
+
 /* Seconds a connected transfer may go without a byte read or written before it fails
  * with CURLE_OPERATION_TIMEDOUT ("<origin> sent nothing for N s"): a timeout, which
  * spec §4.1 classes as transient (before the answer started: backoff and the next

@@ -976,3 +976,23 @@ def test_parallel_429s_on_one_key_leave_the_other_keys_open(env):
     eq(got, [("200", "b")] * 8, "every client failed over to B")
     eq(d.state()["breakers"], [], "no circuit opened")
     eq(len(mock.requests(key="secret-A")), 8, "all 8 were in flight on A together")
+
+
+def test_request_dropped_on_a_reused_connection_walks_on(env):
+    """§5.3: no (provider, key) is tried twice in one walk. The upstream reads the request
+    on a kept-alive connection that answered a moment before, then closes without an
+    answer: a transient failure of key A (backoff row), and the walk goes on to B. Until
+    2026-12-03 aord sent it again to A on a new connection, unrecorded (QA: a POST, and
+    its bill, twice). Only a connection idle for a second or more, which the provider's
+    keep-alive timeout may have closed just then, gets its request sent once more."""
+    mock, d = setup(env)
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "first answer from A")
+    mock.script("secret-A", [{"kind": "drop"}])
+    before = tried(mock, "A")
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")), (200, "B", "2"),
+       "walked on to B after the drop")
+    eq(tried(mock, "A") - before, 1, "A got the request once")
+    a = row(d, "A")
+    check(a is not None and a["last_error_kind"] == "transient", "A backed off: %r" % a)

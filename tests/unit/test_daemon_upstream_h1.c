@@ -1083,8 +1083,11 @@ static void test_stall_counts_from_the_last_byte(void **state) {
     assert_int_equal(r->status, 200);
 }
 
+/* A connection idle long enough for the server's keep-alive timeout (here: any time, the
+ * minimum set to 0) reads the request and closes: sent once more on a new one. */
 static void test_reused_conn_closed_request_sent_again(void **state) {
     fx *f = *state;
+    aor_h1_set_retry_idle_min_ms(f->h, 0);
     srv_listen(f, NULL);
     script(f, 0, 0, ACT_REPLY, OK5);
     script(f, 0, 1, ACT_CLOSE, NULL); /* reads the request, closes without answering */
@@ -1104,8 +1107,27 @@ static void test_reused_conn_closed_request_sent_again(void **state) {
     assert_true(req_has_line(f, 2, "POST /again HTTP/1.1"));
 }
 
+/* The same with the default minimum (1 s): the connection answered moments before, so a
+ * request it read and dropped is a failure of the attempt, not sent again (spec §5.3: no
+ * (provider, key) twice in one walk; QA: a POST reached the provider twice). */
+static void test_reused_conn_closed_soon_is_a_failure(void **state) {
+    fx *f = *state;
+    srv_listen(f, NULL);
+    script(f, 0, 0, ACT_REPLY, OK5);
+    script(f, 0, 1, ACT_CLOSE, NULL); /* reads the request, closes without answering */
+    script(f, 1, 0, ACT_REPLY, OK2);
+    get(f, &f->r[0], plain_url(f, 0, "/"));
+    assert_ok(&f->r[0], 200, "hello");
+    fetch(f, &f->r[1], "POST", plain_url(f, 1, "/again"), NULL, "body", 4, NULL, 0);
+    assert_fail(&f->r[1], CURLE_GOT_NOTHING);
+    assert_int_equal(f->r[1].status, 0);
+    assert_int_equal(f->accepted, 1);
+    assert_int_equal(f->nreq, 2); /* the POST reached the server once */
+}
+
 static void test_retry_only_once(void **state) {
     fx *f = *state;
+    aor_h1_set_retry_idle_min_ms(f->h, 0);
     srv_listen(f, NULL);
     script(f, 0, 0, ACT_REPLY, OK5);
     script(f, 0, 1, ACT_CLOSE, NULL);
@@ -1126,6 +1148,8 @@ static void test_retry_only_once(void **state) {
  * the reset happens at once, so the client's send fails; otherwise libevent closes the
  * socket from the loop, after the request arrived, so the client's read fails. */
 static void reset_idle_case(fx *f, int now) {
+    if (!now)
+        aor_h1_set_retry_idle_min_ms(f->h, 0); /* sent whole: only after a long idle time */
     srv_listen(f, NULL);
     script(f, 0, 0, ACT_REPLY, OK5);
     script(f, 1, 0, ACT_REPLY, OK2);
@@ -1781,6 +1805,7 @@ static void test_tls_eof_mid_body(void **state) {
 
 static void test_tls_reused_conn_closed_request_sent_again(void **state) {
     fx *f = *state;
+    aor_h1_set_retry_idle_min_ms(f->h, 0);
     SSL_CTX *ctx = server_ctx(g.leaf, g.leaf_key);
     assert_non_null(ctx);
     srv_listen(f, ctx);
@@ -2090,6 +2115,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stall_counts_from_the_last_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_transfer_after_a_clock_jump_is_not_cut, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_reused_conn_closed_soon_is_a_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reused_conn_closed_request_sent_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_retry_only_once, setup, teardown),
