@@ -1538,8 +1538,8 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
              * nothing (§4.5; QA: 12 of 25 round-robin streaks lost). The usage headers,
              * in memory only, still wait for the flush (flush_bookkeeping). */
             p->ok_pending = 0;
-            p->usage_pending = 1;
             record(p, cand, AOR_KIND_OK, -1);
+            p->usage_pending = 1; /* after record(), which would run it now */
         }
         if (p->ok_at_end) {
             p->ok_at_end = 0;
