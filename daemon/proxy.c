@@ -1900,6 +1900,45 @@ static int is_account_header(const char *name) {
                                        strcasecmp(name, "openai-project") == 0);
 }
 
+/* An anthropic-beta value without its OAuth betas ("oauth-2025-04-20": the flow of a
+ * claude.ai subscription's OAuth token, which Claude Code sends with that token): with a
+ * configured API key instead of the client's token they name a flow the request no
+ * longer uses, and Anthropic answers a beta it does not accept for the credential with
+ * 400 "Unexpected value(s) ... for the anthropic-beta header". Writes the other
+ * comma-separated betas, in order, to out (cap bytes, at least strlen(v) + 1) and
+ * returns their length (0: none left); returns -1 when v has no OAuth beta (forwarded
+ * as it came; "oauth-" elsewhere in a name is not one). Source: Anthropic's "Beta headers"
+ * documentation (comma-separated list). */
+static long strip_oauth_betas(const char *v, char *out, size_t cap) {
+    size_t o = 0, dropped = 0;
+    const char *p = v;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *start = p;
+        while (*p && *p != ',')
+            p++;
+        const char *end = p;
+        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        size_t n = (size_t)(end - start);
+        if (n >= 6 && strncasecmp(start, "oauth-", 6) == 0) {
+            dropped++;
+            continue;
+        }
+        if (!n)
+            continue;
+        if (o + (o ? 1 : 0) + n + 1 > cap)
+            break;
+        if (o)
+            out[o++] = ',';
+        memcpy(out + o, start, n);
+        o += n;
+    }
+    out[o] = '\0';
+    return dropped ? (long)o : -1;
+}
+
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
  * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
  * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
@@ -1926,7 +1965,22 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
          * stay behind. */
         if (cand->key >= 0 && (aor_dialect_is_auth_header(name) || is_account_header(name)))
             continue;
-        if (hb_line(hb, name, strlen(name), req->fields[i].value, strlen(req->fields[i].value)) < 0)
+        const char *value = req->fields[i].value;
+        if (cand->key >= 0 && (name[0] | 0x20) == 'a' && strcasecmp(name, "anthropic-beta") == 0 &&
+            strcasestr(value, "oauth-")) {
+            size_t vl = strlen(value);
+            char *kept = malloc(vl + 1);
+            if (!kept)
+                goto fail;
+            long kl = strip_oauth_betas(value, kept, vl + 1);
+            int r = kl > 0 ? hb_line(hb, name, strlen(name), kept, (size_t)kl) : 0;
+            free(kept);
+            if (r < 0)
+                goto fail;
+            if (kl >= 0)
+                continue; /* written without its OAuth betas, or left out: none remained */
+        }
+        if (hb_line(hb, name, strlen(name), value, strlen(value)) < 0)
             goto fail;
     }
     if (cand->key >= 0) {

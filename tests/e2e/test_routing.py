@@ -996,3 +996,26 @@ def test_request_dropped_on_a_reused_connection_walks_on(env):
     eq(tried(mock, "A") - before, 1, "A got the request once")
     a = row(d, "A")
     check(a is not None and a["last_error_kind"] == "transient", "A backed off: %r" % a)
+
+
+def test_oauth_beta_stays_behind_with_a_configured_anthropic_key(env):
+    """Claude Code with a claude.ai subscription sends its OAuth token with
+    `anthropic-beta: oauth-2025-04-20`. With a configured API key in its place that beta
+    names a flow the request no longer uses (Anthropic answers a beta it does not accept
+    with 400): it is removed, the other betas are forwarded in order, and the header goes
+    when nothing is left (QA, 2026-12-03: it was forwarded)."""
+    mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="*")
+    body = json.dumps({"model": "claude-x", "max_tokens": 5,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    sent = []
+    for beta in ("oauth-2025-04-20, interleaved-thinking-2025-05-14,fine-grained-tool-streaming",
+                 "OAuth-2025-04-20", "prompt-caching-2024-07-31"):
+        r = env.curl(["https://api.anthropic.com/v1/messages", "-H", "content-type: application/json",
+                      "-H", "authorization: Bearer sk-ant-oat01-client", "-H",
+                      "anthropic-version: 2023-06-01", "-H", "anthropic-beta: " + beta, "-d", body])
+        eq(r.status, 200, "answered (beta %r)" % beta)
+        sent.append(mock.log()[-1]["headers"].get("anthropic-beta"))
+    eq(sent, ["interleaved-thinking-2025-05-14,fine-grained-tool-streaming", None,
+              "prompt-caching-2024-07-31"], "anthropic-beta as sent upstream")
+    h = mock.log()[-1]["headers"]
+    eq((h.get("x-api-key"), h.get("authorization")), ("secret-A", None), "the configured key only")
