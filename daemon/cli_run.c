@@ -346,21 +346,19 @@ static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
             if (p->n)
                 fprintf(stderr,
                         "aor: %s %s; LD_PRELOAD cannot work, using the sidecar at http://%s "
-                        "(%s set)%s%s%s\n",
-                        static_cmd, why, cfg->listen, names_of(p, 0, names, sizeof names),
-                        *kept ? "; " : "", kept,
-                        !*kept              ? ""
-                        : strchr(kept, ',') ? " already set here and left as they are: what "
-                                              "goes there is not routed by aor"
-                                            : " already set here and left as it is: what goes "
-                                              "there is not routed by aor");
+                        "(%s set)",
+                        static_cmd, why, cfg->listen, names_of(p, 0, names, sizeof names));
             else
                 fprintf(stderr,
                         "aor: %s %s; LD_PRELOAD cannot work, using the sidecar at http://%s "
-                        "only where a base-URL variable points at it: %s already set here and "
-                        "left as %s, so what goes there is not routed by aor\n",
-                        static_cmd, why, cfg->listen, kept,
-                        strchr(kept, ',') ? "they are" : "it is");
+                        "only where a base-URL variable points at it",
+                        static_cmd, why, cfg->listen);
+            if (*kept)
+                fprintf(stderr,
+                        "%s%s already set here and left as %s: what goes there is not routed "
+                        "by aor",
+                        p->n ? "; " : ": ", kept, strchr(kept, ',') ? "they are" : "it is");
+            fputc('\n', stderr);
         }
         return 0;
     }
