@@ -9,16 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One row; row.client/row.model point into strs, row.provider/row.key into a pair.
+ * prev/next: the recency list (most recently set or refreshed first). */
+typedef struct sticky_entry {
+    aor_sticky_row row;
+    struct sticky_entry *prev, *next;
+    char strs[];
+} sticky_entry;
+
 struct aor_sticky {
     aor_map *rows;  /* (client, model) -> sticky_entry */
     aor_map *pairs; /* (provider, key) -> sticky_pair: interned, freed with the table */
+    sticky_entry *newest, *oldest;
+    size_t max; /* rows kept at most (>= 1) */
 };
-
-/* One row; row.client/row.model point into strs, row.provider/row.key into a pair. */
-typedef struct {
-    aor_sticky_row row;
-    char strs[];
-} sticky_entry;
 
 /* An interned (provider, key): many rows share few pairs, and moving a sticky
  * allocates nothing once its pair has been seen. */
@@ -38,6 +42,7 @@ aor_sticky *aor_sticky_new(void) {
     s->pairs = aor_map_new();
     if (!s->pairs)
         goto fail_rows;
+    s->max = AOR_STICKY_MAX_DEFAULT;
     return s;
 
 fail_rows:
@@ -96,6 +101,49 @@ static const sticky_pair *sticky_intern(aor_sticky *s, const char *provider, con
     return p;
 }
 
+static void lru_unlink(aor_sticky *s, sticky_entry *e) {
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        s->newest = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->oldest = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void lru_push_newest(aor_sticky *s, sticky_entry *e) {
+    e->prev = NULL;
+    e->next = s->newest;
+    if (s->newest)
+        s->newest->prev = e;
+    else
+        s->oldest = e;
+    s->newest = e;
+}
+
+/* Moves e to the newest end of the recency list. */
+static void lru_refresh(aor_sticky *s, sticky_entry *e) {
+    if (s->newest == e)
+        return;
+    lru_unlink(s, e);
+    lru_push_newest(s, e);
+}
+
+/* Removes and frees e. */
+static void sticky_drop(aor_sticky *s, sticky_entry *e) {
+    lru_unlink(s, e);
+    aor_map_remove(s->rows, e->row.client, e->row.model);
+    free(e);
+}
+
+/* Drops the least recently used rows until at most s->max remain. */
+static void sticky_trim(aor_sticky *s) {
+    while (s->oldest && aor_map_count(s->rows) > s->max)
+        sticky_drop(s, s->oldest);
+}
+
 int aor_sticky_get(const aor_sticky *s, const char *client, const char *model,
                    aor_sticky_row *out) {
     if (!client || !model)
@@ -140,6 +188,7 @@ int aor_sticky_touch(aor_sticky *s, const char *client, const char *model, const
         return 0;
     e->row.streak = e->row.streak < 1 ? 1 : e->row.streak < INT_MAX ? e->row.streak + 1 : INT_MAX;
     e->row.last_success = now;
+    lru_refresh(s, e);
     return 1;
 }
 
@@ -174,12 +223,48 @@ int aor_sticky_restore(aor_sticky *s, const aor_sticky_row *row) {
             free(e);
             return -1;
         }
+        e->prev = e->next = NULL;
+        lru_push_newest(s, e);
+    } else {
+        lru_refresh(s, e);
     }
     e->row.provider = p->provider;
     e->row.key = p->key;
     e->row.last_success = row->last_success;
     e->row.streak = row->streak;
+    sticky_trim(s); /* e is the newest: never the one dropped */
     return 0;
+}
+
+int aor_sticky_victim(const aor_sticky *s, const char *client, const char *model,
+                      aor_sticky_row *out) {
+    if (!s || !client || !model || !s->oldest || aor_map_count(s->rows) < s->max ||
+        aor_map_get(s->rows, client, model))
+        return 0;
+    if (out)
+        *out = s->oldest->row;
+    return 1;
+}
+
+int aor_sticky_remove(aor_sticky *s, const char *client, const char *model) {
+    if (!s || !client || !model)
+        return 0;
+    sticky_entry *e = aor_map_get(s->rows, client, model);
+    if (!e)
+        return 0;
+    sticky_drop(s, e);
+    return 1;
+}
+
+void aor_sticky_set_max(aor_sticky *s, size_t max) {
+    if (!s)
+        return;
+    s->max = max < 1 ? 1 : max;
+    sticky_trim(s);
+}
+
+size_t aor_sticky_max(const aor_sticky *s) {
+    return s ? s->max : 0;
 }
 
 typedef struct {

@@ -464,6 +464,13 @@ int aor_store_log_sticky(aor_store *st, const aor_sticky_row *row) {
     return append_event(st, &ev);
 }
 
+int aor_store_log_sticky_drop(aor_store *st, const char *client, const char *model, double now) {
+    if (st == NULL || client == NULL || model == NULL)
+        return bad_arg(st, "sticky drop event without client or model");
+    store_event ev = {.at = now, .type = "sticky_drop", .model = model, .client = client};
+    return append_event(st, &ev);
+}
+
 int aor_store_log_reset(aor_store *st, const char *provider, double now) {
     if (st == NULL)
         return bad_arg(st, "no store");
@@ -624,9 +631,11 @@ static int load_tables(replay_ctx *rc) {
         goto fail_sql;
     sqlite3_finalize(q);
 
+    /* Oldest first: each restored row becomes the most recently used, so the table's
+     * recency order (which row a full table drops first) follows last_success. */
     if (sqlite3_prepare_v2(st->db,
                            "SELECT client, model, provider, \"key\", last_success, streak"
-                           " FROM sticky",
+                           " FROM sticky ORDER BY last_success",
                            -1, &q, NULL) != SQLITE_OK)
         goto fail_sql;
     while ((step = sqlite3_step(q)) == SQLITE_ROW) {
@@ -713,6 +722,12 @@ static int apply_event(replay_ctx *rc, sqlite3_stmt *q) {
             goto fail_bad;
         if (aor_sticky_restore(rc->s, &row) != 0)
             return oom(st, "replaying a sticky row");
+        return 0;
+    }
+    if (strcmp(type, "sticky_drop") == 0) {
+        if (client == NULL || model == NULL)
+            goto fail_bad;
+        aor_sticky_remove(rc->s, client, model);
         return 0;
     }
     if (strcmp(type, "reset") == 0) {

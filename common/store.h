@@ -41,6 +41,8 @@ void aor_store_close(aor_store *st);
  *   log_breaker_open / _close: circuit (provider, model) opened until `until` / closed.
  *   log_sticky: the (client, model) sticky row after aor_sticky_success (its last_success
  *     is the event time; streak kept for round-robin, §5.5).
+ *   log_sticky_drop: the sticky row of (client, model) dropped at now to keep the table
+ *     at its maximum (aor_sticky_victim); replay removes it. Stored as `sticky_drop`.
  *   log_reset: admin reset of provider (NULL = all, §8): replay removes that provider's
  *     backoff rows AND its circuits (the daemon must do the same in memory: a reset
  *     provider is usable at once). Sticky rows are kept.
@@ -54,6 +56,7 @@ int aor_store_log_breaker_open(aor_store *st, const char *provider, const char *
                                double now);
 int aor_store_log_breaker_close(aor_store *st, const char *provider, const char *model, double now);
 int aor_store_log_sticky(aor_store *st, const aor_sticky_row *row);
+int aor_store_log_sticky_drop(aor_store *st, const char *client, const char *model, double now);
 int aor_store_log_reset(aor_store *st, const char *provider /* NULL = all */, double now);
 int aor_store_log_reset_key(aor_store *st, const char *provider /* NULL = any */, const char *key,
                             double now);

@@ -28,6 +28,7 @@ struct aor_rstate {
     void *relock_arg;
     time_t replaced_logged_at; /* when a failed reopen_store was last logged (real time) */
     unsigned long writes_base; /* events written into stores closed by reopen_store */
+    int sticky_full_said;      /* the sticky table was full once: said in the log */
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -456,6 +457,19 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
     /* The sticky stays where it is (the usual case): refreshed in memory, not persisted. */
     if (aor_sticky_touch(rs->sticky, client, model, provider, key, now))
         return 0;
+    /* A new row in a full table drops the least recently used one: written ahead too. */
+    aor_sticky_row victim;
+    if (aor_sticky_victim(rs->sticky, client, model, &victim)) {
+        if (!rs->sticky_full_said) {
+            aor_warn("sticky: %zu (client, model) rows, the most kept; from now on each new "
+                     "one drops the least recently used (docs/store.md)",
+                     aor_sticky_count(rs->sticky));
+            rs->sticky_full_said = 1;
+        }
+        if (aor_store_log_sticky_drop(wstore(rs, now), victim.client, victim.model, now) < 0)
+            store_failed(rs, "sticky");
+        aor_sticky_remove(rs->sticky, victim.client, victim.model);
+    }
     aor_sticky_row row = {client, model, provider, key, now, 1};
     if (aor_store_log_sticky(wstore(rs, now), &row) < 0)
         store_failed(rs, "sticky");

@@ -1,5 +1,6 @@
 """Issue 3 §4.5: kill -9 of aord during a 429 storm loses no acknowledged state;
 replay brings back every backoff row and open circuit with its remaining time."""
+import http.client
 import json
 import os
 import random
@@ -420,3 +421,58 @@ def test_kill9_right_after_an_answer_keeps_its_success(env):
     finally:
         os.sched_setaffinity(0, own)
     eq(bad, [], "round-robin order kept across kill -9 right after an answer")
+
+
+def test_sticky_rows_are_capped_and_survive_kill9(env):
+    """QA 2026-12-03: a client sending ever new model names grew the sticky table (and
+    the state file) without bound. aord keeps 10,000 rows: each new one beyond drops the
+    least recently used, written ahead, so kill -9 then a start has the same rows."""
+    mock = env.start_mock(tls=False)
+    env.set_keys(OPENAI_API_KEY="sk-test-cap")
+    port = aortest.free_port()
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        [key "a"]
+        env = OPENAI_API_KEY
+        [provider "openai"]
+        dialect = openai
+        base_url = {mock.url}
+        keys = a
+        models = *
+    """)
+    d = env.start_daemon()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Authorization": "Bearer client-cap", "Content-Type": "application/json"}
+
+    def ask(model):
+        body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+        conn.request("POST", "/v1/chat/completions", body, headers)
+        r = conn.getresponse()
+        r.read()
+        eq(r.status, 200, "status of %s" % model)
+
+    for i in range(10000):
+        ask("m%d" % i)
+    ask("m0")  # a use: m0 is now the most recently used, m1 the least
+    eq(len(d.state()["sticky"]), 10000, "rows at the maximum")
+    check("sticky: 10000" not in d.stderr_text(), "no warning before the table is full")
+    for i in range(10000, 10050):
+        ask("m%d" % i)
+    conn.close()
+    st = d.state()
+    models = {s["model"] for s in st["sticky"]}
+    eq(len(st["sticky"]), 10000, "rows after 50 more names")
+    check("m0" in models, "a row used again is kept")
+    check(not {"m%d" % i for i in range(1, 51)} & models, "the 50 least recently used dropped")
+    check({"m51", "m9999", "m10049"} <= models, "newer rows kept")
+    eq(d.stderr_text().count("sticky: 10000 (client, model) rows, the most kept"), 1,
+       "the full table said once")
+    d.kill9()
+    d = env.start_daemon()
+    after = {s["model"] for s in d.state()["sticky"]}
+    eq(len(after), 10000, "rows after kill -9 and a start")
+    eq(after, models, "the same rows after kill -9")
+
+
+test_sticky_rows_are_capped_and_survive_kill9.timeout = 300

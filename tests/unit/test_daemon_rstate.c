@@ -650,6 +650,67 @@ static void test_rows_from_the_future_are_clamped_at_start(void **state) {
     free(log);
 }
 
+static long long count_sql(fx *f, const char *sql) {
+    char db[128];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    long long n = -1;
+    if (sqlite3_open(db, &h) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return n;
+}
+
+/* QA: a client sending ever new model names grew the sticky table without bound. A new
+ * sticky in a full table drops the least recently used row (a repeated success is a
+ * use), written ahead as a sticky_drop event: a restart that replays the events has
+ * exactly the rows aord had. The log says so once. */
+static void test_full_sticky_table_drops_the_oldest_and_replays(void **state) {
+    fx *f = *state;
+    char db[128], err[256], logpath[128];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    snprintf(logpath, sizeof logpath, "%s/aord.log", f->dir);
+    assert_int_equal(aor_log_open(logpath), 0);
+    aor_sticky_set_max(aor_rstate_sticky(f->rs), 3);
+    const char *models[] = {"m0", "m1", "m2", "m0", "m3", "m4"};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(aor_rstate_record(f->rs, "p", "k1", models[i], "client", AOR_KIND_OK, -1,
+                                           NOW + i, NOW + i, 0),
+                         0);
+    aor_log_close();
+    aor_sticky *s = aor_rstate_sticky(f->rs);
+    assert_int_equal(aor_sticky_count(s), 3);
+    assert_true(aor_sticky_get(s, "client", "m0", NULL));
+    assert_false(aor_sticky_get(s, "client", "m1", NULL));
+    assert_false(aor_sticky_get(s, "client", "m2", NULL));
+    assert_true(aor_sticky_get(s, "client", "m3", NULL));
+    assert_true(aor_sticky_get(s, "client", "m4", NULL));
+    assert_int_equal(count_sql(f, "SELECT count(*) FROM state_events WHERE type = 'sticky_drop'"),
+                     2);
+
+    aor_rstate_close(f->rs);
+    f->rs = aor_rstate_open(f->cfg, db, NOW + 10, err, sizeof err);
+    assert_non_null(f->rs);
+    s = aor_rstate_sticky(f->rs);
+    assert_int_equal(aor_sticky_count(s), 3);
+    assert_true(aor_sticky_get(s, "client", "m0", NULL));
+    assert_true(aor_sticky_get(s, "client", "m3", NULL));
+    assert_true(aor_sticky_get(s, "client", "m4", NULL));
+    assert_int_equal(count_sql(f, "SELECT count(*) FROM sticky"), 3);
+
+    char *log = slurp(logpath);
+    assert_non_null(log);
+    const char *line = strstr(log, "sticky: 3 (client, model) rows, the most kept");
+    if (!line)
+        fail_msg("no sticky-full line in: %s", log);
+    assert_null(strstr(line + 1, "sticky: 3 (client, model) rows")); /* once */
+    assert_null(strstr(log, "secret-a"));
+    free(log);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_in_flight_quota_gets_its_cooldown, setup, teardown),
@@ -676,6 +737,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_failure_texts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lease_and_its_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sticky_without_a_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_sticky_table_drops_the_oldest_and_replays, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_reload_applies_parameters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_rotated_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_key_and_usage, setup, teardown),

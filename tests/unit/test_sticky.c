@@ -222,10 +222,13 @@ static void test_restore_foreach(void **state) {
     assert_int_equal(errno, EINVAL);
 }
 
-/* 100,000 clients, each with a sticky: all found, lookups by content. */
+/* 100,000 clients, each with a sticky: all found, lookups by content (with the
+ * maximum raised: a new table keeps AOR_STICKY_MAX_DEFAULT). */
 static void test_hundred_thousand_rows(void **state) {
     aor_sticky *s = *state;
     char client[65], key[16];
+    assert_int_equal(aor_sticky_max(s), AOR_STICKY_MAX_DEFAULT);
+    aor_sticky_set_max(s, 100000);
     for (int i = 0; i < 100000; i++) {
         int n = snprintf(client, sizeof client, "%064x", (unsigned)i * 2654435761u);
         assert_int_equal(n, 64);
@@ -245,6 +248,140 @@ static void test_hundred_thousand_rows(void **state) {
     }
 }
 
+static int has(const aor_sticky *s, const char *client, const char *model) {
+    return aor_sticky_get(s, client, model, NULL);
+}
+
+/* A full table: a new row drops the least recently used one, where a use is a success
+ * that created, moved or refreshed the row (touch or success), or a restore; a lookup
+ * is not. aor_sticky_victim names that row beforehand, and nothing for a row that
+ * exists or while there is room. */
+static void test_full_table_drops_least_recently_used(void **state) {
+    aor_sticky *s = *state;
+    aor_sticky_set_max(s, 3);
+    assert_int_equal(aor_sticky_max(s), 3);
+    assert_int_equal(aor_sticky_success(s, C1, "a", "p", "k", 10), 1);
+    assert_int_equal(aor_sticky_success(s, C1, "b", "p", "k", 11), 1);
+    assert_int_equal(aor_sticky_victim(s, C1, "c", NULL), 0); /* room for one more */
+    assert_int_equal(aor_sticky_success(s, C2, "c", "p", "k", 12), 1);
+    assert_int_equal(aor_sticky_count(s), 3);
+
+    aor_sticky_row v;
+    assert_int_equal(aor_sticky_victim(s, C1, "a", &v), 0); /* exists: nothing dropped */
+    assert_int_equal(aor_sticky_victim(s, C2, "d", &v), 1);
+    assert_string_equal(v.client, C1);
+    assert_string_equal(v.model, "a");
+
+    /* A lookup is not a use; a refresh of "a" (touch) is: "b" is now the oldest. */
+    assert_int_equal(aor_sticky_get(s, C1, "b", NULL), 1);
+    assert_int_equal(aor_sticky_touch(s, C1, "a", "p", "k", 13), 1);
+    assert_int_equal(aor_sticky_victim(s, C2, "d", &v), 1);
+    assert_string_equal(v.model, "b");
+    /* A move of "b" to another key is a use too: "c" is the oldest. */
+    assert_int_equal(aor_sticky_success(s, C1, "b", "p", "k2", 14), 1);
+    assert_int_equal(aor_sticky_victim(s, C2, "d", &v), 1);
+    assert_string_equal(v.model, "c");
+
+    /* Without asking first, a new row drops the oldest by itself. */
+    assert_int_equal(aor_sticky_success(s, C2, "d", "p", "k", 15), 1);
+    assert_int_equal(aor_sticky_count(s), 3);
+    assert_false(has(s, C2, "c"));
+    assert_true(has(s, C1, "a") && has(s, C1, "b") && has(s, C2, "d"));
+    /* Its provider/key strings still live (interned): a row read before stays valid. */
+    aor_sticky_row b;
+    assert_int_equal(aor_sticky_get(s, C1, "b", &b), 1);
+    assert_string_equal(b.key, "k2");
+    assert_int_equal(aor_sticky_success(s, C2, "e", "p", "k", 16), 1); /* drops "a" */
+    assert_false(has(s, C1, "a"));
+    assert_string_equal(b.key, "k2");
+    assert_int_equal(aor_sticky_count(s), 3);
+}
+
+/* aor_sticky_remove drops one row (its own strings may be the arguments); lowering the
+ * maximum drops the oldest rows at once; restore counts as a use. */
+static void test_remove_and_lower_max(void **state) {
+    aor_sticky *s = *state;
+    for (int i = 0; i < 5; i++) {
+        char m[16];
+        snprintf(m, sizeof m, "m%d", i);
+        assert_int_equal(aor_sticky_success(s, C1, m, "p", "k", 100 + i), 1);
+    }
+    aor_sticky_row r;
+    assert_int_equal(aor_sticky_get(s, C1, "m2", &r), 1);
+    assert_int_equal(aor_sticky_remove(s, r.client, r.model), 1);
+    assert_int_equal(aor_sticky_remove(s, C1, "m2"), 0);
+    assert_int_equal(aor_sticky_remove(s, NULL, "m2"), 0);
+    assert_int_equal(aor_sticky_count(s), 4);
+
+    /* m0 restored as it was: now the most recently used. */
+    assert_int_equal(aor_sticky_get(s, C1, "m0", &r), 1);
+    aor_sticky_row copy = r;
+    assert_int_equal(aor_sticky_restore(s, &copy), 0);
+    aor_sticky_set_max(s, 2);
+    assert_int_equal(aor_sticky_count(s), 2);
+    assert_true(has(s, C1, "m0") && has(s, C1, "m4"));
+    assert_false(has(s, C1, "m1") || has(s, C1, "m3"));
+
+    aor_sticky_set_max(s, 0); /* taken as 1 */
+    assert_int_equal(aor_sticky_max(s), 1);
+    assert_int_equal(aor_sticky_count(s), 1);
+    assert_true(has(s, C1, "m0"));
+    /* Every row removed, then the list works again from empty. */
+    assert_int_equal(aor_sticky_remove(s, C1, "m0"), 1);
+    assert_int_equal(aor_sticky_count(s), 0);
+    assert_int_equal(aor_sticky_victim(s, C1, "x", NULL), 0);
+    assert_int_equal(aor_sticky_success(s, C1, "x", "p", "k", 200), 1);
+    assert_int_equal(aor_sticky_success(s, C1, "y", "p", "k", 201), 1);
+    assert_int_equal(aor_sticky_count(s), 1);
+    assert_true(has(s, C1, "y"));
+}
+
+/* With many rows and a random mix of uses, the table never holds more than its maximum
+ * and always drops exactly the row unused longest (checked against a model). */
+static void test_drop_order_matches_a_model(void **state) {
+    aor_sticky *s = *state;
+    enum { MAXR = 50, NAMES = 200, STEPS = 20000 };
+    aor_sticky_set_max(s, MAXR);
+    long last_use[NAMES];
+    for (int i = 0; i < NAMES; i++)
+        last_use[i] = -1; /* not in the table */
+    unsigned x = 12345;
+    for (long step = 0; step < STEPS; step++) {
+        x = x * 1103515245u + 12345u;
+        int i = (int)((x >> 8) % NAMES);
+        char m[24];
+        snprintf(m, sizeof m, "model-%d", i);
+        if (last_use[i] < 0) {
+            int count = 0, oldest = -1;
+            for (int j = 0; j < NAMES; j++) {
+                if (last_use[j] < 0)
+                    continue;
+                count++;
+                if (oldest < 0 || last_use[j] < last_use[oldest])
+                    oldest = j;
+            }
+            aor_sticky_row v;
+            int full = aor_sticky_victim(s, C1, m, &v);
+            assert_int_equal(full, count == MAXR);
+            if (full) {
+                char want[24];
+                snprintf(want, sizeof want, "model-%d", oldest);
+                assert_string_equal(v.model, want);
+                last_use[oldest] = -1;
+            }
+        }
+        assert_true(aor_sticky_success(s, C1, m, "p", (x >> 20) % 3 ? "k" : "k2", (double)step) >=
+                    0);
+        last_use[i] = step;
+        assert_true(aor_sticky_count(s) <= MAXR);
+    }
+    for (int i = 0; i < NAMES; i++) {
+        char m[24];
+        snprintf(m, sizeof m, "model-%d", i);
+        assert_int_equal(has(s, C1, m), last_use[i] >= 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_and_streak, setup, teardown),
@@ -255,6 +392,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_preview, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore_foreach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hundred_thousand_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_table_drops_least_recently_used, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_and_lower_max, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drop_order_matches_a_model, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

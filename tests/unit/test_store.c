@@ -709,6 +709,81 @@ static void test_many_rows(void **state) {
     assert_int_equal(count_rows(f->path, "state_events"), 0);
 }
 
+/* A sticky_drop event removes its row at replay (the daemon logs one before a full table
+ * drops a row); later events for the same (client, model) create it again. A drop
+ * without client or model is a bad event, named. */
+static void test_sticky_drop_events(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store *st = open_ok(f->path);
+    aor_sticky_row a = st_row("c0ffee", "m-a", "openai", "k1", NOW, 1);
+    aor_sticky_row b = st_row("c0ffee", "m-b", "openai", "k1", NOW + 1, 1);
+    aor_sticky_row c = st_row("beef", "m-c", "openai", "k2", NOW + 2, 1);
+    assert_int_equal(aor_store_log_sticky(st, &a), 0);
+    assert_int_equal(aor_store_log_sticky(st, &b), 0);
+    assert_int_equal(aor_store_log_sticky(st, &c), 0);
+    assert_int_equal(aor_store_log_sticky_drop(st, "c0ffee", "m-a", NOW + 3), 0);
+    assert_int_equal(aor_store_log_sticky_drop(st, "beef", "m-c", NOW + 3), 0);
+    aor_sticky_row c2 = st_row("beef", "m-c", "openai", "k1", NOW + 4, 1);
+    assert_int_equal(aor_store_log_sticky(st, &c2), 0);
+    assert_int_equal(aor_store_log_sticky_drop(st, "nobody", "m-x", NOW + 5), 0); /* no row */
+    assert_int_equal(aor_store_log_sticky_drop(st, NULL, "m-a", NOW), -1);
+    assert_int_equal(errno, EINVAL);
+    aor_store_close(st);
+
+    reopen_replay(f->path, &t, NOW + 6);
+    assert_int_equal(aor_sticky_count(t.s), 2);
+    assert_int_equal(aor_sticky_get(t.s, "c0ffee", "m-a", NULL), 0);
+    assert_sticky(&t, "c0ffee", "m-b", "openai", "k1", NOW + 1, 1);
+    assert_sticky(&t, "beef", "m-c", "openai", "k1", NOW + 4, 1);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "sticky"), 2);
+
+    exec_raw(f->path, "INSERT INTO state_events(at, type, model) VALUES(1, 'sticky_drop', 'm')");
+    st = open_ok(f->path);
+    tables_new(&t);
+    assert_int_equal(aor_store_replay(st, t.b, t.br, t.s, NOW, NULL), -1);
+    assert_non_null(strstr(aor_store_errmsg(st), "bad or unknown event (type sticky_drop)"));
+    aor_store_close(st);
+    tables_free(&t);
+}
+
+/* A sticky table over the maximum in the file (written by a build without one, or by
+ * hand) loads the rows with the newest last_success, whatever the rows' order in the
+ * file, and compaction writes back only those. */
+static void test_sticky_table_over_the_maximum(void **state) {
+    fixture *f = *state;
+    tables t;
+    aor_store_close(open_ok(f->path));
+    /* Row i has last_success NOW + (i * 7919 % N): newest rows spread over the file. */
+    char sql[512];
+    int n = AOR_STICKY_MAX_DEFAULT + 500;
+    snprintf(sql, sizeof sql,
+             "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i < %d)"
+             " INSERT INTO sticky(client, model, provider, \"key\", last_success, streak)"
+             " SELECT printf('client%%05d', i), 'gpt-4o', 'openai', 'k1',"
+             " %f + (i * 7919 %% %d), 1 FROM r",
+             n - 1, (double)NOW, n);
+    exec_raw(f->path, sql);
+    assert_int_equal(count_rows(f->path, "sticky"), n);
+
+    reopen_replay(f->path, &t, NOW + n);
+    assert_int_equal(aor_sticky_count(t.s), AOR_STICKY_MAX_DEFAULT);
+    int kept = 0, wrong = 0;
+    for (int i = 0; i < n; i++) {
+        char client[32];
+        snprintf(client, sizeof client, "client%05d", i);
+        int newest = (i * 7919 % n) >= n - AOR_STICKY_MAX_DEFAULT;
+        int has = aor_sticky_get(t.s, client, "gpt-4o", NULL);
+        kept += has;
+        wrong += has != newest;
+    }
+    assert_int_equal(kept, AOR_STICKY_MAX_DEFAULT);
+    assert_int_equal(wrong, 0);
+    tables_free(&t);
+    assert_int_equal(count_rows(f->path, "sticky"), AOR_STICKY_MAX_DEFAULT);
+}
+
 /* A file left mostly free pages by the start's compaction (a long-running aord appended
  * many events) is rewritten with VACUUM and shrinks (QA: 1M events, 114 MB before and
  * after compaction). */
@@ -758,6 +833,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sticky_drop_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sticky_table_over_the_maximum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vacuum_after_compaction, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
