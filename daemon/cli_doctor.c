@@ -503,7 +503,9 @@ typedef struct {
 
 static const trust_var trust_vars[] = {
     {"NODE_EXTRA_CA_CERTS", "Node clients", "ca.pem"},
-    {"SSL_CERT_FILE", "OpenSSL-based clients (Python, Ruby, Rust, curl)", "bundle.pem"},
+    /* Not curl: it reads CURL_CA_BUNDLE first, which aor sets unless it names another
+     * bundle (then that line names curl). QA: curl was named here and worked. */
+    {"SSL_CERT_FILE", "OpenSSL-based clients (Python, Ruby, Rust)", "bundle.pem"},
     {"REQUESTS_CA_BUNDLE", "Python requests", "bundle.pem"},
     {"CURL_CA_BUNDLE", "curl", "bundle.pem"},
 };

@@ -217,9 +217,11 @@ static int bundle_var_conflicts(const char *name, const char *bundle, const char
 
 int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir) {
     static const char *const vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"};
-    /* Who reads each (as `aor doctor` says; QA: curl was named for REQUESTS_CA_BUNDLE). */
-    static const char *const who[] = {"OpenSSL-based clients: curl, Python, Ruby, ...",
-                                      "Python requests", "curl"};
+    /* Who reads each (as `aor doctor` says; QA: curl was named for REQUESTS_CA_BUNDLE,
+     * and for SSL_CERT_FILE, which curl reads only when CURL_CA_BUNDLE is unset: aor sets
+     * that one unless it names another bundle, then curl is named for it). */
+    static const char *const who[] = {"OpenSSL-based clients: Python, Ruby, ...", "Python requests",
+                                      "curl"};
     if (on("AOR_NO_TRUST"))
         return 0;
     char *ca = aor_path_join(data_dir, "ca.pem");
@@ -244,9 +246,10 @@ int aor_cli_trust_warn(FILE *f, const char *prefix, const char *data_dir) {
         if (bad[i])
             fprintf(f, "%s%s", k++ ? "; " : "", who[i]);
     fprintf(f,
-            ") will not trust aor's CA and fail with certificate errors (curl exit 60, "
+            ") will not trust aor's CA and fail with certificate errors (%s"
             "CERTIFICATE_VERIFY_FAILED); unset %s, or add %s to %s (`aor doctor` explains)\n",
-            n == 1 ? "it" : "them", ca, n == 1 ? "that bundle" : "those bundles");
+            bad[2] ? "curl exit 60, " : "", n == 1 ? "it" : "them", ca,
+            n == 1 ? "that bundle" : "those bundles");
 out:
     free(ca);
     free(bundle);

@@ -362,6 +362,31 @@ def test_run_merged_node_file_is_per_user_file(env):
     eq(left, [], "no temporary file left in the data directory")
 
 
+def test_curl_trusts_aor_with_another_ssl_cert_file(env):
+    """QA: with SSL_CERT_FILE set to another bundle, `aor run` and `aor doctor` said curl
+    would fail (exit 60); curl reads CURL_CA_BUNDLE first, which aor points at its bundle,
+    and it worked. The warning names the clients that do fail, not curl."""
+    mock = env.start_mock()
+    setup(env, mock=mock)
+    foreign = env.path("corp.pem")
+    with open(foreign, "w") as f:
+        f.write(other_cert_pem())
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    rc, out, err = aor(env, "run", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                       "https://api.openai.com/v1/chat/completions", "-H",
+                       "Authorization: Bearer c", "-H", "Content-Type: application/json",
+                       "-d", body, extra_env={"SSL_CERT_FILE": foreign})
+    eq((rc, out), (0, "200"), "curl trusts aor (stderr %r)" % err)
+    warn = [ln for ln in err.splitlines() if "already set" in ln]
+    eq(len(warn), 1, "one warning for SSL_CERT_FILE: %r" % err)
+    check("curl" not in warn[0].split(" will not trust")[0].split("read it")[1],
+          "curl not named among the clients that fail: " + warn[0])
+    rc, out, err = aor(env, "doctor", extra_env={"SSL_CERT_FILE": foreign})
+    line = [ln for ln in out.splitlines() if "SSL_CERT_FILE points to" in ln]
+    eq(len(line), 1, "doctor's SSL_CERT_FILE line: %r" % out)
+    check("will not trust aor" in line[0] and "curl" not in line[0], "doctor: " + line[0])
+
+
 def test_run_and_env_warn_about_user_ca_bundles(env):
     """QA trust trap: SSL_CERT_FILE / CURL_CA_BUNDLE / REQUESTS_CA_BUNDLE already set to
     another file are left alone (spec §2 "Trust"), so TLS clients will not trust aor; `aor
@@ -380,8 +405,8 @@ def test_run_and_env_warn_about_user_ca_bundles(env):
                        extra_env={"SSL_CERT_FILE": foreign})
     eq((rc, out), (0, foreign), "the user's SSL_CERT_FILE is kept (stderr %r)" % err)
     want = ("aor: SSL_CERT_FILE=%s is already set, so aor leaves it alone: TLS clients that "
-            "read it (OpenSSL-based clients: curl, Python, Ruby, ...) will not trust aor's CA and fail with "
-            "certificate errors (curl exit 60, CERTIFICATE_VERIFY_FAILED); unset it, or add "
+            "read it (OpenSSL-based clients: Python, Ruby, ...) will not trust aor's CA and fail with "
+            "certificate errors (CERTIFICATE_VERIFY_FAILED); unset it, or add "
             "%s to that bundle (`aor doctor` explains)" % (foreign, ca))
     eq(warn_lines(err, "aor: "), [want], "aor run's warning line")
 
@@ -395,8 +420,9 @@ def test_run_and_env_warn_about_user_ca_bundles(env):
                             "are already set, so aor leaves them alone" % foreign), got[0])
     check(got[0].endswith("unset them, or add %s to those bundles (`aor doctor` explains)" % ca),
           got[0])
-    check("read them (OpenSSL-based clients: curl, Python, Ruby, ...; curl) will not" in got[0],
+    check("read them (OpenSSL-based clients: Python, Ruby, ...; curl) will not" in got[0],
           "who reads each: " + got[0])  # fmt: skip
+    check("(curl exit 60, CERTIFICATE_VERIFY_FAILED)" in got[0], "curl's exit named: " + got[0])
     # REQUESTS_CA_BUNDLE is read by Python requests, not curl (QA).
     rc, out, err = aor(env, "run", "true", extra_env={"REQUESTS_CA_BUNDLE": foreign})
     got = warn_lines(err, "aor: ")
