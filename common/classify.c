@@ -184,14 +184,13 @@ static int in_flight(const errinfo *e) {
            (e->meta_reason && strcasecmp(e->meta_reason, "in_flight_budget_exhausted") == 0);
 }
 
+/* "api usage limit": Anthropic's 400 invalid_request_error when the workspace's spend
+ * limit is reached, sent without details.error_code: "You have reached your specified API
+ * usage limits. You will regain access on ..." (claude-code issues 38035, 2127; QA). */
 static int text_says_quota(const char *text, size_t len) {
-    static const char *const phrases[] = {"insufficient balance",
-                                          "insufficient credit",
-                                          "insufficient funds",
-                                          "quota exceeded",
-                                          "credit balance",
-                                          "spend limit",
-                                          "billing"};
+    static const char *const phrases[] = {
+        "insufficient balance", "insufficient credit", "insufficient funds", "quota exceeded",
+        "credit balance",       "spend limit",         "api usage limit",    "billing"};
     for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++)
         if (text_has(text, len, phrases[i]))
             return 1;
@@ -228,7 +227,11 @@ static aor_kind decide_error(long status, const errinfo *e, int dialect_like, in
         return AOR_KIND_TRANSIENT;
     if (is4xx && (any_code(e, is_quota_code) || e->per_day || e->limit_source))
         return AOR_KIND_QUOTA;
-    if (status == 429 && str_has(e->message, "request too large"))
+    /* "Request too large" in the message, or in a body that is not the dialect's error
+     * shape (a gateway's plain text, {"message": ...}): QA, such a 429 walked every key
+     * and opened the circuit for everyone. */
+    if (status == 429 &&
+        (str_has(e->message, "request too large") || text_has(text, tlen, "request too large")))
         return AOR_KIND_CLIENT;
     if (status == 529 || any_code(e, is_overloaded_code) ||
         (status == 503 && text_has(text, tlen, "overload")))

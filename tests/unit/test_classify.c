@@ -170,6 +170,23 @@ static const ccase cases[] = {
      "Requested 30500, please reduce your message size and try again.\",\"type\":\"tokens\","
      "\"code\":\"rate_limit_exceeded\"}}",
      AOR_KIND_CLIENT, -1},
+    /* QA: "request too large" outside the dialect's error object was read as rate, so one
+     * oversized prompt backed off every key and opened the circuit. */
+    {"429 request too large as plain text", OA, 429, "text/plain", NULL,
+     "Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 50000.",
+     AOR_KIND_CLIENT, -1},
+    {"429 request too large in a json body without an error object", OA, 429, JSON, NULL,
+     "{\"message\":\"Request too large for gpt-4o on tokens per min\",\"code\":429}",
+     AOR_KIND_CLIENT, -1},
+    {"429 plain text rate limit stays rate", OA, 429, "text/plain", NULL,
+     "Too many requests, slow down.", AOR_KIND_RATE, -1},
+    /* Anthropic's spend limit as sent without details.error_code (QA; claude-code issue
+     * 38035): quota, not a client error that never walks. */
+    {"400 anthropic api usage limits", AN, 400, JSON, NULL,
+     "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":"
+     "\"You have reached your specified API usage limits. You will regain access on "
+     "2026-04-01 at 00:00 UTC.\"},\"request_id\":\"req_011CZLrUfBVkVHn5T6EqQaf7\"}",
+     AOR_KIND_QUOTA, -1},
     {"413 with a quota code", OA, 413, JSON, NULL,
      "{\"error\":{\"message\":\"x\",\"code\":\"insufficient_quota\"}}", AOR_KIND_CLIENT, -1},
     /* A rate code on the other statuses §4.1 lists as client; and on a 4xx it does not list
