@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     aor_sticky *st = aor_sticky_new();
     if (!bo || !bo2 || !br || !st)
         die("out of memory");
-    aor_sticky_set_max(st, NCLIENTS); /* aord keeps AOR_STICKY_MAX_DEFAULT rows at most */
+    aor_sticky_set_max(st, NCLIENTS); /* aord keeps AOR_STICKY_MAX_DEFAULT (the same) */
 
     /* 100 keys of each 1,000-key config backed off (every 10th); the large config's in bo
      * alone (the table backoff_blocked is timed on), the others' in bo2. */

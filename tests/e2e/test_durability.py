@@ -425,8 +425,10 @@ def test_kill9_right_after_an_answer_keeps_its_success(env):
 
 def test_sticky_rows_are_capped_and_survive_kill9(env):
     """QA 2026-12-03: a client sending ever new model names grew the sticky table (and
-    the state file) without bound. aord keeps 10,000 rows: each new one beyond drops the
-    least recently used, written ahead, so kill -9 then a start has the same rows."""
+    the state file) without bound. aord keeps 100,000 rows: each new one beyond drops
+    the least recently used, written ahead, so kill -9 then a start has the same rows.
+    The table is filled through the state file (99,990 older rows of another client),
+    then requests add rows."""
     mock = env.start_mock(tls=False)
     env.set_keys(OPENAI_API_KEY="sk-test-cap")
     port = aortest.free_port()
@@ -442,36 +444,55 @@ def test_sticky_rows_are_capped_and_survive_kill9(env):
         models = *
     """)
     d = env.start_daemon()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    headers = {"Authorization": "Bearer client-cap", "Content-Type": "application/json"}
+    conn = None
 
     def ask(model):
+        nonlocal conn
+        if conn is None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
-        conn.request("POST", "/v1/chat/completions", body, headers)
+        conn.request("POST", "/v1/chat/completions", body,
+                     {"Authorization": "Bearer client-cap", "Content-Type": "application/json"})
         r = conn.getresponse()
         r.read()
         eq(r.status, 200, "status of %s" % model)
 
-    for i in range(10000):
-        ask("m%d" % i)
-    ask("m0")  # a use: m0 is now the most recently used, m1 the least
-    eq(len(d.state()["sticky"]), 10000, "rows at the maximum")
-    check("sticky: 10000" not in d.stderr_text(), "no warning before the table is full")
-    for i in range(10000, 10050):
-        ask("m%d" % i)
+    ask("first")
+    me = d.state()["sticky"][0]["client"]
+    conn.close()
+    conn = None
+    eq(d.stop(), 0, "aord stops")
+    import sqlite3
+    db = sqlite3.connect(env.db_path)
+    # "first" is made the oldest row: only its use below keeps it.
+    db.execute("UPDATE sticky SET last_success = 1600000000 WHERE client = ?", (me,))
+    db.executemany('INSERT INTO sticky(client, model, provider, "key", last_success) '
+                   'VALUES(?, ?, ?, ?, ?)',
+                   (("0" * 64, "old%d" % i, "openai", "a", 1700000000.0 + i)
+                    for i in range(99989)))
+    db.commit()
+    db.close()
+    d = env.start_daemon()
+    ask("first")  # a use: no longer the least recently used
+    for i in range(10):
+        ask("new%d" % i)
+    eq(len(d.state()["sticky"]), 100000, "rows at the maximum")
+    check("sticky: 100000" not in d.stderr_text(), "no warning before the table is full")
+    for i in range(10, 20):
+        ask("new%d" % i)
     conn.close()
     st = d.state()
     models = {s["model"] for s in st["sticky"]}
-    eq(len(st["sticky"]), 10000, "rows after 50 more names")
-    check("m0" in models, "a row used again is kept")
-    check(not {"m%d" % i for i in range(1, 51)} & models, "the 50 least recently used dropped")
-    check({"m51", "m9999", "m10049"} <= models, "newer rows kept")
-    eq(d.stderr_text().count("sticky: 10000 (client, model) rows, the most kept"), 1,
+    eq(len(st["sticky"]), 100000, "rows after 10 more")
+    check("first" in models, "a row used again is kept")
+    check(not {"old%d" % i for i in range(10)} & models, "the 10 least recently used dropped")
+    check({"old10", "old99988", "new0", "new19"} <= models, "newer rows kept")
+    eq(d.stderr_text().count("sticky: 100000 (client, model) rows, the most kept"), 1,
        "the full table said once")
     d.kill9()
     d = env.start_daemon()
     after = {s["model"] for s in d.state()["sticky"]}
-    eq(len(after), 10000, "rows after kill -9 and a start")
+    eq(len(after), 100000, "rows after kill -9 and a start")
     eq(after, models, "the same rows after kill -9")
 
 

@@ -1107,7 +1107,6 @@ static void test_many_keys_and_stickies(void **state) {
         snprintf(name, sizeof name, "prov%d", p);
         add_provider(w->cfg, name, AOR_DIALECT_OPENAI, "p.example", p % 2, "m", keys, NULL);
     }
-    aor_sticky_set_max(w->s, 100000); /* aord keeps fewer (AOR_STICKY_MAX_DEFAULT) */
     for (int c = 0; c < 100000; c++) {
         char client[32], key[16];
         snprintf(client, sizeof client, "client%06d", c);
