@@ -571,6 +571,29 @@ aor_config *aor_config_load(const char *path, char **errors) {
     return aor_config_load_flags(path, 0, errors);
 }
 
+/* AOR_CONFIG_CHECK_SOCKET: the socket problem aord would refuse, added to errs. A path
+ * too long for a socket address was reported already (config_parse.c, config_env.c). */
+static void check_socket(const aor_config *cfg, aor_cfg_errs *errs) {
+    if (!cfg->socket_path || strlen(cfg->socket_path) >= AOR_CFG_SUN_PATH)
+        return;
+    char *what = NULL;
+    if (aor_path_socket_problem(cfg->socket_path, &what) == 0)
+        return;
+    if (!what) {
+        errs->oom = 1;
+        return;
+    }
+    const char *env = getenv("AOR_SOCKET");
+    size_t line = 0;
+    if (env && *env)
+        aor_cfg_err_in(errs, "", 0, "AOR_SOCKET=%s: %s", env, what);
+    else if (cfg->source && (line = aor_path_ini_line(cfg->source, "daemon", "socket")) > 0)
+        aor_cfg_err(errs, line, "socket = %s: %s", cfg->socket_path, what);
+    else
+        aor_cfg_err_in(errs, "", 0, "%s", what);
+    free(what);
+}
+
 aor_config *aor_config_load_flags(const char *path, unsigned flags, char **errors) {
     aor_cfg_errs errs = {0}, warns = {0};
     char *auto_path = NULL, *text = NULL, *dir = NULL;
@@ -617,6 +640,8 @@ aor_config *aor_config_load_flags(const char *path, unsigned flags, char **error
     }
     if (aor_cfg_default_paths(cfg, &errs) != 0)
         errs.oom = 1;
+    else if (flags & AOR_CONFIG_CHECK_SOCKET)
+        check_socket(cfg, &errs);
 
 out:
     if (text) /* an inline secret may have been written into the file */

@@ -129,7 +129,16 @@ aor_config *aor_config_load(const char *path, char **errors);
  * secret that is set but malformed is still an error. */
 #define AOR_CONFIG_SECRETS_OPTIONAL 1u
 
-/* aor_config_load with flags (0 or AOR_CONFIG_SECRETS_OPTIONAL); the same arguments,
+/* Flag of aor_config_load_flags: what aord's start would refuse about the socket path
+ * (aor_path_socket_problem, common/paths.h: a relative path, its directory's owner and
+ * mode or a symbolic link, something else than a socket at the path, a foreign hosts
+ * file next to it) is one more error of the list, sorted with the others (spec §3.1:
+ * all errors at once), at the `socket` line ("FILE:LINE: socket = PATH: why") or, for a
+ * path from the environment, as "AOR_SOCKET=PATH: why" (else just why). For aord (start
+ * and --check-config) and `aor check-config`. Reads the file system, nothing else. */
+#define AOR_CONFIG_CHECK_SOCKET 2u
+
+/* aor_config_load with flags (0 or the AOR_CONFIG_* flags or'ed); the same arguments,
  * returns and errors. */
 aor_config *aor_config_load_flags(const char *path, unsigned flags, char **errors);
 

@@ -42,7 +42,9 @@ typedef struct {
 void aor_cfg_err(aor_cfg_errs *errs, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Same for another file (an env_file); `file` must outlive the list. */
+/* Same for another file (an env_file); `file` must outlive the list. "" as file: the
+ * text is shown as it is (it names its own source, e.g. "AOR_SOCKET=..."), after the
+ * main file's errors. */
 void aor_cfg_err_in(aor_cfg_errs *errs, const char *file, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

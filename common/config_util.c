@@ -85,7 +85,9 @@ char *aor_cfg_errs_text(const aor_cfg_errs *errs) {
     const char *main_file = errs->file ? errs->file : AOR_CFG_ENV_NAME;
     for (size_t i = 0; i < errs->n; i++) {
         const char *file = sorted[i].file ? sorted[i].file : main_file;
-        if (sorted[i].line)
+        if (!*file) /* aor_cfg_err_in with "": the text names its own source */
+            fprintf(f, "%s\n", sorted[i].text);
+        else if (sorted[i].line)
             fprintf(f, "%s:%zu: %s\n", file, sorted[i].line, sorted[i].text);
         else
             fprintf(f, "%s: %s\n", file, sorted[i].text);

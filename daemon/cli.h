@@ -65,9 +65,9 @@ int aor_cli_take_config(aor_cli *c, int argc, char **argv, int *i);
 aor_config *aor_cli_load_config(const aor_cli *c);
 
 /* aor_cli_load_config with everything aord's start would refuse about the socket
- * (aor_cli_check_socket with full 1), for `aor check-config`. A socket problem is listed
- * with the other errors even when those keep the file from loading (spec §3.1: all
- * errors at once), as far as the file loads without its secrets. */
+ * (AOR_CONFIG_CHECK_SOCKET), for `aor check-config`: a socket problem is one more error
+ * of the list, in line order, whatever the other errors are (spec §3.1: all errors at
+ * once). */
 aor_config *aor_cli_load_config_full(const aor_cli *c);
 
 /* aor_cli_load_config for commands that need no secret (`aor run`, `aor env`): a key

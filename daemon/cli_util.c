@@ -91,8 +91,9 @@ int aor_cli_check_socket(const aor_config *cfg, int full) {
 }
 
 /* The socket problem of the configuration at c, loaded without secrets, for the error
- * list of a load that failed (spec §3.1: all errors at once): a malloc'd line, or NULL
- * when there is none or the file has other errors that keep it from loading at all. */
+ * list of a load that failed (a relative AOR_SOCKET with full 0): a malloc'd line, or
+ * NULL when there is none or the file has other errors that keep it from loading at all.
+ * (The full check is the loader's: AOR_CONFIG_CHECK_SOCKET.) */
 static char *socket_problem_anyway(const aor_cli *c, int full) {
     char *errors = NULL, *why = NULL;
     aor_config *cfg = aor_config_load_flags(c->config_arg, AOR_CONFIG_SECRETS_OPTIONAL, &errors);
@@ -122,8 +123,11 @@ static int unset_variable_error(const char *errors) {
 
 static aor_config *load_config(const aor_cli *c, unsigned flags, int full) {
     char *errors = NULL;
-    aor_config *cfg = aor_config_load_flags(c->config_arg, flags, &errors);
-    if (cfg && aor_cli_check_socket(cfg, full) < 0) {
+    /* full: the loader lists the socket's problems with the other errors, in line
+     * order (QA: they were hidden by any other error, or printed out of order). */
+    aor_config *cfg =
+        aor_config_load_flags(c->config_arg, flags | (full ? AOR_CONFIG_CHECK_SOCKET : 0), &errors);
+    if (cfg && !full && aor_cli_check_socket(cfg, 0) < 0) {
         aor_config_free(cfg);
         return NULL;
     }
@@ -132,7 +136,8 @@ static aor_config *load_config(const aor_cli *c, unsigned flags, int full) {
     fprintf(stderr, "aor: configuration errors:\n%s", errors ? errors : "(out of memory)\n");
     if (errors && errors[0] && errors[strlen(errors) - 1] != '\n')
         fputc('\n', stderr);
-    char *sock_why = flags & AOR_CONFIG_SECRETS_OPTIONAL ? NULL : socket_problem_anyway(c, full);
+    char *sock_why =
+        full || (flags & AOR_CONFIG_SECRETS_OPTIONAL) ? NULL : socket_problem_anyway(c, 0);
     if (sock_why)
         fprintf(stderr, "%s\n", sock_why);
     free(sock_why);

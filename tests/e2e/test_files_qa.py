@@ -528,6 +528,40 @@ def test_check_config_reports_a_socket_directory_aord_refuses(env):
     check(not os.path.exists(env.path("new")), "check-config creates nothing")
 
 
+def test_socket_problem_is_listed_with_every_other_error_in_line_order(env):
+    """QA: an unknown option (or any error but an unset variable) hid the socket's
+    problem from both check-configs, and with an unset variable it came out of line
+    order; aord's start said it without file:line and exited 1, which systemd restarts
+    (the unit stops restarting on 2). Now every one lists it at its line, exit 2."""
+    shared = env.path("shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    env.write_config("[daemon]\nlisten = off\nsocket = %s/x.sock\nfoo = 1\n"
+                     '[key "k"]\nenv = AOR_QA_UNSET_KEY\n' % shared)
+    want = ["%s:3: socket = %s/x.sock: socket directory %s: writable by group or others "
+            "(mode 1777); chmod 700 it or choose a socket in a directory of your own"
+            % (env.config_path, shared, shared),
+            "%s:4: unknown option foo in [daemon]" % env.config_path]
+    for binary, args in (("aor", ["check-config"]), ("aord", ["--check-config"]), ("aord", [])):
+        rc, out, err = run_bin(env, binary, args)
+        eq(rc, 2, "%s %s: exit 2 (stderr %r)" % (binary, " ".join(args), err))
+        lines = [ln for ln in err.splitlines() if ln.startswith(env.config_path + ":")]
+        eq(lines[:2], want, "%s %s: the socket's line first, then the option" %
+           (binary, " ".join(args)))
+        check(any("AOR_QA_UNSET_KEY" in ln for ln in lines[2:]),
+              "%s: the unset variable is listed too: %r" % (binary, err))
+    check(not os.path.exists(os.path.join(shared, "x.sock")), "no socket made")
+    # From the environment: named after AOR_SOCKET, after the file's errors.
+    env.write_config("[daemon]\nlisten = off\nfoo = 1\n")
+    rc, out, err = run_bin(env, "aord", [], extra_env={"AOR_SOCKET": shared + "/y.sock"})
+    eq(rc, 2, "aord with AOR_SOCKET in a 1777 directory (stderr %r)" % err)
+    eq(err.splitlines()[1:3],
+       ["%s:3: unknown option foo in [daemon]" % env.config_path,
+        "AOR_SOCKET=%s/y.sock: socket directory %s: writable by group or others (mode 1777); "
+        "chmod 700 it or choose a socket in a directory of your own" % (shared, shared)],
+       "aord's errors")
+
+
 def test_state_directory_open_to_others_is_refused(env):
     """QA: with $XDG_STATE_HOME/aor at 0777 (it holds admin.token, aord.log and aor.db)
     aord started silently, while it refuses such a socket or data directory. It now
