@@ -212,7 +212,9 @@ static void init_once(void) {
         aor_debug("libaor loaded, disabled (AOR_DISABLE, AOR_DAEMON or aord): pass-through");
     else
         aor_debug("libaor loaded, daemon socket %s%s%s", env->sock_path,
-                  env->sock_ok ? "" : "... (path too long for a Unix socket: fail-open)",
+                  env->sock_ok         ? ""
+                  : env->sock_relative ? " (not an absolute path: fail-open)"
+                                       : "... (path too long for a Unix socket: fail-open)",
                   env->strict ? ", strict" : "");
     g_in_init = 0;
     atomic_store_explicit(&aor_shim_active, !env->disabled, memory_order_release);

@@ -53,7 +53,9 @@ static int daemon_connect(const char *preamble, size_t plen, const struct sockad
     struct sockaddr_un sun;
     size_t pl = strlen(env->sock_path);
     if (!env->sock_ok || pl >= sizeof(sun.sun_path)) {
-        errno = ENAMETOOLONG;
+        /* for AOR_DEBUG's "daemon not reachable (...)": QA, a relative AOR_SOCKET was
+         * explained as "File name too long" */
+        errno = env->sock_relative ? EINVAL : ENAMETOOLONG;
         return -1;
     }
     int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

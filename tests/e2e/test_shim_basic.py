@@ -327,6 +327,13 @@ def checks(e, echo):
           rc == 0 and err.splitlines() == ["aor: AOR_SOCKET=aor.sock is not an absolute path "
                                            "(aord refuses one), connecting directly "
                                            "(fail-open)"], out + err)
+    # AOR_DEBUG explains it the same way (QA: "path too long", "File name too long").
+    rc, out, err = run([PROBE, "localhost", str(echo.port)],
+                       e.base(AOR_SOCKET="aor.sock", AOR_HOSTS="localhost:%d" % echo.port,
+                              AOR_DEBUG="1"), cwd=e.tmp)
+    check("relative AOR_SOCKET: AOR_DEBUG says why",
+          rc == 0 and "daemon socket aor.sock (not an absolute path: fail-open)" in err and
+          "too long" not in err, out + err)
 
     # --- the daemon never routes itself; AOR_DISABLE --------------------------------------
     for name, extra in (("AOR_DISABLE=1", {"AOR_DISABLE": "1"}),
