@@ -1022,27 +1022,98 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
     }
 }
 
-/* inih handler: a value in double quotes ("openai", as git config allows) or single
- * quotes is taken without them; option() does the rest. */
+/* inih handler for a value that is not quoted (the reader takes quoted ones). */
 static int on_option(void *user, const char *inih_section, const char *name, const char *value) {
     (void)inih_section; /* the reader tracks sections itself (names of any length) */
-    aor_cfg_parse_ctx *c = user;
-    size_t n = strlen(value);
-    if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
-        char *unquoted = strndup(value + 1, n - 2);
-        if (!unquoted) {
-            c->errs->oom = 1;
-            return 1;
-        }
-        option(c, name, unquoted);
-        free(unquoted);
-    } else {
-        option(c, name, value);
-    }
+    option(user, name, value);
     return 1;
 }
 
 /* ---- the line reader --------------------------------------------------------------------- */
+
+/* Where an inline comment starts in s (n bytes) as inih finds it: a ';' after a blank;
+ * n when there is none. */
+static size_t comment_start(const char *s, size_t n) {
+    for (size_t i = 1; i < n; i++)
+        if (s[i] == ';' && isspace((unsigned char)s[i - 1]))
+            return i;
+    return n;
+}
+
+/* A comment (from its ';' or '#', n bytes) that holds a key: rule 6 like a value (a key
+ * commented out is still a secret in a file that is often 0644 and shared; QA). */
+static void check_comment(aor_cfg_parse_ctx *c, const char *s, size_t n) {
+    if (aor_cfg_comment_looks_secret(s, n))
+        aor_cfg_err(c->errs, c->lineno,
+                    "a comment on this line holds what looks like a provider key; a key "
+                    "commented out is still a secret written into the file: remove it (aor "
+                    "reads secrets only from the environment: env = VARIABLE in a [key] "
+                    "section, or env_file) (the comment is not shown)");
+}
+
+/* Where what follows a closing quote at q ends: n when only blanks follow, the start
+ * of a comment (';' or '#') after blanks, n + 1 when anything else follows. */
+static size_t value_end(const char *line, size_t n, const char *q) {
+    size_t after = (size_t)(q - line) + 1;
+    while (after < n && isblank((unsigned char)line[after]))
+        after++;
+    return after < n && line[after] != ';' && line[after] != '#' ? n + 1 : after;
+}
+
+/* A value in double or single quotes ("openai", as git config allows): taken without
+ * them and as written between them, so a ';' or '#' inside is part of the value, not a
+ * comment (QA: `name = "Work ; shared"` was cut to `"Work`). line (n bytes, trimmed,
+ * with a separator) is `name = "value"` optionally followed by blanks and a comment.
+ * Returns 1 when the value was quoted (option() called, or an error reported), 0 when
+ * not (inih takes the line). No escapes. */
+static int quoted_option(aor_cfg_parse_ctx *c, const char *line, size_t n) {
+    size_t sep = 0;
+    while (sep < n && line[sep] != '=' && line[sep] != ':')
+        sep++;
+    size_t v = sep + 1;
+    while (v < n && isblank((unsigned char)line[v]))
+        v++;
+    if (v >= n || (line[v] != '"' && line[v] != '\''))
+        return 0;
+    /* The first matching quote that only blanks or a comment follow closes the value
+     * (so a quote inside stays: 'Bob's key'). */
+    const char *close = memchr(line + v + 1, line[v], n - v - 1);
+    if (!close) {
+        aor_cfg_err(c->errs, c->lineno,
+                    "the value starts with %s but has no closing one (a value in quotes ends "
+                    "on the same line, with the same quote)",
+                    line[v] == '"' ? "a double quote (\")" : "a single quote (')");
+        return 1;
+    }
+    size_t after = value_end(line, n, close);
+    while (after > n) {
+        close = memchr(close + 1, line[v], n - (size_t)(close + 1 - line));
+        if (!close) {
+            aor_cfg_err(c->errs, c->lineno,
+                        "text after the closing quote of the value; put all of the value in "
+                        "the quotes, or start a comment with ';'");
+            return 1;
+        }
+        after = value_end(line, n, close);
+    }
+    if (after < n)
+        check_comment(c, line + after, n - after);
+    size_t ne = sep;
+    while (ne && isblank((unsigned char)line[ne - 1]))
+        ne--;
+    char *name = strndup(line, ne);
+    char *value = strndup(line + v + 1, (size_t)(close - line) - v - 1);
+    if (!name || !value)
+        c->errs->oom = 1;
+    else
+        option(c, name, value);
+    free(name);
+    if (value) {
+        explicit_bzero(value, strlen(value));
+        free(value);
+    }
+    return 1;
+}
 
 /* 1 when inih will find '=' or ':' before an inline comment (" ;"), as it splits. */
 static int has_separator(const char *s, size_t n) {
@@ -1085,8 +1156,12 @@ static char *cfg_reader(char *str, int num, void *stream) {
     }
     while (n && isspace((unsigned char)line[n - 1]))
         n--;
-    if (n == 0 || line[0] == ';' || line[0] == '#')
+    if (n == 0)
         return str;
+    if (line[0] == ';' || line[0] == '#') {
+        check_comment(c, line, n);
+        return str;
+    }
     if (n > AOR_CFG_LINE_MAX || n + 2 > (size_t)num) {
         aor_cfg_err(c->errs, c->lineno, "the line is longer than %d characters", AOR_CFG_LINE_MAX);
         return str;
@@ -1108,6 +1183,14 @@ static char *cfg_reader(char *str, int num, void *stream) {
         explicit_bzero(str, n);
         return str;
     }
+    if (quoted_option(c, line, n)) {
+        explicit_bzero(str, n);
+        str[0] = '\0';
+        return str;
+    }
+    size_t cs = comment_start(line, n);
+    if (cs < n)
+        check_comment(c, line + cs, n - cs);
     str[n] = '\n';
     str[n + 1] = '\0';
     return str;

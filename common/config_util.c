@@ -182,6 +182,16 @@ int aor_cfg_looks_secret(const char *s) {
     return scan_tokens(s, " \t\r\n,=;\"'", 0) || scan_tokens(s, " \t\r\n,=;\"':/@?&#", 1);
 }
 
+int aor_cfg_comment_looks_secret(const char *s, size_t n) {
+    char *copy = strndup(s, n);
+    if (!copy)
+        return 0;
+    int r = scan_tokens(copy, " \t\r\n,=;\"':/@?&#", 1);
+    explicit_bzero(copy, n);
+    free(copy);
+    return r;
+}
+
 static const char *const secret_names[] = {
     "api_key",    "apikey",    "api-key",      "key",        "secret",        "token",
     "password",   "passwd",    "access_token", "auth_token", "authorization", "bearer",

@@ -1334,6 +1334,76 @@ static void test_quoted_values(void **state) {
     free(text);
 }
 
+/* QA: `name = "Work ; shared"` was cut at the ';' (inih's inline comment) and kept as
+ * `"Work`, silently. Inside quotes ';' and '#' are part of the value; a comment may
+ * follow the closing quote; a quote inside a value ('Bob's key') is kept; an unclosed
+ * quote or text after the closing one is an error at its line. */
+static void test_quoted_values_keep_semicolons(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    setenv("TEST_KEY_B", "secret-b", 1);
+    setenv("TEST_QK_C", "secret-c", 1);
+    setenv("TEST_QK_D", "secret-d", 1);
+    aor_config *cfg = load_ok("[key \"a\"]\nenv = TEST_KEY_A\nname = \"Work ; shared # 2\"\n"
+                              "[key \"b\"]\nenv = TEST_KEY_B\nname = 'Bob's key' ; it's b\n"
+                              "[key \"c\"]\nenv = TEST_QK_C\nname = \"c\" ; \"quoted\" note\n"
+                              "[key \"d\"]\nenv = TEST_QK_D\nname = plain ; a comment\n"
+                              "[provider \"p\"]\ndialect = openai\n"
+                              "base_url = https://x.example\nkeys = a, b, c, d\nmodels = *\n",
+                              NULL);
+    assert_string_equal(cfg->keys[0].friendly, "Work ; shared # 2");
+    assert_string_equal(cfg->keys[1].friendly, "Bob's key");
+    assert_string_equal(cfg->keys[2].friendly, "c");
+    assert_string_equal(cfg->keys[3].friendly, "plain");
+    aor_config_free(cfg);
+    unsetenv("TEST_QK_C");
+    unsetenv("TEST_QK_D");
+
+    char *path = NULL;
+    char *errs = load_err("[key \"a\"]\nenv = TEST_KEY_A\nname = \"Work ; shared\n" /* 3 */
+                          "[provider \"p\"]\ndialect = \"openai\" x\n"              /* 5 */
+                          "base_url = https://x.example\nkeys = a\nmodels = *\n",
+                          &path);
+    assert_err(errs, path, 3, "the value starts with a double quote (\") but has no closing one");
+    assert_err(errs, path, 5, "text after the closing quote of the value");
+    assert_err(errs, path, 4, "has no dialect"); /* its value was refused */
+    assert_int_equal(count_lines(errs), 3);
+    free(errs);
+    free(path);
+}
+
+/* QA: a key commented out (a whole-line comment, or after a value, quoted or not) was
+ * accepted; it is still a secret in the file (§3.2, rule 6). Only key prefixes count in
+ * comments: a commit hash or "sk-..." in prose is fine. */
+static void test_secret_in_a_comment(void **state) {
+    setenv("TEST_KEY_A", "secret-a", 1);
+    const char *k1 = "sk-"
+                     "proj-abcdefghijklmnopqrstuvwx"; /* fake, split */
+    const char *k2 = "sk-"
+                     "ant-api03-abcdefghijklmnopqrstu";
+    const char *k3 = "AI"
+                     "zaSyA1b2c3d4e5f6g7h8i9j0";
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "[key \"a\"]\nenv = TEST_KEY_A\n"
+                         "; api_key = %s\n"                                  /* 3 */
+                         "# OPENAI_API_KEY=%s\n"                             /* 4 */
+                         "name = Main ; old %s\n"                            /* 5 */
+                         "[provider \"p\"]\ndialect = \"openai\" ; was %s\n" /* 7 */
+                         "base_url = https://x.example\nkeys = a\nmodels = *\n"
+                         "; see 3f2a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a, sk-... keys\n", /* 11 */
+                         k1, k2, k1, k3) > 0);
+    char *path = NULL;
+    char *errs = load_err(text, &path);
+    for (int line = 3; line <= 7; line += line == 5 ? 2 : 1)
+        assert_err(errs, path, line, "a comment on this line holds what looks like a provider key");
+    assert_int_equal(count_lines(errs), 4);
+    assert_null(strstr(errs, "abcdefgh"));
+    assert_null(strstr(errs, "1b2c3d4"));
+    free(errs);
+    free(path);
+    free(text);
+}
+
 /* A model name over the limit is named as too long, not as malformed (QA). */
 static void test_model_name_too_long(void **state) {
     setenv("TEST_KEY_A", "secret-a", 1);
@@ -1926,6 +1996,8 @@ int main(void) {
         T(test_rule6_inline_secrets_rejected_without_echo),
         T(test_skipped_sections_still_report),
         T(test_quoted_values),
+        T(test_quoted_values_keep_semicolons),
+        T(test_secret_in_a_comment),
         T(test_model_name_too_long),
         T(test_rule6_no_false_positives),
         T(test_rule7_unknown_sections_and_options),
