@@ -223,3 +223,65 @@ def test_json_aord_writes_is_utf8_whatever_the_request_holds(env):
     eq(st, 429, "all backed off")
     msg = json.loads(err.decode("utf-8"))["error"]["message"]
     check("caf\ufffd" in msg, "the model in the message: %r" % msg)
+
+
+def _rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_pipelined_requests_of_a_client_that_does_not_read_are_bounded(env):
+    """QA: a client that pipelined GET /metrics and never read the answers made aord
+    read on and queue every answer (1.8 GB RSS in 5 s, then the OOM killer). aord now
+    stops reading a client whose unread answers pass 1 MiB and reads on once it takes
+    them: memory stays bounded, and every request is still answered, in order."""
+    mock, d = setup(env)
+    req = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", d.port))
+    s.setblocking(False)
+    before = _rss_kib(d.pid)
+    sent, stalled_since, end = 0, None, time.monotonic() + 20
+    batch = req * 2000
+    while time.monotonic() < end and sent < 40 * 1024 * 1024:
+        try:
+            off = sent % len(batch)  # batch is whole requests: the stream stays in step
+            sent += s.send(batch[off:])
+            stalled_since = None
+        except BlockingIOError:
+            stalled_since = stalled_since or time.monotonic()
+            if time.monotonic() - stalled_since > 1.0:
+                break  # aord stopped reading: the kernel buffers are full
+            time.sleep(0.01)
+    grown = _rss_kib(d.pid) - before
+    requests = sent // len(req)
+    check(sent < 40 * 1024 * 1024, "aord stopped reading (%d bytes sent)" % sent)
+    check(grown < 64 * 1024, "aord grew by %d KiB for %d unread requests" % (grown, requests))
+    # Now read: every request sent whole gets its answer, in order.
+    s.setblocking(True)
+    s.settimeout(30)
+    rest = sent % len(req)
+    if rest:
+        requests += 1
+
+    def finish():  # the rest of the last request, while the answers are read
+        if rest:
+            s.sendall(req[rest:])
+        s.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=finish)
+    t.start()
+    data = bytearray()
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    t.join()
+    s.close()
+    eq(data.count(b"HTTP/1.1 200 "), requests, "answers to %d pipelined requests" % requests)
+    check(d.healthz() == 200, "aord answers after")
