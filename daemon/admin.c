@@ -122,7 +122,10 @@ static char *query_param(const char *url, const char *name) {
         if (v[i] == '%' && i + 2 < vl && isxdigit((unsigned char)v[i + 1]) &&
             isxdigit((unsigned char)v[i + 2])) {
             char hex[3] = {v[i + 1], v[i + 2], 0};
-            out[o++] = (char)strtol(hex, NULL, 16);
+            /* %00 would end the string early: "openai%00x" was taken as "openai" (QA).
+             * Kept as '?', so the value is refused as a whole. */
+            char ch = (char)strtol(hex, NULL, 16);
+            out[o++] = ch ? ch : '?';
             i += 2;
         } else {
             out[o++] = v[i] == '+' ? ' ' : v[i];
@@ -484,7 +487,8 @@ void aor_admin_handle(aor_daemon *d, aor_conn *c, aor_http_request *req) {
         if (tok && strlen(tok) == 64 && CRYPTO_memcmp(tok, d->admin_token, 64) == 0) {
             char cookie[160];
             snprintf(cookie, sizeof cookie,
-                     "Set-Cookie: aor_admin=%s; Path=/; HttpOnly; SameSite=Strict", d->admin_token);
+                     "Set-Cookie: aor_admin=%s; Path=/admin; HttpOnly; SameSite=Strict",
+                     d->admin_token);
             const char *extra[] = {cookie, "Cache-Control: no-store", NULL};
             reply(c, req, 200, "text/html; charset=utf-8", extra, admin_page,
                   sizeof admin_page - 1);

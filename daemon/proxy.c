@@ -1939,6 +1939,39 @@ static long strip_oauth_betas(const char *v, char *out, size_t cap) {
     return dropped ? (long)o : -1;
 }
 
+/* A Cookie field value without aord's own admin session cookie (aor_admin=...: its value
+ * is the admin token; QA: a client with a cookie jar sent it to the provider). Writes
+ * the other name=value pairs, "; "-separated, in order, to out (cap bytes, at least
+ * strlen(v) + 1) and returns their length (0: none left). Source: RFC 6265 §4.2.1 (pairs
+ * separated by ";" and a space). */
+static size_t strip_admin_cookie(const char *v, char *out, size_t cap) {
+    size_t o = 0;
+    const char *p = v;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ';')
+            p++;
+        const char *start = p;
+        while (*p && *p != ';')
+            p++;
+        const char *end = p;
+        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        size_t n = (size_t)(end - start);
+        if (!n || (n >= 10 && strncmp(start, "aor_admin=", 10) == 0))
+            continue;
+        if (o + (o ? 2 : 0) + n + 1 > cap)
+            break;
+        if (o) {
+            out[o++] = ';';
+            out[o++] = ' ';
+        }
+        memcpy(out + o, start, n);
+        o += n;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
  * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
  * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
@@ -1979,6 +2012,20 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
                 goto fail;
             if (kl >= 0)
                 continue; /* written without its OAuth betas, or left out: none remained */
+        }
+        if ((name[0] | 0x20) == 'c' && strcasecmp(name, "cookie") == 0 &&
+            strstr(value, "aor_admin=")) {
+            size_t vl = strlen(value);
+            char *kept = malloc(vl + 1);
+            if (!kept)
+                goto fail;
+            size_t kl = strip_admin_cookie(value, kept, vl + 1);
+            int r = kl > 0 ? hb_line(hb, name, strlen(name), kept, kl) : 0;
+            explicit_bzero(kept, vl);
+            free(kept);
+            if (r < 0)
+                goto fail;
+            continue;
         }
         if (hb_line(hb, name, strlen(name), value, strlen(value)) < 0)
             goto fail;

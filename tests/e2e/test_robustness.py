@@ -285,3 +285,43 @@ def test_pipelined_requests_of_a_client_that_does_not_read_are_bounded(env):
     s.close()
     eq(data.count(b"HTTP/1.1 200 "), requests, "answers to %d pipelined requests" % requests)
     check(d.healthz() == 200, "aord answers after")
+
+
+def test_admin_session_cookie_never_reaches_the_provider(env):
+    """QA: the admin session cookie (its value is the admin token) was set with Path=/, so
+    a client with a cookie jar sent it with its sidecar requests, and aord forwarded it
+    to the provider. The cookie is now for /admin only, and aord takes aor_admin out of
+    any Cookie field it forwards (the client's other cookies go on, in order)."""
+    mock, d = setup(env)
+    tok = d.token()
+    status, hdrs, _ = d.http("GET", "/admin?token=" + tok)
+    eq(status, 200, "admin page")
+    check("; Path=/admin;" in hdrs.get("set-cookie", ""), "cookie for /admin only: %r" % hdrs)
+    status, _, _ = d.http("GET", "/admin/api/state", headers={"cookie": "aor_admin=" + tok})
+    eq(status, 200, "the cookie still opens the admin API")
+    for cookie, forwarded in (("aor_admin=" + tok, None),
+                              ("theme=dark; aor_admin=%s;x=1" % tok, "theme=dark; x=1"),
+                              ("a=1", "a=1")):
+        mock.reset()
+        status, _, _ = d.http("POST", "/v1/chat/completions", body=BODY,
+                              headers={"authorization": "Bearer c", "cookie": cookie,
+                                       "content-type": "application/json"})
+        eq(status, 200, "sidecar request with cookie %r" % cookie.replace(tok, "TOKEN"))
+        got = [r["headers"] for r in mock.log()]
+        eq(len(got), 1, "one upstream request")
+        h = {k.lower(): v for k, v in got[0].items()}
+        eq(h.get("cookie"), forwarded, "Cookie upstream for %r" % cookie.replace(tok, "TOKEN"))
+        check(tok not in json.dumps(got), "the admin token never reaches the provider")
+
+
+def test_admin_query_with_a_nul_is_refused(env):
+    """QA: provider=openai%00garbage reset provider p (the value was cut at the NUL);
+    s=1%00 advanced the test clock."""
+    mock, d = setup(env, prov="openai")
+    tok = d.token()
+    for path, want in (("/admin/api/backoff/reset?provider=openai%00garbage", 404),
+                       ("/admin/api/backoff/reset?provider=openai", 200),
+                       ("/admin/api/clock/advance?s=1%00", 400),
+                       ("/admin/api/clock/advance?s=1", 200)):
+        status, _, body = d.http("POST", path, body=b"", headers={"authorization": "Bearer " + tok})
+        eq(status, want, "%s: %r" % (path, body[:120]))
