@@ -1900,76 +1900,61 @@ static int is_account_header(const char *name) {
                                        strcasecmp(name, "openai-project") == 0);
 }
 
-/* An anthropic-beta value without its OAuth betas ("oauth-2025-04-20": the flow of a
- * claude.ai subscription's OAuth token, which Claude Code sends with that token): with a
- * configured API key instead of the client's token they name a flow the request no
- * longer uses, and Anthropic answers a beta it does not accept for the credential with
- * 400 "Unexpected value(s) ... for the anthropic-beta header". Writes the other
- * comma-separated betas, in order, to out (cap bytes, at least strlen(v) + 1) and
- * returns their length (0: none left); returns -1 when v has no OAuth beta (forwarded
- * as it came; "oauth-" elsewhere in a name is not one). Source: Anthropic's "Beta headers"
- * documentation (comma-separated list). */
-static long strip_oauth_betas(const char *v, char *out, size_t cap) {
-    size_t o = 0, dropped = 0;
+/* The items of the list v (separated by sep, blanks around them ignored) that drop()
+ * does not take, joined by join, in order, into out (cap bytes, at least strlen(v) + 1).
+ * Returns their length (0: none left); *dropped counts the items left out. */
+static size_t filter_list(const char *v, char sep, const char *join,
+                          int (*drop)(const char *item, size_t n), char *out, size_t cap,
+                          size_t *dropped) {
+    size_t o = 0, jl = strlen(join);
     const char *p = v;
+    *dropped = 0;
     while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
+        while (*p == ' ' || *p == '\t' || *p == sep)
             p++;
         const char *start = p;
-        while (*p && *p != ',')
+        while (*p && *p != sep)
             p++;
         const char *end = p;
         while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
         size_t n = (size_t)(end - start);
-        if (n >= 6 && strncasecmp(start, "oauth-", 6) == 0) {
-            dropped++;
-            continue;
-        }
         if (!n)
             continue;
-        if (o + (o ? 1 : 0) + n + 1 > cap)
-            break;
-        if (o)
-            out[o++] = ',';
-        memcpy(out + o, start, n);
-        o += n;
-    }
-    out[o] = '\0';
-    return dropped ? (long)o : -1;
-}
-
-/* A Cookie field value without aord's own admin session cookie (aor_admin=...: its value
- * is the admin token; QA: a client with a cookie jar sent it to the provider). Writes
- * the other name=value pairs, "; "-separated, in order, to out (cap bytes, at least
- * strlen(v) + 1) and returns their length (0: none left). Source: RFC 6265 §4.2.1 (pairs
- * separated by ";" and a space). */
-static size_t strip_admin_cookie(const char *v, char *out, size_t cap) {
-    size_t o = 0;
-    const char *p = v;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ';')
-            p++;
-        const char *start = p;
-        while (*p && *p != ';')
-            p++;
-        const char *end = p;
-        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-            end--;
-        size_t n = (size_t)(end - start);
-        if (!n || (n >= 10 && strncmp(start, "aor_admin=", 10) == 0))
+        if (drop(start, n)) {
+            (*dropped)++;
             continue;
-        if (o + (o ? 2 : 0) + n + 1 > cap)
+        }
+        if (o + (o ? jl : 0) + n + 1 > cap)
             break;
         if (o) {
-            out[o++] = ';';
-            out[o++] = ' ';
+            memcpy(out + o, join, jl);
+            o += jl;
         }
         memcpy(out + o, start, n);
         o += n;
     }
     out[o] = '\0';
     return o;
+}
+
+/* An OAuth beta ("oauth-2025-04-20": the flow of a claude.ai subscription's OAuth token,
+ * which Claude Code sends with that token). With a configured API key instead of the
+ * client's token it names a flow the request no longer uses, and Anthropic answers a
+ * beta it does not accept for the credential with 400 "Unexpected value(s) ... for the
+ * anthropic-beta header": such betas stay behind, the others are forwarded in order
+ * (filter_list; "oauth-" elsewhere in a name is not one). Source: Anthropic's "Beta
+ * headers" documentation (comma-separated list). */
+static int is_oauth_beta(const char *item, size_t n) {
+    return n >= 6 && strncasecmp(item, "oauth-", 6) == 0;
+}
+
+/* aord's own admin session cookie (aor_admin=...: its value is the admin token; QA: a
+ * client with a cookie jar sent it to the provider): taken out of a forwarded Cookie
+ * field, the client's other cookies kept in order. Source: RFC 6265 §4.2.1 (pairs
+ * separated by ";" and a space). */
+static int is_admin_cookie(const char *item, size_t n) {
+    return n >= 10 && strncmp(item, "aor_admin=", 10) == 0;
 }
 
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
@@ -1999,28 +1984,28 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
         if (cand->key >= 0 && (aor_dialect_is_auth_header(name) || is_account_header(name)))
             continue;
         const char *value = req->fields[i].value;
+        int (*drop)(const char *, size_t) = NULL;
+        const char *join = ",";
         if (cand->key >= 0 && (name[0] | 0x20) == 'a' && strcasecmp(name, "anthropic-beta") == 0 &&
             strcasestr(value, "oauth-")) {
-            size_t vl = strlen(value);
-            char *kept = malloc(vl + 1);
-            if (!kept)
-                goto fail;
-            long kl = strip_oauth_betas(value, kept, vl + 1);
-            int r = kl > 0 ? hb_line(hb, name, strlen(name), kept, (size_t)kl) : 0;
-            free(kept);
-            if (r < 0)
-                goto fail;
-            if (kl >= 0)
-                continue; /* written without its OAuth betas, or left out: none remained */
+            drop = is_oauth_beta;
+        } else if ((name[0] | 0x20) == 'c' && strcasecmp(name, "cookie") == 0 &&
+                   strstr(value, "aor_admin=")) {
+            drop = is_admin_cookie;
+            join = "; ";
         }
-        if ((name[0] | 0x20) == 'c' && strcasecmp(name, "cookie") == 0 &&
-            strstr(value, "aor_admin=")) {
-            size_t vl = strlen(value);
+        if (drop) {
+            size_t vl = strlen(value), dropped = 0;
             char *kept = malloc(vl + 1);
             if (!kept)
                 goto fail;
-            size_t kl = strip_admin_cookie(value, kept, vl + 1);
-            int r = kl > 0 ? hb_line(hb, name, strlen(name), kept, kl) : 0;
+            size_t kl = filter_list(value, join[0], join, drop, kept, vl + 1, &dropped);
+            /* as it came, or without the dropped items (left out when none remained) */
+            int r = 0;
+            if (!dropped)
+                r = hb_line(hb, name, strlen(name), value, vl);
+            else if (kl > 0)
+                r = hb_line(hb, name, strlen(name), kept, kl);
             explicit_bzero(kept, vl);
             free(kept);
             if (r < 0)

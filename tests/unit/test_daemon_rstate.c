@@ -520,19 +520,22 @@ static void test_store_failure_keeps_routing_in_memory(void **state) {
 /* The event log is compacted while aord runs (it only grew until a restart: QA, 1M
  * events, 114 MB): after compact_every events, the tables hold the state and the log is
  * empty; a store opened on the file replays to the same state. */
-static long long count_events(fx *f) {
+static long long count_sql(fx *f, const char *sql) {
     char db[128];
     snprintf(db, sizeof db, "%s/aor.db", f->dir);
     sqlite3 *h = NULL;
     sqlite3_stmt *q = NULL;
     long long n = -1;
     if (sqlite3_open(db, &h) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, "SELECT count(*) FROM state_events", -1, &q, NULL) == SQLITE_OK &&
-        sqlite3_step(q) == SQLITE_ROW)
+        sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
         n = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
     sqlite3_close(h);
     return n;
+}
+
+static long long count_events(fx *f) {
+    return count_sql(f, "SELECT count(*) FROM state_events");
 }
 
 static void test_compaction_while_running(void **state) {
@@ -648,20 +651,6 @@ static void test_rows_from_the_future_are_clamped_at_start(void **state) {
     log = slurp(logpath);
     assert_true(log == NULL || strstr(log, "state at start") == NULL);
     free(log);
-}
-
-static long long count_sql(fx *f, const char *sql) {
-    char db[128];
-    snprintf(db, sizeof db, "%s/aor.db", f->dir);
-    sqlite3 *h = NULL;
-    sqlite3_stmt *q = NULL;
-    long long n = -1;
-    if (sqlite3_open(db, &h) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
-        n = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(h);
-    return n;
 }
 
 /* QA: a client sending ever new model names grew the sticky table without bound. A new
