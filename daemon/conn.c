@@ -491,8 +491,11 @@ static void input_done(aor_conn *c) {
     c->depth--;
     if (c->depth > 0)
         return;
-    if (c->peer_eof && !c->busy)
-        c->closing = 1; /* every complete request is answered */
+    /* Every complete request is answered, unless unread answers stopped the taking of
+     * them (out_full): then after_write takes the rest before the close (QA: a half-close
+     * behind many pipelined requests left most of them unanswered). */
+    if (c->peer_eof && !c->busy && !out_full(c))
+        c->closing = 1;
     if (c->dead) {
         conn_free(c);
         return;

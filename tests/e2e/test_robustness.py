@@ -325,3 +325,28 @@ def test_admin_query_with_a_nul_is_refused(env):
                        ("/admin/api/clock/advance?s=1", 200)):
         status, _, body = d.http("POST", path, body=b"", headers={"authorization": "Bearer " + tok})
         eq(status, want, "%s: %r" % (path, body[:120]))
+
+
+def test_half_close_behind_pipelined_requests_gets_every_answer(env):
+    """QA: a client that sent a slow request, 2,000 pipelined GET /metrics behind it and
+    then closed its sending side got 632 answers and an end: once unread answers passed
+    1 MiB, aord stopped taking requests, and the end of input closed the connection as
+    if all were answered."""
+    mock, d = setup(env)
+    mock.script("*", [{"status": 200, "delay_ms": 1500}])
+    slow = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Authorization: Bearer c\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY)).encode()
+    n = 2000
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
+    s.sendall(slow + b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * n)
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(3)  # the slow answer, then the others queue up unread
+    data = bytearray()
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    eq(data.count(b"HTTP/1.1 200 "), n + 1, "answers to the slow request and %d more" % n)
