@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -357,7 +358,10 @@ size_t aor_path_ini_line(const char *path, const char *section, const char *key)
     text[len] = '\0';
     size_t found = 0, lineno = 0, sl = strlen(section), kl = strlen(key);
     int in_section = 0;
-    for (const char *p = text; *p && !found;) {
+    const char *p = text;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3; /* a UTF-8 BOM, as the loader skips it (QA) */
+    while (*p && !found) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
         const char *line = trim(p, &n);
@@ -369,14 +373,15 @@ size_t aor_path_ini_line(const char *path, const char *section, const char *key)
             const char *end = memchr(line, ']', n);
             size_t inner = end ? (size_t)(end - line - 1) : 0;
             const char *name = trim(line + 1, &inner);
-            in_section = end && inner == sl && memcmp(name, section, sl) == 0;
+            /* section types and option names are case-insensitive, as for the loader */
+            in_section = end && inner == sl && strncasecmp(name, section, sl) == 0;
             continue;
         }
         size_t sep = strcspn(line, "=:");
         if (!in_section || sep >= n)
             continue;
         const char *name = trim(line, &sep);
-        if (sep == kl && memcmp(name, key, kl) == 0)
+        if (sep == kl && strncasecmp(name, key, kl) == 0)
             found = lineno;
     }
     free(text);

@@ -97,8 +97,9 @@ int aor_path_config_socket_problem(const char *socket_path, const char *config_f
                                    char **why);
 
 /* Line number (from 1) of the first `key = value` (or `key: value`) line inside a
- * [section] of the INI file at path (exact names; white space around them, and `;`/`#`
- * comment lines, skipped as the configuration loader reads them), for error messages
+ * [section] of the INI file at path (names compared without case, as the loader does;
+ * a UTF-8 BOM, white space around them, and `;`/`#` comment lines skipped as the
+ * configuration loader reads them), for error messages
  * that name the line of a valid configuration (where an option appears once). 0 when
  * there is none, or the file cannot be read (only its first 1 MiB is read). */
 size_t aor_path_ini_line(const char *path, const char *section, const char *key);

@@ -210,6 +210,11 @@ static void test_ini_line(void **state) {
     assert_int_equal(aor_path_ini_line(f, "daemon", "listen"), 7);
     assert_int_equal(aor_path_ini_line(f, "daemon", "state"), 0);
     assert_int_equal(aor_path_ini_line(f, "routing", "socket"), 3);
+    /* QA: names without case, and a BOM, as the loader reads them. */
+    write_text(f, "\xEF\xBB\xBF[Daemon]\nlisten = off\nSocket = /tmp/x.sock\n");
+    assert_int_equal(aor_path_ini_line(f, "daemon", "socket"), 3);
+    write_text(f, "\xEF\xBB\xBFsocket = /a\n[daemon]\nsocket = /b\n");
+    assert_int_equal(aor_path_ini_line(f, "daemon", "socket"), 3);
     char *none = sub(d, "none.ini");
     assert_int_equal(aor_path_ini_line(none, "daemon", "socket"), 0);
     unlink(f);
