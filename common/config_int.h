@@ -65,11 +65,12 @@ void aor_cfg_errs_free(aor_cfg_errs *errs);
  * spaces, commas, '=', ';', quotes and any byte that is not printable ASCII. */
 int aor_cfg_looks_secret(const char *s);
 
-/* 1 when the comment text s (n bytes, need not be NUL-terminated) holds a token with a
- * provider key's prefix (sk-, AIza, gsk_, ... followed by 8 or more token characters):
- * a key commented out is still a secret in the file (§3.2; QA). Prefixes only, not
- * aor_cfg_looks_secret's long random tokens, so that a commit hash or checksum in a
- * comment is not one. 0 on ENOMEM. */
+/* 1 when the comment text s (n bytes, need not be NUL-terminated) holds a word with a
+ * provider key's prefix (sk-, AIza, gsk_, ...) followed by 20 or more key characters
+ * with a run of 16+ letters and digits: a key commented out is still a secret in the
+ * file (§3.2; QA). Stricter than aor_cfg_looks_secret, so that prose is not one: no
+ * long-random-token rule (a commit hash), and placeholders ("sk-ant-api03-...") and
+ * names ("pplx-70b-online", "hf_transfer") pass. */
 int aor_cfg_comment_looks_secret(const char *s, size_t n);
 
 /* 1 when an option name is one that people use for inline secrets (api_key, key,

@@ -1040,6 +1040,27 @@ static size_t comment_start(const char *s, size_t n) {
     return n;
 }
 
+/* Where the comment after a section header's ']' starts (its ';' or '#'), n when none:
+ * the first ']' outside the name's quotes (\" and \\ escaped there), then blanks. */
+static size_t header_comment(const char *s, size_t n) {
+    int quoted = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (quoted && s[i] == '\\' && i + 1 < n) {
+            i++;
+            continue;
+        }
+        if (s[i] == '"')
+            quoted = !quoted;
+        else if (!quoted && s[i] == ']') {
+            size_t j = i + 1;
+            while (j < n && (s[j] == ' ' || s[j] == '\t'))
+                j++;
+            return j < n && (s[j] == ';' || s[j] == '#') ? j : n;
+        }
+    }
+    return n;
+}
+
 /* A comment (from its ';' or '#', n bytes) that holds a key: rule 6 like a value (a key
  * commented out is still a secret in a file that is often 0644 and shared; QA). */
 static void check_comment(aor_cfg_parse_ctx *c, const char *s, size_t n) {
@@ -1168,6 +1189,9 @@ static char *cfg_reader(char *str, int num, void *stream) {
     }
     if (line[0] == '[') {
         begin_section(c, line, n);
+        size_t hc = header_comment(line, n);
+        if (hc < n) /* QA: `[key "k"] ; sk-...` was taken */
+            check_comment(c, line + hc, n - hc);
         return str;
     }
     memcpy(str, line, n);

@@ -182,14 +182,42 @@ int aor_cfg_looks_secret(const char *s) {
     return scan_tokens(s, " \t\r\n,=;\"'", 0) || scan_tokens(s, " \t\r\n,=;\"':/@?&#", 1);
 }
 
+/* A word of a comment that is a key: a known prefix, then 20+ key characters (no dots:
+ * "sk-ant-api03-..." is a placeholder) with a run of 16+ letters and digits. Real keys
+ * are far longer; names in prose ("pplx-70b-online", "hf_transfer") are not. */
+static int comment_key(const char *s, size_t len) {
+    for (size_t i = 0; i < sizeof secret_prefixes / sizeof secret_prefixes[0]; i++) {
+        size_t pl = strlen(secret_prefixes[i]);
+        if (len < pl + 20 || strncmp(s, secret_prefixes[i], pl) != 0)
+            continue;
+        size_t rest = 0, run = 0, best = 0;
+        while (pl + rest < len && is_tok_char((unsigned char)s[pl + rest])) {
+            run = isalnum((unsigned char)s[pl + rest]) ? run + 1 : 0;
+            best = run > best ? run : best;
+            rest++;
+        }
+        if (rest >= 20 && best >= 16)
+            return 1;
+    }
+    return 0;
+}
+
 int aor_cfg_comment_looks_secret(const char *s, size_t n) {
-    char *copy = strndup(s, n);
-    if (!copy)
-        return 0;
-    int r = scan_tokens(copy, " \t\r\n,=;\"':/@?&#", 1);
-    explicit_bzero(copy, n);
-    free(copy);
-    return r;
+    static const char seps[] = " \t\r\n,=;\"':/@?&#.";
+    size_t i = 0;
+    while (i < n) {
+        while (i < n &&
+               (strchr(seps, s[i]) || (unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f))
+            i++;
+        size_t len = 0;
+        while (i + len < n && !strchr(seps, s[i + len]) && (unsigned char)s[i + len] > 0x20 &&
+               (unsigned char)s[i + len] < 0x7f)
+            len++;
+        if (len && comment_key(s + i, len))
+            return 1;
+        i += len;
+    }
+    return 0;
 }
 
 static const char *const secret_names[] = {

@@ -1390,13 +1390,19 @@ static void test_secret_in_a_comment(void **state) {
                          "name = Main ; old %s\n"                            /* 5 */
                          "[provider \"p\"]\ndialect = \"openai\" ; was %s\n" /* 7 */
                          "base_url = https://x.example\nkeys = a\nmodels = *\n"
-                         "; see 3f2a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a, sk-... keys\n", /* 11 */
-                         k1, k2, k1, k3) > 0);
+                         "; see 3f2a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a, sk-... keys\n" /* 11 */
+                         "; Anthropic keys look like sk-ant-api03-..., OpenRouter's sk-or-v1-...\n"
+                         "; keys look like sk-proj-...; model pplx-70b-online is old\n"
+                         "# hf_transfer is enabled elsewhere; see platform.openai.com/api-keys\n"
+                         "[model \"m\"] ; was %s\n" /* 15 */
+                         "[model \"n\"] ; plain note\n",
+                         k1, k2, k1, k3, k2) > 0);
     char *path = NULL;
     char *errs = load_err(text, &path);
     for (int line = 3; line <= 7; line += line == 5 ? 2 : 1)
         assert_err(errs, path, line, "a comment on this line holds what looks like a provider key");
-    assert_int_equal(count_lines(errs), 4);
+    assert_err(errs, path, 15, "a comment on this line holds what looks like a provider key");
+    assert_int_equal(count_lines(errs), 5);
     assert_null(strstr(errs, "abcdefgh"));
     assert_null(strstr(errs, "1b2c3d4"));
     free(errs);
