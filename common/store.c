@@ -14,7 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STORE_SCHEMA_VERSION 1
+/* 2 since 2026-12-03: the `sticky_drop` event, which an aord of version 1 cannot replay
+ * (it says "schema version 2 is newer" rather than "bad or unknown event"). The tables
+ * are the same: a file of version 1 is raised to 2 when opened. */
+#define STORE_SCHEMA_VERSION 2
+#define AOR_STR_(x) #x
+#define AOR_STR(x) AOR_STR_(x)
 
 struct aor_store {
     sqlite3 *db;
@@ -223,7 +228,8 @@ static int setup_schema(aor_store *st) {
     if (exec_sql(st, "BEGIN IMMEDIATE", "creating schema") != 0)
         return -1;
     if (exec_sql(st, schema_sql, "creating schema") != 0 ||
-        exec_sql(st, "PRAGMA user_version=1", "setting schema version") != 0 ||
+        exec_sql(st, "PRAGMA user_version=" AOR_STR(STORE_SCHEMA_VERSION),
+                 "setting schema version") != 0 ||
         exec_sql(st, "COMMIT", "creating schema") != 0) {
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         return -1;

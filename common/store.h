@@ -3,7 +3,7 @@
  * `sticky` (client, model, provider, key, last_success, streak), `breakers` (provider,
  * model, until) and the write-ahead `state_events` log. WAL mode, prepared statements, one
  * writer (the daemon). Each event is committed before the caller changes memory.
- * Schema version in PRAGMA user_version (1). Details and the durability argument
+ * Schema version in PRAGMA user_version (2). Details and the durability argument
  * (WAL + synchronous=NORMAL survives kill -9; only an OS crash can lose the newest
  * commits): docs/store.md.
  *
