@@ -1041,20 +1041,46 @@ static void on_up_header(void *arg, const char *line, size_t len) {
     hset_add(&p->hdrs, line, len);
 }
 
+/* The line at s (before end) of an SSE stream, whose lines end with "\r\n", "\n" or a
+ * bare "\r" (WHATWG HTML, "Server-sent events": events end at an empty line, so
+ * "\n\r\n", "\r\n\n" and "\r\r" end one too; QA: only "\n\n" and "\r\n\r\n" were
+ * seen, and such a stream was held whole). Returns the line's length without its
+ * terminator and sets *term to the terminator's length, 0 when the line has none before
+ * end. A "\r" that is the last byte ends a line with text only when final (the end of a
+ * whole event): its "\n" may come in the next read (*term 0: not ended yet). It ends an
+ * empty line (the event's end) at once: a "\n" after it then reads as an empty line of
+ * its own, a blank event that is skipped. */
+static size_t sse_line(const char *s, const char *end, int final, size_t *term) {
+    const char *p = s;
+    while (p < end && *p != '\n' && *p != '\r')
+        p++;
+    if (p == end || (*p == '\r' && p + 1 == end && !final && p > s))
+        *term = 0;
+    else
+        *term = *p == '\r' && p + 1 < end && p[1] == '\n' ? 2 : 1;
+    return (size_t)(p - s);
+}
+
 /* Looks for the end of the SSE event that starts at off in held. Returns its length (up
- * to and including the blank line), or 0 when it is not complete yet. */
+ * to and including the empty line that ends it), or 0 when it is not complete yet. held
+ * is at most SSE_PEEK_MAX bytes (the events before the first byte goes to the client). */
 static size_t event_len_at(struct evbuffer *held, size_t off) {
-    struct evbuffer_ptr start;
-    if (evbuffer_ptr_set(held, &start, off, EVBUFFER_PTR_SET) < 0)
+    size_t total = evbuffer_get_length(held);
+    if (off >= total)
         return 0;
-    struct evbuffer_ptr e = evbuffer_search(held, "\n\n", 2, &start);
-    struct evbuffer_ptr e2 = evbuffer_search(held, "\r\n\r\n", 4, &start);
-    size_t best = 0;
-    if (e.pos >= 0)
-        best = (size_t)e.pos + 2;
-    if (e2.pos >= 0 && (best == 0 || (size_t)e2.pos + 4 < best))
-        best = (size_t)e2.pos + 4;
-    return best ? best - off : 0;
+    const char *buf = (const char *)evbuffer_pullup(held, -1);
+    if (!buf)
+        return 0;
+    const char *s = buf + off, *end = buf + total;
+    while (s < end) {
+        size_t term, ll = sse_line(s, end, 0, &term);
+        if (!term)
+            return 0;
+        s += ll + term;
+        if (ll == 0)
+            return (size_t)(s - (buf + off));
+    }
+    return 0;
 }
 
 /* 1 when the len bytes at ev hold no field: only comment lines (":" ...) and blank lines,
@@ -1063,13 +1089,10 @@ static size_t event_len_at(struct evbuffer *held, size_t off) {
 static int event_is_comment(const char *ev, size_t len) {
     const char *s = ev, *end = ev + len;
     while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        size_t ll = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        if (ll && s[ll - 1] == '\r')
-            ll--;
+        size_t term, ll = sse_line(s, end, 1, &term);
         if (ll && s[0] != ':')
             return 0;
-        s = nl ? nl + 1 : end;
+        s += ll + term;
     }
     return 1;
 }
@@ -1103,11 +1126,7 @@ static int event_is_error(const aor_proxy *p, const char *ev, size_t evlen, aor_
     int event_error = 0;
     const char *s = ev, *end = ev + evlen;
     while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        size_t ll = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        size_t l2 = ll;
-        if (l2 && s[l2 - 1] == '\r')
-            l2--;
+        size_t term, l2 = sse_line(s, end, 1, &term);
         if (l2 >= 5 && strncmp(s, "data:", 5) == 0) {
             const char *v = s + 5;
             size_t vl = l2 - 5;
@@ -1125,7 +1144,7 @@ static int event_is_error(const aor_proxy *p, const char *ev, size_t evlen, aor_
             if (l2 - k >= 5 && strncmp(s + k, "error", 5) == 0)
                 event_error = 1;
         }
-        s = nl ? nl + 1 : end;
+        s += l2 + term;
     }
     data[dl] = '\0';
     int is_err = aor_classify_sse_error(p->dialect, data, dl, out);

@@ -840,3 +840,24 @@ def test_http10_keep_alive_answer_says_so(env):
     status, head, body = read_answer(s)
     check(b"connection: close" in head.lower(), "no keep-alive asked: close: %r" % head)
     s.close()
+
+
+def test_sse_events_ended_by_any_line_ending_are_forwarded_as_they_come(env):
+    """QA: aord found the end of an SSE event only at "\\n\\n" or "\\r\\n\\r\\n"; a stream
+    whose events end with "\\n\\r\\n", "\\r\\n\\n" or "\\r\\r" (all valid, WHATWG SSE) was
+    held whole until its end (and an error event in it seen only then). The first event
+    now reaches the client while the upstream still waits on its gate."""
+    mock, d = _idle_world(env)
+    for i, sep in enumerate(("\n\r\n", "\r\n\n", "\r\r", "\r\n\r\n")):
+        gate = "sep%d" % i
+        mock.script("secret-A", [{"kind": "gated_stream", "events": 3, "gate": gate,
+                                  "sse_sep": sep}])
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(_chat_bytes(stream=True))
+        got = _read_until(s, b"data:", 5)
+        check(b"data:" in got, "separator %r: the first event before the gate opens: %r"
+              % (sep, got[-120:]))
+        mock.gate(gate)
+        got += _read_until(s, b"[DONE]", 10)
+        check(b"[DONE]" in got, "separator %r: the stream completed: %r" % (sep, got[-80:]))
+        s.close()

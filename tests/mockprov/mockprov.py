@@ -51,7 +51,7 @@ KINDS = (
 )
 ENTRY_FIELDS = {
     "status", "headers", "body", "body_text", "content_type", "times", "kind", "events",
-    "gate", "gate_after", "delay_ms", "interval_ms", "name", "error",
+    "gate", "gate_after", "delay_ms", "interval_ms", "name", "error", "sse_sep",
 }  # fmt: skip
 JSON_TYPE = "application/json"
 SSE_TYPE = "text/event-stream; charset=utf-8"
@@ -133,6 +133,10 @@ def validate_entry(e, i, fixtures):
         raise ScriptError("%s: give body or body_text, not both" % where)
     if "body_text" in e and not isinstance(e["body_text"], str):
         raise ScriptError("%s: body_text must be a string" % where)
+    if "sse_sep" in e and (not isinstance(e["sse_sep"], str) or
+                           e["sse_sep"] not in ("\n\n", "\r\n\r\n", "\n\r\n", "\r\n\n", "\r\r")):
+        raise ScriptError("%s: sse_sep must be one of \\n\\n, \\r\\n\\r\\n, \\n\\r\\n, "
+                          "\\r\\n\\n, \\r\\r" % where)
     _int_field(e, "delay_ms", where, 0)
     _int_field(e, "interval_ms", where, 0)
     _int_field(e, "gate_after", where, 0)
@@ -554,11 +558,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         obj = shapes.success_body(ep, ctx["model"], ctx["req"], ctx["req_len"], ctx["seq"], n)
         return 200, JSON_TYPE, _jbytes(obj)
 
-    def _events(self, ctx, n):
-        return shapes.stream_events(
+    def _events(self, ctx, n, sep=None):
+        evs = shapes.stream_events(
             ctx["dialect"], ctx["endpoint"], ctx["model"], ctx["req"], ctx["req_len"],
             ctx["seq"], n, ctx["sse_mode"],
         )  # fmt: skip
+        if sep and ctx["sse_mode"]:  # each event's closing "\n\n" written as sep
+            end = sep.encode()
+            evs = [ev[:-2] + end if ev.endswith(b"\n\n") else ev for ev in evs]
+        return evs
 
     def _stream_plan(self, st, e, ctx):
         """(events, cut, gate) of a stream: cut = events to send before closing
@@ -575,7 +583,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if kind == "end_after":
                 return events[:n], None, None
             return events[:n] + [err], None, None
-        events = self._events(ctx, e.get("events", shapes.DEFAULT_DELTAS))
+        events = self._events(ctx, e.get("events", shapes.DEFAULT_DELTAS), e.get("sse_sep"))
         return events, None, (st.gate(e["gate"]) if kind == "gated_stream" else None)
 
     def execute(self, st, p, ctx):
