@@ -225,6 +225,16 @@ def test_json_aord_writes_is_utf8_whatever_the_request_holds(env):
     check("caf\ufffd" in msg, "the model in the message: %r" % msg)
 
 
+def _read_to_end(s):
+    """Every byte s gives until the peer's end."""
+    data = bytearray()
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            return bytes(data)
+        data += chunk
+
+
 def _rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -275,12 +285,7 @@ def test_pipelined_requests_of_a_client_that_does_not_read_are_bounded(env):
 
     t = threading.Thread(target=finish)
     t.start()
-    data = bytearray()
-    while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
+    data = _read_to_end(s)
     t.join()
     s.close()
     eq(data.count(b"HTTP/1.1 200 "), requests, "answers to %d pipelined requests" % requests)
@@ -342,11 +347,6 @@ def test_half_close_behind_pipelined_requests_gets_every_answer(env):
     s.sendall(slow + b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * n)
     s.shutdown(socket.SHUT_WR)
     time.sleep(3)  # the slow answer, then the others queue up unread
-    data = bytearray()
-    while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
+    data = _read_to_end(s)
     s.close()
     eq(data.count(b"HTTP/1.1 200 "), n + 1, "answers to the slow request and %d more" % n)
