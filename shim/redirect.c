@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,6 +41,26 @@ static int send_all(int fd, const char *buf, size_t len) {
         len -= (size_t)w;
     }
     return 0;
+}
+
+/* Why fd (a SOCK_STREAM socket of domain) must not be redirected to addr (len bytes),
+ * or NULL when it may: it is no longer a fresh socket (connected, connecting or
+ * listening: TCP_INFO's state, the first byte, is not TCP_CLOSE), or an IPv6-only socket
+ * is given a v4-mapped address. Only on the redirect path: a system call or two. */
+static const char *socket_busy(int fd, int domain, const struct sockaddr *addr, socklen_t len) {
+    unsigned char state = TCP_CLOSE;
+    socklen_t sl = sizeof(state);
+    if (aor_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &state, &sl) == 0 && sl == 1 &&
+        state != TCP_CLOSE)
+        return state == TCP_LISTEN ? "a listening socket" : "already connected or connecting";
+    if (domain == AF_INET6 && len >= (socklen_t)AOR_SIN6_LEN_MIN) {
+        struct sockaddr_in6 sin6;
+        memset(&sin6, 0, sizeof(sin6));
+        memcpy(&sin6, addr, len < (socklen_t)sizeof(sin6) ? len : (socklen_t)sizeof(sin6));
+        if (IN6_IS_ADDR_V4MAPPED(&sin6.sin6_addr) && get_int_opt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0))
+            return "an IPv6-only socket given a v4-mapped address";
+    }
+    return NULL;
 }
 
 /* Connects a new Unix socket to the daemon and writes the preamble. name (namelen bytes;
@@ -138,6 +159,11 @@ static int take_over(int fd, int u, const struct sockaddr *addr, socklen_t len,
         memset(&sndto, 0, sizeof(sndto));
     aor_real.setsockopt(u, SOL_SOCKET, SO_RCVTIMEO, &rcvto, sizeof(rcvto));
     aor_real.setsockopt(u, SOL_SOCKET, SO_SNDTIMEO, &sndto, sizeof(sndto));
+    /* SO_KEEPALIVE reads back as set (libcurl and Node set it before connect; QA); a
+     * Unix socket takes the flag, with no effect. */
+    int keepalive = get_int_opt(fd, SOL_SOCKET, SO_KEEPALIVE, 0);
+    if (keepalive)
+        aor_real.setsockopt(u, SOL_SOCKET, SO_KEEPALIVE, &keepalive, sizeof(keepalive));
     if (fl & O_NONBLOCK) {
         if (aor_real.fcntl(u, F_SETFL, O_NONBLOCK) != 0)
             goto fail_close;
@@ -222,6 +248,15 @@ int aor_redirect_try(int fd, const struct sockaddr *addr, socklen_t len, const c
         errno = saved;
         return AOR_REDIRECT_PASS;
     }
+    const char *busy = socket_busy(fd, domain, addr, len);
+    if (busy != NULL) {
+        /* The real call gives the kernel's answer (EISCONN, EALREADY, ENETUNREACH) and
+         * the program keeps its own connection (QA: a second connect() on a direct
+         * connection made while aord was down replaced it with a new one to aord). */
+        aor_debug("%s fd %d to %s port %d: %s, untouched", what, fd, ipbuf, port, busy);
+        errno = saved;
+        return AOR_REDIRECT_PASS;
+    }
     /* Only a name this program resolved to the address stands for itself (docs/shim.md);
      * a host known from the published set alone goes as "-": the daemon goes by the SNI
      * or the Host header (QA: a plain-HTTP site sharing a provider's address was routed
@@ -300,9 +335,40 @@ static int redirected(int fd) {
     return aor_fdtab_any() && aor_fdtab_marked(fd) && aor_fdtab_get_checked(fd, NULL);
 }
 
+/* A pointer in the first page, never mapped: the hooks do not read it and the real call
+ * gives the program the kernel's EFAULT (QA: connect(fd, (void *)16, 16) crashed). An
+ * arbitrary bad pointer still faults in the hook: there is no cheap check for it. */
+static int low_pointer(const void *p) {
+    return (uintptr_t)p < 4096;
+}
+
+/* After a real call on fd failed with errno err: 1 when fd turns out to be a redirected
+ * connection inherited across exec that no hook has adopted yet (inherit.h), now
+ * adopted, so the caller can answer as the TCP socket would. Only on error paths: a
+ * connected Unix socket answers EINVAL to connect() with an IP address, EISCONN to a
+ * send with an address (QA: after exec, connect() gave EINVAL instead of EISCONN). */
+static int adopted_after(int fd, int err, int expect) {
+    if (err != expect || !aor_shim_on() || aor_inherit_adopt(fd, NULL) == 0) {
+        errno = err;
+        return 0;
+    }
+    errno = err;
+    return 1;
+}
+
+/* The real connect(); an inherited redirected fd is adopted on the way (EISCONN). */
+static int real_connect(int fd, const struct sockaddr *addr, socklen_t len) {
+    int rc = aor_real.connect(fd, addr, len);
+    if (rc != 0 && adopted_after(fd, errno, EINVAL)) {
+        aor_debug("connect fd %d: already connected through aor (before exec), EISCONN", fd);
+        errno = EISCONN;
+    }
+    return rc;
+}
+
 AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
     aor_shim_ensure();
-    if (!aor_shim_on() || addr == NULL || len < (socklen_t)sizeof(sa_family_t) ||
+    if (!aor_shim_on() || low_pointer(addr) || len < (socklen_t)sizeof(sa_family_t) ||
         (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
         return aor_real.connect(fd, addr, len);
     /* The common case in a few loads, no call (docs/performance.md, change 52): a port
@@ -311,7 +377,7 @@ AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
     if (len >= 4 && !aor_fdtab_any() &&
         !aor_hosts_port_maybe(ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port)) &&
         !aor_env_debug) /* AOR_DEBUG explains every connect (aor_redirect_try) */
-        return aor_real.connect(fd, addr, len);
+        return real_connect(fd, addr, len);
     if (redirected(fd)) {
         aor_debug("connect fd %d: already connected through aor, EISCONN", fd);
         errno = EISCONN;
@@ -322,47 +388,70 @@ AOR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len) {
         return 0;
     if (r == AOR_REDIRECT_FAIL)
         return -1;
-    return aor_real.connect(fd, addr, len);
+    return real_connect(fd, addr, len);
+}
+
+/* The real sendto(); when it refuses an address on an inherited redirected fd (adopted
+ * on the way), sent again without it, as a connected TCP socket ignores the address. */
+static ssize_t real_sendto(int fd, const void *buf, size_t n, int flags,
+                           const struct sockaddr *dest, socklen_t dlen) {
+    ssize_t w = aor_real.sendto(fd, buf, n, flags, dest, dlen);
+    if (w < 0 && dest != NULL && adopted_after(fd, errno, EISCONN))
+        w = aor_real.sendto(fd, buf, n, flags & ~MSG_FASTOPEN, NULL, 0);
+    return w;
 }
 
 AOR_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *dest,
                           socklen_t dlen) {
     aor_shim_ensure();
     if (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any()))
-        return aor_real.sendto(fd, buf, n, flags, dest, dlen);
-    if (!aor_shim_on())
+        return real_sendto(fd, buf, n, flags, dest, dlen);
+    if (!aor_shim_on() || low_pointer(dest))
         return aor_real.sendto(fd, buf, n, flags, dest, dlen);
     if (redirected(fd)) /* a stream socket ignores the address; the Unix one would not */
         return aor_real.sendto(fd, buf, n, flags & ~MSG_FASTOPEN, NULL, 0);
-    if (!(flags & MSG_FASTOPEN) || dest == NULL)
-        return aor_real.sendto(fd, buf, n, flags, dest, dlen);
+    if (!(flags & MSG_FASTOPEN))
+        return real_sendto(fd, buf, n, flags, dest, dlen);
     int r = aor_redirect_try(fd, dest, dlen, "sendto(MSG_FASTOPEN)");
     if (r == AOR_REDIRECT_FAIL)
         return -1;
     if (r == AOR_REDIRECT_DONE)
         return aor_real.sendto(fd, buf, n, flags & ~MSG_FASTOPEN, NULL, 0);
-    return aor_real.sendto(fd, buf, n, flags, dest, dlen);
+    return real_sendto(fd, buf, n, flags, dest, dlen);
+}
+
+/* sendmsg's counterpart of real_sendto. */
+static ssize_t real_sendmsg(int fd, const struct msghdr *msg, int flags) {
+    ssize_t w = aor_real.sendmsg(fd, msg, flags);
+    if (w < 0 && !low_pointer(msg) && msg->msg_name != NULL && adopted_after(fd, errno, EISCONN)) {
+        struct msghdr copy = *msg;
+        copy.msg_name = NULL;
+        copy.msg_namelen = 0;
+        w = aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
+    }
+    return w;
 }
 
 AOR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     aor_shim_ensure();
-    const void *dest = msg != NULL ? msg->msg_name : NULL;
-    if (msg == NULL || (!(flags & MSG_FASTOPEN) && (dest == NULL || !aor_fdtab_any())))
-        return aor_real.sendmsg(fd, msg, flags);
-    if (!aor_shim_on())
-        return aor_real.sendmsg(fd, msg, flags);
+    /* msg is read only when the call may concern aor: MSG_FASTOPEN, or an fd aor
+     * redirected (QA: every sendmsg read msg->msg_name, so a bad msg crashed). */
+    if (low_pointer(msg) || !aor_shim_on() || (!(flags & MSG_FASTOPEN) && !redirected(fd)))
+        return real_sendmsg(fd, msg, flags);
+    const void *dest = msg->msg_name;
     struct msghdr copy = *msg;
     copy.msg_name = NULL;
     copy.msg_namelen = 0;
     if (redirected(fd))
-        return aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
-    if (!(flags & MSG_FASTOPEN) || dest == NULL)
-        return aor_real.sendmsg(fd, msg, flags);
-    int r = aor_redirect_try(fd, (const struct sockaddr *)msg->msg_name, msg->msg_namelen,
+        return dest == NULL ? aor_real.sendmsg(fd, msg, flags & ~MSG_FASTOPEN)
+                            : aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
+    if (dest == NULL || low_pointer(dest))
+        return real_sendmsg(fd, msg, flags);
+    int r = aor_redirect_try(fd, (const struct sockaddr *)dest, msg->msg_namelen,
                              "sendmsg(MSG_FASTOPEN)");
     if (r == AOR_REDIRECT_FAIL)
         return -1;
     if (r == AOR_REDIRECT_DONE)
         return aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
-    return aor_real.sendmsg(fd, msg, flags);
+    return real_sendmsg(fd, msg, flags);
 }

@@ -296,6 +296,31 @@ def checks(e, echo):
           rc == 0 and "reply DIRECT|hello|" in out and len(e.log_lines()) == n0
           and f"peer 127.0.0.1 {echo.port}" in out and err == "", out + err)
 
+    # QA: a second connect() on a direct connection whose address became a provider's
+    # (the name resolved after it) replaced the connection with one to the daemon.
+    n0 = len(e.log_lines())
+    rc, out, err = run([PROBE, "localhost", str(echo.port), "direct_first"],
+                       e.base(AOR_HOSTS="localhost:%d" % echo.port))
+    lines = out.splitlines()
+    check("a connected socket's second connect: EISCONN, its connection kept",
+          rc == 0 and "second_connect EISCONN" in lines and "reply DIRECT|hello|" in lines
+          and "listen_connect EISCONN" in lines and "listener ok" in lines
+          and len(e.log_lines()) == n0, out + err + str(e.log_lines()[n0:]))
+    # QA: an fd inherited across exec whose first calls are connect()/sendto() with the
+    # address (no getpeername before): EINVAL and EISCONN instead of the TCP answers.
+    rc, out, err = run([PROBE, "api.openai.com", "443", "exec"],
+                       dict(env, AOR_PROBE_CHILD="exec_child_connect"))
+    lines = out.splitlines()
+    check("exec: connect() and sendto() first on the inherited fd",
+          rc == 0 and "exec_connect EISCONN" in lines and "exec_sendto 6" in lines
+          and "exec_echo ok" in lines and "exec child ok" in lines, out + err)
+
+    rc, out, err = run([PROBE, "api.openai.com", "443", "efault"], env)
+    lines = out.splitlines()
+    check("bad pointers: EFAULT, no crash in a hook",
+          rc == 0 and "connect_bad EFAULT" in lines and "sendmsg_bad EFAULT" in lines
+          and "sendto_bad EFAULT" in lines, "rc %d: " % rc + out + err)
+
     # --- fail-open / strict --------------------------------------------------------------
     gone = os.path.join(e.tmp, "nowhere", "aor.sock")
     envf = e.base(AOR_SOCKET=gone, AOR_HOSTS="localhost:%d" % echo.port)

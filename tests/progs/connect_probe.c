@@ -6,9 +6,11 @@
  * "sock IP PORT"), sends "hello\n" and prints the reply ("reply ..." with newlines shown
  * as '|'). Modes exercise one behaviour each: block (default), nonblock, epoll, eisconn,
  * fork, exec (the connected fd handed to a new program image: this probe again, mode
- * exec_child, fd number in AOR_PROBE_FD), threads, dup, sockopt, fastopen, cloexec, ghbn
- * (gethostbyname), ghbnr (gethostbyname_r). Ends with "ok" and exit 0, or "FAIL <why>"
- * and exit 1. */
+ * exec_child, fd number in AOR_PROBE_FD; AOR_PROBE_CHILD=exec_child_connect for another
+ * child mode), threads, dup, sockopt, fastopen, cloexec, ghbn (gethostbyname), ghbnr
+ * (gethostbyname_r), direct_first (a direct connection, then the name resolved), efault
+ * (bad pointers). Ends with "ok" and
+ * exit 0, or "FAIL <why>" and exit 1. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,7 +267,9 @@ static void mode_exec(void) {
         char fdtext[16];
         snprintf(fdtext, sizeof fdtext, "%d", fd);
         setenv("AOR_PROBE_FD", fdtext, 1);
-        execl("/proc/self/exe", "connect_probe", g_host, g_port, "exec_child", (char *)NULL);
+        const char *child = getenv("AOR_PROBE_CHILD");
+        execl("/proc/self/exe", "connect_probe", g_host, g_port, child ? child : "exec_child",
+              (char *)NULL);
         _exit(127);
     }
     int st = 0;
@@ -292,6 +297,80 @@ static void mode_exec_child(void) {
     printf("exec_nodelay %d\n", getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nd, &l) == 0 ? nd : -1);
     if (exchange(fd, 1) != 0)
         fail("no echo after exec");
+    close(fd);
+}
+
+/* The inherited fd's first calls are connect() and sendto() with the address (QA: before
+ * any getpeername the fd was not known to be redirected: connect gave EINVAL, sendto
+ * EISCONN, where the TCP socket says EISCONN and sends). Parent: mode exec with
+ * AOR_PROBE_CHILD=exec_child_connect. */
+static void mode_exec_child_connect(void) {
+    const char *v = getenv("AOR_PROBE_FD");
+    int fd = v ? (int)strtol(v, NULL, 10) : -1;
+    if (fd < 0)
+        fail("no AOR_PROBE_FD");
+    struct sockaddr_storage ss;
+    socklen_t len = resolve(&ss, 0);
+    int rc = connect(fd, (struct sockaddr *)&ss, len);
+    printf("exec_connect %s\n", rc == 0 ? "0" : errno == EISCONN ? "EISCONN" : strerror(errno));
+    ssize_t w = sendto(fd, "hello\n", 6, 0, (struct sockaddr *)&ss, len);
+    printf("exec_sendto %s\n", w == 6 ? "6" : w < 0 ? strerror(errno) : "short");
+    char buf[2048];
+    size_t n = read_reply(fd, buf, sizeof(buf));
+    printf("exec_echo %s\n", n > 0 && strstr(buf, "hello\n") ? "ok" : "none");
+    close(fd);
+}
+
+/* A direct connection made before the name was resolved (so its address was not yet a
+ * provider's), then the name resolved: a second connect() must get EISCONN and leave the
+ * program's own connection alone (QA: it was replaced by one to aord); a listening
+ * socket given the address keeps listening. HOST resolves to 127.0.0.1. */
+static void mode_direct_first(void) {
+    struct sockaddr_in in;
+    memset(&in, 0, sizeof(in));
+    in.sin_family = AF_INET;
+    in.sin_port = htons((uint16_t)strtol(g_port, NULL, 10));
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = connect_to((const struct sockaddr_storage *)(const void *)&in, sizeof(in), 0);
+    struct sockaddr_storage ss;
+    socklen_t len = resolve(&ss, 1);
+    int rc = connect(fd, (struct sockaddr *)&ss, len);
+    printf("second_connect %s\n", rc == 0 ? "0" : errno == EISCONN ? "EISCONN" : strerror(errno));
+    if (exchange(fd, 1) != 0)
+        fail("the direct connection is gone");
+    close(fd);
+
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in la;
+    socklen_t lal = sizeof(la);
+    memset(&la, 0, sizeof(la));
+    la.sin_family = AF_INET;
+    la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || bind(l, (struct sockaddr *)&la, sizeof(la)) != 0 || listen(l, 4) != 0 ||
+        getsockname(l, (struct sockaddr *)&la, &lal) != 0)
+        fail("listener: %s", strerror(errno));
+    rc = connect(l, (struct sockaddr *)&ss, len);
+    printf("listen_connect %s\n", rc == 0 ? "0" : errno == EISCONN ? "EISCONN" : strerror(errno));
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int a =
+        c >= 0 && connect(c, (struct sockaddr *)&la, sizeof(la)) == 0 ? accept(l, NULL, NULL) : -1;
+    printf("listener %s\n", a >= 0 ? "ok" : strerror(errno));
+    if (a >= 0)
+        close(a);
+    close(c);
+    close(l);
+}
+
+/* Bad pointers get the kernel's EFAULT, not a crash in a hook (QA: connect(fd, (void *)16,
+ * 16) and any sendmsg(fd, (void *)16, 0) crashed with the shim loaded). */
+static void mode_efault(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int rc = connect(fd, (const struct sockaddr *)(uintptr_t)16, 16);
+    printf("connect_bad %s\n", rc == 0 ? "0" : errno == EFAULT ? "EFAULT" : strerror(errno));
+    ssize_t w = sendmsg(fd, (const struct msghdr *)(uintptr_t)16, 0);
+    printf("sendmsg_bad %s\n", w >= 0 ? "sent" : errno == EFAULT ? "EFAULT" : strerror(errno));
+    w = sendto(fd, "x", 1, MSG_FASTOPEN, (const struct sockaddr *)(uintptr_t)16, 16);
+    printf("sendto_bad %s\n", w >= 0 ? "sent" : errno == EFAULT ? "EFAULT" : strerror(errno));
     close(fd);
 }
 
@@ -508,13 +587,23 @@ int main(int argc, char **argv) {
         const char *name;
         void (*fn)(void);
     } modes[] = {
-        {"block", mode_block},       {"nonblock", mode_nonblock},
-        {"epoll", mode_epoll},       {"eisconn", mode_eisconn},
-        {"fork", mode_fork},         {"threads", mode_threads},
-        {"dup", mode_dup},           {"sockopt", mode_sockopt},
-        {"fastopen", mode_fastopen}, {"cloexec", mode_cloexec},
-        {"ghbn", mode_ghbn},         {"ghbnr", mode_ghbnr},
-        {"exec", mode_exec},         {"exec_child", mode_exec_child},
+        {"block", mode_block},
+        {"nonblock", mode_nonblock},
+        {"epoll", mode_epoll},
+        {"eisconn", mode_eisconn},
+        {"fork", mode_fork},
+        {"threads", mode_threads},
+        {"dup", mode_dup},
+        {"sockopt", mode_sockopt},
+        {"fastopen", mode_fastopen},
+        {"cloexec", mode_cloexec},
+        {"ghbn", mode_ghbn},
+        {"ghbnr", mode_ghbnr},
+        {"exec", mode_exec},
+        {"exec_child", mode_exec_child},
+        {"exec_child_connect", mode_exec_child_connect},
+        {"direct_first", mode_direct_first},
+        {"efault", mode_efault},
     };
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(mode, modes[i].name) == 0) {
