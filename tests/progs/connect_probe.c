@@ -474,9 +474,16 @@ static void mode_dup(void) {
 static void mode_sockopt(void) {
     struct sockaddr_storage ss;
     socklen_t len = resolve(&ss, 1);
-    int fd = connect_to(&ss, len, 0);
     int one = 1, v = -1;
     socklen_t vl = sizeof(v);
+    /* SO_KEEPALIVE set before connect, as libcurl and Node do, reads back after it */
+    int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
+        connect(fd, (struct sockaddr *)&ss, len) != 0)
+        fail("keepalive socket: %s", strerror(errno));
+    getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, &vl);
+    printf("keepalive_before_connect %d\n", v);
+    vl = sizeof(v);
     printf("set_nodelay %d\n", setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
     getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
     printf("nodelay %d\n", v);
