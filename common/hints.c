@@ -435,11 +435,18 @@ static int window_exhausted(const aor_header *hdrs, size_t n, const char *name) 
     return v && cur_init(&c, v) == 0 && eat_decimal(&c, 1, &d) == 0 && c.p == c.end && d == 0;
 }
 
+/* The reset of the exhausted window that resets last; with no exhausted window, the
+ * earliest reset of any. When a window says it is exhausted but its reset is no hint
+ * (now, past, junk), the other windows' resets do not stand in for it (QA: a requests
+ * window at 0 resetting a second ago took the tokens window's hour): no hint. */
 static double pick_reset(const aor_header *hdrs, size_t n, double now) {
     double max_exhausted = -1, min_any = -1;
+    int any_exhausted = 0;
     for (size_t i = 0; i < n; i++) {
         if (!hdrs[i].value || !aor_hint_is_reset_header(hdrs[i].name))
             continue;
+        if (window_exhausted(hdrs, n, hdrs[i].name))
+            any_exhausted = 1;
         double h = aor_hint_reset(hdrs[i].value, now);
         if (h <= 0)
             continue;
@@ -454,7 +461,7 @@ static double pick_reset(const aor_header *hdrs, size_t n, double now) {
         if (min_any < 0 || h < min_any)
             min_any = h;
     }
-    return max_exhausted > 0 ? max_exhausted : min_any;
+    return any_exhausted ? max_exhausted : min_any;
 }
 
 /* Last valid RetryInfo.retryDelay in error.details of a JSON body. */

@@ -278,6 +278,28 @@ static void test_pick_reset_windows(void **state) {
     const aor_header or_[] = {{"X-RateLimit-Remaining", "0"},
                               {"X-RateLimit-Reset", "1800000045000"}};
     assert_true(aor_hint_pick(or_, N(or_), NULL, 0, NOW, AOR_HINT_ALL) == 45);
+    /* QA: an exhausted window whose reset is past, now or junk is no hint; the window
+     * that is not exhausted does not stand in for it (it gave 3600 s and 518.4 s) */
+    const aor_header past[] = {{"anthropic-ratelimit-requests-remaining", "0"},
+                               {"anthropic-ratelimit-requests-reset", "2027-01-15T07:59:59Z"},
+                               {"anthropic-ratelimit-tokens-remaining", "50000"},
+                               {"anthropic-ratelimit-tokens-reset", "2027-01-15T09:00:00Z"}};
+    assert_true(aor_hint_pick(past, N(past), NULL, 0, NOW, AOR_HINT_RESETS) == -1);
+    const aor_header zero[] = {{"x-ratelimit-remaining-tokens", "0"},
+                               {"x-ratelimit-reset-tokens", "0s"},
+                               {"x-ratelimit-remaining-requests", "9999"},
+                               {"x-ratelimit-reset-requests", "8m38.4s"}};
+    assert_true(aor_hint_pick(zero, N(zero), NULL, 0, NOW, AOR_HINT_RESETS) == -1);
+    const aor_header junk[] = {{"x-ratelimit-remaining-tokens", "0"},
+                               {"x-ratelimit-reset-tokens", "soon"},
+                               {"x-ratelimit-reset-requests", "8m"}};
+    assert_true(aor_hint_pick(junk, N(junk), NULL, 0, NOW, AOR_HINT_RESETS) == -1);
+    /* one exhausted window with a usable reset still decides */
+    const aor_header one[] = {{"x-ratelimit-remaining-tokens", "0"},
+                              {"x-ratelimit-reset-tokens", "0s"},
+                              {"x-ratelimit-remaining-requests", "0"},
+                              {"x-ratelimit-reset-requests", "20s"}};
+    assert_true(aor_hint_pick(one, N(one), NULL, 0, NOW, AOR_HINT_RESETS) == 20);
 }
 
 int main(void) {
