@@ -481,10 +481,12 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
 }
 
 /* A failure of an attempt that was in flight when the row's window was set: no new
- * curve level. Only a longer window lengthens the row: a rate/transient hint, or the
- * flat cooldown of quota/auth (an account state, whatever the episode); the row then
- * shows that window (window_s, from now) and this failure as its latest. 0, or -1 when
- * the store could not write (row unchanged). */
+ * curve level. Only a longer window lengthens the row: a rate/transient hint, the flat
+ * cooldown of quota/auth (an account state, whatever the episode), or, once the row's
+ * window has run out, the same level's window again from now (QA: a slow request that
+ * failed after the window ended left the key open to the next request, the row still
+ * at its level); the row then shows that window (window_s, from now) and this failure as
+ * its latest. 0, or -1 when the store could not write (row unchanged). */
 static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind kind, double hint_s,
                            double now) {
     double window;
@@ -494,6 +496,8 @@ static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind 
         window = rs->cfg->auth_cooldown_s;
     else if (hint_s > 0)
         window = hint_s < rs->cfg->backoff_max_s ? hint_s : rs->cfg->backoff_max_s;
+    else if (now >= cur->until)
+        window = cur->window_s;
     else
         return 0;
     if (!(window > 0) || now + window <= cur->until)

@@ -248,6 +248,31 @@ static void test_in_flight_longer_hint_shows_its_window(void **state) {
     assert_true(row.window_s == 60 && row.until == NOW + 60.5 && row.failure_count == 1);
 }
 
+/* A request in flight when the key's window was set fails after that window ran out:
+ * no new level, but the same window again from its failure, so the next request does not
+ * go to the key (QA: the row stayed expired and the next request went to the key). */
+static void test_in_flight_failure_after_expiry_sets_the_window_again(void **state) {
+    fx *f = *state;
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_RATE, -1, NOW - 1, NOW, 0), 0);
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_TRANSIENT, -1,
+                                       NOW - 2, NOW + 100, 0),
+                     0);
+    aor_backoff_row row;
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_int_equal(row.failure_count, 1);
+    assert_true(row.window_s == 5);
+    assert_true(row.until == NOW + 105);
+    assert_true(row.last_failure == NOW + 100);
+    assert_int_equal(row.last_error_kind, AOR_KIND_TRANSIENT);
+    /* Still running: unchanged (a failure never lengthens without a reason). */
+    assert_int_equal(aor_rstate_record(f->rs, "p", "k1", "m", "client", AOR_KIND_TRANSIENT, -1,
+                                       NOW - 2, NOW + 101, 0),
+                     0);
+    assert_true(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k1", &row));
+    assert_true(row.until == NOW + 105 && row.failure_count == 1);
+}
+
 /* §4.4/§4.5: the probe of a half-open circuit holds the others; its lease is memory
  * only (no write); its recorded failure reopens the circuit, written ahead; a recorded
  * success of the next probe closes it, written ahead. */
@@ -712,6 +737,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_probe_429_of_a_busy_key_reopens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_longer_hint_shows_its_window, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_in_flight_failure_after_expiry_sets_the_window_again,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_quota_of_configured_keys_opens_the_circuit, setup,
