@@ -351,6 +351,7 @@ void aor_classify(aor_dialect d, long status, const aor_header *hdrs, size_t nhd
     errinfo e;
     memset(&e, 0, sizeof e);
     out->hint_s = -1;
+    out->status = status;
     out->reason[0] = '\0';
     if (!body)
         len = 0;
@@ -467,6 +468,7 @@ int aor_classify_sse_error(aor_dialect d, const char *data, size_t len, aor_verd
     }
     long status = sse_status(&e);
     out->hint_s = -1;
+    out->status = status;
     out->kind = decide_error(status, &e, 1, 0, e.message, e.message ? strlen(e.message) : 0);
     set_reason(out, "stream error ", status, &e);
     if (out->kind == AOR_KIND_RATE || out->kind == AOR_KIND_TRANSIENT)

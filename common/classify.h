@@ -90,6 +90,9 @@ typedef struct {
     aor_kind kind;
     double hint_s;    /* sane retry hint in seconds (> 0), or -1 for none. May exceed the
                          backoff cap: the backoff table caps it. */
+    long status;      /* the HTTP status the attempt stands for: the answer's, or for an
+                         error event inside a 200 stream the status its code maps to
+                         (aor_classify_sse_error); 0 when there was no answer */
     char reason[160]; /* short human text for logs and terminal answers, e.g.
                          "429 rate_limit_exceeded"; printable ASCII only, never contains a
                          secret (no upstream message text, only codes); truncated */
@@ -180,8 +183,9 @@ enum {
 /* Picks the hint from the answer, looking only at the sources in `flags`, with the
  * precedence and "last occurrence wins" rule in the comment at the top of this file.
  * Reset headers: when a matching *-remaining header says 0, only those windows count and
- * the latest reset of them is used (all of them must reset); when none says 0, the
- * earliest reset is used. Returns seconds > 0 or -1. */
+ * the latest reset of them is used (all of them must reset; none of them with a usable
+ * reset: no hint from resets); when none says 0, the earliest reset is used. Returns
+ * seconds > 0 or -1. */
 double aor_hint_pick(const aor_header *hdrs, size_t nhdrs, const char *body, size_t len, double now,
                      unsigned flags);
 

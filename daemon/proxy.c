@@ -857,11 +857,16 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
 
 /* ---- recording ---------------------------------------------------------------- */
 
-static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
+/* Records the attempt's result: kind, hint_s (seconds, -1: none) and status, the HTTP
+ * status the failure stands for (aor_verdict.status; for an error event in a 200 stream
+ * the one its code maps to, so a stream's rate_limit_exceeded counts as the 429 it is:
+ * QA, such streams opened the circuit for every key), 0 for a success. */
+static void record_status(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s,
+                          long status) {
     flush_bookkeeping(p); /* an earlier success is recorded first */
     const aor_provider_cfg *pc = &p->cfg->providers[cand->provider];
     int own = cand->key < 0 ? AOR_RSTATE_OWN : 0; /* the client's own credential (§3.3) */
-    if (p->status == 429)
+    if (status == 429)
         own |= AOR_RSTATE_429; /* a throttle of the key (of the client's account when own) */
     aor_rstate_record(p->d->rs, pc->name, cand->key_name, p->model ? p->model : "", p->client, kind,
                       hint_s, p->attempt_started, aor_clock_now(), own);
@@ -874,6 +879,11 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
                                   p->probe_until);
         p->probe_until = 0;
     }
+}
+
+/* A success, or a failure without a verdict of its own (its status: the answer's). */
+static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s) {
+    record_status(p, cand, kind, hint_s, kind == AOR_KIND_OK ? 0 : p->status);
 }
 
 /* ---- upstream callbacks ------------------------------------------------------- */
@@ -1151,9 +1161,14 @@ static int event_is_error(const aor_proxy *p, const char *ev, size_t evlen, aor_
     if (!is_err && event_error) {
         out->kind = AOR_KIND_TRANSIENT;
         out->hint_s = -1;
+        out->status = 500;
         snprintf(out->reason, sizeof out->reason, "SSE error event");
         is_err = 1;
     }
+    /* retry_after = ignore never derives timing from the provider (§4.3): nor from a
+     * RetryInfo in a stream's error event (QA: a Gemini stream's "60s" was taken). */
+    if (is_err && p->cfg->providers[p->cand->provider].retry_after_ignore)
+        out->hint_s = -1;
     free(data);
     return is_err;
 }
@@ -1176,6 +1191,7 @@ static int sse_is_html(aor_proxy *p) {
         return 0;
     p->sse_verdict.kind = AOR_KIND_CONFIG;
     p->sse_verdict.hint_s = -1;
+    p->sse_verdict.status = p->status;
     snprintf(p->sse_verdict.reason, sizeof p->sse_verdict.reason,
              "%ld text/event-stream answer that is an HTML page, not the %s API: wrong "
              "base_url?",
@@ -1285,6 +1301,7 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
                                p->model, p->end_scan.epoch, terminated)) {
             v->kind = AOR_KIND_TRANSIENT;
             v->hint_s = -1;
+            v->status = 0;
             snprintf(v->reason, sizeof v->reason,
                      "the stream ended without its terminator (%s): cut short upstream",
                      aor_sse_end_name(kind));
@@ -1300,6 +1317,7 @@ static int sse_tail_failed(aor_proxy *p, aor_verdict *v) {
  * failure was recorded, else 0. */
 static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind otherwise) {
     aor_verdict ev;
+    memset(&ev, 0, sizeof ev);
     int failed = p->sse_tail ? sse_tail_failed(p, &ev) : 0;
     if (failed) {
         redact(p, ev.reason, sizeof ev.reason);
@@ -1312,7 +1330,7 @@ static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind o
         if (otherwise == AOR_KIND_OK)
             p->d->m.attempt_fail++;
         note_failure(p, cand, &ev);
-        record(p, cand, ev.kind, ev.hint_s);
+        record_status(p, cand, ev.kind, ev.hint_s, ev.status);
         return 1;
     }
     record(p, cand, otherwise, -1);
@@ -1661,7 +1679,7 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     /* Retryable: record and walk on. */
     p->d->m.attempt_fail++;
     note_failure(p, cand, &v);
-    record(p, cand, v.kind, v.hint_s);
+    record_status(p, cand, v.kind, v.hint_s, v.status);
     keep_last(p, &v);
     if (!p->cfg->auto_fallback) {
         p->next = p->seq.n; /* no more candidates */

@@ -995,6 +995,49 @@ def test_parallel_429s_on_one_key_leave_the_other_keys_open(env):
     eq(len(mock.requests(key="secret-A")), 8, "all 8 were in flight on A together")
 
 
+def test_parallel_stream_rate_errors_leave_the_other_keys_open(env):
+    """The same as a 429 when the throttle comes as the first event of a 200 stream
+    (rate_limit_exceeded): one episode of key A, counted once for the breaker. QA: such
+    streams opened the circuit (3 failures, their status 200 not taken as a 429) and two
+    of four clients got A's error stream with B never tried."""
+    mock, d = setup(env)
+    err = {"error": {"type": "requests", "code": "rate_limit_exceeded",
+                     "message": "Rate limit reached"}}
+    mock.script("secret-A", [{"kind": "sse_error_first", "delay_ms": 400, "times": -1,
+                              "error": err}])
+    mock.script("secret-B", [{"kind": "slow_first_byte", "delay_ms": 1500, "times": -1}])
+    procs = []
+    for i in range(4):
+        body = json.dumps({"model": "gpt-4o-mini", "messages": [], "stream": True})
+        procs.append(env.spawn(["curl", "-sS", "-o", "/dev/null", "-D", "-",
+                                "https://api.openai.com/v1/chat/completions",
+                                "-H", "Authorization: Bearer str%d" % i,
+                                "-H", "Content-Type: application/json", "-d", body]))
+    heads = [p.communicate(timeout=60)[0].decode("latin-1").lower() for p in procs]
+    got = sorted((h.split(" ", 2)[1] if h.startswith("http/") else "none",
+                  re.search(r"x-aor-key: (\S+)", h).group(1) if "x-aor-key" in h else "-")
+                 for h in heads)  # fmt: skip
+    eq(got, [("200", "b")] * 4, "every client failed over to B")
+    eq(d.state()["breakers"], [], "no circuit opened")
+    eq(len(mock.requests(key="secret-A")), 4, "all 4 were in flight on A together")
+
+
+def test_stream_error_retry_info_ignored_with_retry_after_ignore(env):
+    """§4.3: retry_after = ignore never derives timing from the provider; nor from the
+    RetryInfo of a Gemini stream's error event (QA: its "60s" set the window)."""
+    mock, d = setup(env, dialect="gemini", models="gemini-x", host="localhost",
+                    provider="retry_after = ignore")
+    err = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "slow down",
+                     "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                  "retryDelay": "60s"}]}}
+    mock.script("secret-A", [{"kind": "sse_error_first", "error": err}])
+    r = aortest.http("POST", d.url + "/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+                     json.dumps({"contents": [{"parts": [{"text": "hi"}]}]}),
+                     {"x-goog-api-key": "client-1", "Content-Type": "application/json"})
+    eq((r[0], r[1].get("x-aor-key")), (200, "B"), "walked to B")
+    eq((row(d, "A")["window_s"], row(d, "A")["until"]), (5, T0 + 5), "the curve's 5 s, no hint")
+
+
 def test_request_dropped_on_a_reused_connection_walks_on(env):
     """§5.3: no (provider, key) is tried twice in one walk. The upstream reads the request
     on a kept-alive connection that answered a moment before, then closes without an
