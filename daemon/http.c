@@ -350,7 +350,10 @@ static int on_headers_complete(llhttp_t *p) {
         return 1;
     }
     const char *expect = aor_http_request_known(q, AOR_HF_EXPECT);
-    if (expect && strcasecmp(expect, "100-continue") == 0)
+    /* An HTTP/1.0 client's expectation is ignored and gets no 1xx, which it could take
+     * for the final answer (RFC 9110 §10.1.1, §15.2; QA). */
+    if (expect && strcasecmp(expect, "100-continue") == 0 &&
+        (q->http_major > 1 || (q->http_major == 1 && q->http_minor >= 1)))
         r->expect_continue = 1;
     /* A body of known length (up to BODY_RESERVE_MAX) goes into one block reserved now,
      * so that the proxy's evbuffer_pullup of it is free instead of another allocation and

@@ -843,6 +843,22 @@ static void test_expect_continue(void **state) {
     assert_body(req, "data", 4);
     aor_http_request_free(req);
     free(all.p);
+
+    /* HTTP/1.0: the expectation is ignored, no 100 (RFC 9110 §10.1.1; QA) */
+    static const char head10[] = "POST /v1/messages HTTP/1.0\r\n"
+                                 "Content-Length: 4\r\n"
+                                 "Expect: 100-continue\r\n"
+                                 "\r\n";
+    r = aor_http_reader_new(BODY_MAX);
+    assert_non_null(r);
+    assert_int_equal(aor_http_reader_feed(r, head10, sizeof head10 - 1, &used, &status, &why),
+                     AOR_HTTP_NEED_MORE);
+    assert_int_equal(aor_http_reader_feed(r, "data", 4, &used, &status, &why), AOR_HTTP_REQUEST);
+    req = aor_http_reader_take(r);
+    assert_non_null(req);
+    assert_body(req, "data", 4);
+    aor_http_request_free(req);
+    aor_http_reader_free(r);
 }
 
 static void test_keep_alive(void **state) {
