@@ -8,6 +8,7 @@
 #include "pool.h"
 #include "route.h"
 #include "textfind.h"
+#include "upstream_h1.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,8 +25,9 @@
 #define SSE_PEEK_MAX (256 * 1024)    /* bytes held while looking for the first event */
 #define SSE_TAIL_MAX 4096 /* bytes of a forwarded SSE answer's end kept for its last event */
 #define OUT_HIGH_WATERMARK (1024 * 1024)
-#define MAX_RESP_HEADERS 256 /* upstream_h1.c refuses an answer with more */
-#define AOR_MODEL_MAX 256    /* bytes; a longer model name is refused (state rows are per model) */
+/* Header lines of an answer kept; both upstream paths refuse an answer with more. */
+#define MAX_RESP_HEADERS AOR_H1_HEAD_MAX_LINES
+#define AOR_MODEL_MAX 256 /* bytes; a longer model name is refused (state rows are per model) */
 
 /* Headers of an upstream answer: each name and value in one block ("name\0value"),
  * split once when the line arrives, so routing, usage and classification read them

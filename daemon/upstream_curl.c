@@ -12,6 +12,7 @@ static const aor_curl_api *curl_fns;
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* Idle upstream connections curl keeps for reuse (CURLMOPT_MAXCONNECTS). curl's default
@@ -42,6 +43,8 @@ typedef struct curl_xfer {
     void *arg;
     char errbuf[CURL_ERROR_SIZE];
     int paused;
+    int head_lines; /* header lines of the current answer (1xx answers start it again) */
+    int head_too_many;
 } curl_xfer;
 
 /* Per-socket event, attached to curl with curl_multi_assign. */
@@ -98,6 +101,11 @@ static void check_done(aor_upcurl *u) {
              * answered (a status line it does not take, HTTP/0.9, a header block too
              * big): the upstream's fault, not aor's (proxy.c local_curl_error). */
             rc = CURLE_WEIRD_SERVER_REPLY;
+        if (x && x->head_too_many) {
+            rc = CURLE_WEIRD_SERVER_REPLY;
+            snprintf(x->errbuf, sizeof x->errbuf,
+                     "not a valid HTTP/1.1 answer: over %d header lines", AOR_H1_HEAD_MAX_LINES);
+        }
         CURLAPI->multi_remove_handle(u->multi, easy);
         if (x) {
             unlink_xfer(x);
@@ -219,12 +227,22 @@ void aor_upcurl_free(aor_upcurl *u) {
     free(u);
 }
 
+/* One line of an answer's head. More header lines than the direct path takes
+ * (AOR_H1_HEAD_MAX_LINES) end the transfer as a bad answer there does: proxy.c keeps no
+ * more, and a retry hint or the framing may be in the lines it would drop (QA: with 300
+ * lines the client got 255 and no Content-Length). */
 static size_t header_cb(char *data, size_t size, size_t n, void *arg) {
     curl_xfer *x = arg;
     size_t len = size * n;
     size_t l = len;
     while (l && (data[l - 1] == '\n' || data[l - 1] == '\r'))
         l--;
+    if (l >= 5 && memcmp(data, "HTTP/", 5) == 0)
+        x->head_lines = 0; /* a status line: a new answer (after a 1xx) */
+    else if (l > 0 && ++x->head_lines > AOR_H1_HEAD_MAX_LINES) {
+        x->head_too_many = 1;
+        return 0;
+    }
     x->cb.on_header(x->arg, data, l);
     return len;
 }
@@ -237,16 +255,27 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg) {
     return r;
 }
 
+/* 1 when the header line s (len bytes) is a Content-Type field. */
+static int is_content_type(const char *s, size_t len) {
+    return len >= 13 && strncasecmp(s, "content-type:", 13) == 0;
+}
+
 /* The slist for req: its headers, or its header block split into lines; with "Expect:"
- * so libcurl sends no "Expect: 100-continue" for large bodies. NULL on ENOMEM. */
+ * so libcurl sends no "Expect: 100-continue" for large bodies, and "Content-Type:" when
+ * the request has none, so libcurl adds no application/x-www-form-urlencoded to a body
+ * the client did not label (QA: the direct path sends none either). NULL on ENOMEM. */
 static struct curl_slist *request_headers(const aor_xfer_request *req) {
     struct curl_slist *h = req->headers, *t;
     const char *s = req->header_block, *end = s ? s + req->header_block_len : NULL;
+    int has_ct = 0;
+    for (const struct curl_slist *i = req->headers; i; i = i->next)
+        has_ct |= i->data && is_content_type(i->data, strlen(i->data));
     while (s && s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t l = (size_t)((nl ? nl : end) - s);
         if (l && s[l - 1] == '\r')
             l--;
+        has_ct |= is_content_type(s, l);
         if (l) {
             char *line = strndup(s, l);
             t = line ? CURLAPI->slist_append(h, line) : NULL;
@@ -260,6 +289,12 @@ static struct curl_slist *request_headers(const aor_xfer_request *req) {
     t = CURLAPI->slist_append(h, "Expect:");
     if (!t)
         goto fail;
+    h = t;
+    if (!has_ct) {
+        t = CURLAPI->slist_append(h, "Content-Type:");
+        if (!t)
+            goto fail;
+    }
     return t;
 fail:
     CURLAPI->slist_free_all(h);
@@ -315,7 +350,7 @@ aor_xfer *aor_upcurl_start(aor_upcurl *u, const aor_xfer_request *req, const aor
             CURLAPI->easy_setopt(e, CURLOPT_CAPATH, AOR_SYSCA_DIR);
         CURLAPI->easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 0L);
     }
-    if (strcmp(req->method, "GET") == 0) {
+    if (strcmp(req->method, "GET") == 0 && req->body_len == 0) {
         CURLAPI->easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(req->method, "HEAD") == 0) {
         CURLAPI->easy_setopt(e, CURLOPT_NOBODY, 1L);

@@ -39,9 +39,9 @@
 #define MIN_ATTEMPT_MS 250       /* least time one address gets when more remain */
 #define LINE_MAX_BYTES (256 * 1024) /* one header line (HEAD_MAX_BYTES stops it sooner) */
 #define HEAD_MAX_BYTES (80 * 1024)  /* status line and header fields of an answer */
-#define HEAD_MAX_LINES 256          /* header fields of an answer (proxy.c keeps as many) */
-#define BODY_REF_MIN 16384          /* TLS: larger bodies are referenced, not copied */
-#define SWEEP_MS 1000               /* how often transfers are checked for a stall */
+#define HEAD_MAX_LINES AOR_H1_HEAD_MAX_LINES
+#define BODY_REF_MIN 16384 /* TLS: larger bodies are referenced, not copied */
+#define SWEEP_MS 1000      /* how often transfers are checked for a stall */
 
 typedef struct h1_origin h1_origin;
 typedef struct h1_conn h1_conn;
@@ -96,6 +96,10 @@ struct h1_conn {
     int connected;
     int last_read_full; /* the latest read filled its buffer: more may wait in the socket */
     char last_err[160];
+    /* A send failed: nothing more goes out; the answer the upstream may have sent before
+     * it closed is read (send_failed), else x ends with this text. */
+    int send_failed;
+    char send_err[160];
 };
 
 enum { DEFER_NONE = 0, DEFER_FAIL, DEFER_CONTINUE };
@@ -722,9 +726,9 @@ static int socket_more_after_answer(h1_conn *c) {
 /* Ends x after its answer is complete and on_data has taken every byte. */
 static void finish_ok(h1_xfer *x) {
     h1_conn *c = x->c;
-    int reusable = c && !x->cut && !x->leftover && x->keep_alive && x->status >= 200 &&
-                   (!c->out || evbuffer_get_length(c->out) == 0) && !tls_more_after_answer(c) &&
-                   !socket_more_after_answer(c);
+    int reusable = c && !c->send_failed && !x->cut && !x->leftover && x->keep_alive &&
+                   x->status >= 200 && (!c->out || evbuffer_get_length(c->out) == 0) &&
+                   !tls_more_after_answer(c) && !socket_more_after_answer(c);
     detach_conn(x, reusable);
     xfer_end(x, CURLE_OK, NULL);
 }
@@ -772,13 +776,16 @@ static void conn_lost(h1_xfer *x, int err, const char *tls_err) {
             finish_ok(x);
         return;
     }
-    if (retry_fresh(x, !c || !c->out || evbuffer_get_length(c->out) == 0))
+    if (!(c && c->send_failed) && retry_fresh(x, !c || !c->out || evbuffer_get_length(c->out) == 0))
         return;
     char text[256];
     CURLcode code;
     if (x->cut) {
         code = CURLE_WRITE_ERROR;
         snprintf(text, sizeof text, "transfer stopped by aor");
+    } else if (!x->got_bytes && c && c->send_failed) {
+        code = CURLE_SEND_ERROR; /* no answer came before the connection ended */
+        snprintf(text, sizeof text, "sending to %s failed: %s", x->o->prefix, c->send_err);
     } else if (!x->got_bytes) {
         code = err ? CURLE_RECV_ERROR : CURLE_GOT_NOTHING;
         snprintf(text, sizeof text, "%s from %s",
@@ -857,6 +864,7 @@ static ssize_t feed(h1_conn *c, const char *data, size_t len) {
 
 static void tls_handshake(h1_conn *c);
 static int tls_flush(h1_conn *c);
+static void send_failed(h1_conn *c, const char *why);
 
 /* The first OpenSSL error queued as text, and the queue cleared; NULL if none. */
 static const char *tls_error(char *buf, size_t cap) {
@@ -1020,7 +1028,7 @@ static void tls_handshake(h1_conn *c) {
 /* Writes what c->out holds through TLS until the socket takes no more. 0, or -1 when
  * the connection failed (x is told). */
 static int tls_flush(h1_conn *c) {
-    if (!c->out)
+    if (!c->out || c->send_failed)
         return 0;
     if (c->x)
         c->x->progress++; /* called when the socket took bytes, or may take them */
@@ -1041,21 +1049,28 @@ static int tls_flush(h1_conn *c) {
     }
     char ebuf[200];
     const char *te = tls_error(ebuf, sizeof ebuf);
-    h1_xfer *x = c->x;
-    if (retry_fresh(x, 0))
-        return -1;
-    xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix,
-                    te ? te : strerror(errno ? errno : EIO));
+    send_failed(c, te ? te : strerror(errno ? errno : EIO));
     return -1;
 }
 
 /* ---- sending ---------------------------------------------------------------------- */
 
-static void send_failed(h1_conn *c, int err) {
+/* A send on c failed (why: the error's text). A reused connection that the upstream
+ * closed sends on a new one (retry_fresh). Otherwise nothing more is sent and the socket
+ * is read first: an upstream may answer before reading the whole body and then close
+ * with the rest unread, which resets the connection (an early 413 to a large upload,
+ * RFC 9112 §9.6); the answer is still in the socket and goes to the client as it came.
+ * Until 2026-12-03 the attempt failed as transient and the walk sent the body to every
+ * key (QA: 3 keys backed off, the model's circuit open for everyone). With no answer
+ * there, conn_lost ends x with this error. */
+static void send_failed(h1_conn *c, const char *why) {
     h1_xfer *x = c->x;
     if (retry_fresh(x, 0))
         return;
-    xfer_fail_later(x, CURLE_SEND_ERROR, "sending to %s failed: %s", x->o->prefix, strerror(err));
+    c->send_failed = 1;
+    snprintf(c->send_err, sizeof c->send_err, "%s", why);
+    event_del(c->wev);
+    event_active(c->rev, EV_READ, 0);
 }
 
 static void on_write_ready(evutil_socket_t fd, short what, void *arg) {
@@ -1073,11 +1088,11 @@ static void on_write_ready(evutil_socket_t fd, short what, void *arg) {
             tls_flush(c);
         return;
     }
-    if (!c->x || !c->out)
+    if (!c->x || !c->out || c->send_failed)
         return;
     int n = evbuffer_write(c->out, fd);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        send_failed(c, errno);
+        send_failed(c, strerror(errno));
         return;
     }
     if (n > 0)
@@ -1118,7 +1133,7 @@ static void send_request(h1_conn *c) {
     ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR) {
-            send_failed(c, errno);
+            send_failed(c, strerror(errno));
             return;
         }
         n = 0;

@@ -66,6 +66,10 @@ void aor_h1_set_retry_idle_min_ms(aor_h1 *h, long long ms);
  * timeout), and time in which the client held the answer back. */
 #define AOR_H1_STALL_S 600.0
 
+/* Header fields an answer may have (proxy.c keeps as many); an answer with more is not
+ * taken, on both upstream paths. */
+#define AOR_H1_HEAD_MAX_LINES 256
+
 /* Checks every transfer for a stall (AOR_H1_STALL_S, measured on CLOCK_MONOTONIC, or on
  * the daemon's fake clock when AOR_FAKE_CLOCK is set, so a test moves it with
  * aor_clock_advance), and closes pooled connections idle for longer than their limit

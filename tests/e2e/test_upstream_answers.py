@@ -455,6 +455,47 @@ def test_bytes_after_an_answer_end_its_pooled_connection(env):
     eq(up.conns, 2, "the second on a new connection")
 
 
+def early_answer_then_reset(env, extra_env):
+    """An upstream that answers 413 after the request head and closes with the 8 MiB body
+    unread (the kernel resets the connection): the 413 reaches the client as it came, a
+    client error, nothing backed off. QA: on the direct backend the send error failed
+    the attempt as transient (502), and with more keys the walk sent the body to each
+    and opened the model's circuit."""
+    answer = (b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+              b"Connection: close\r\nContent-Length: 62\r\n\r\n"
+              b'{"error":{"message":"too big","type":"invalid_request_error"}}')
+
+    def handler(s, n):
+        s.settimeout(20)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(4096)
+            if not d:
+                return
+            buf += d
+        s.sendall(answer)  # then closed by RawUpstream, the body unread: a reset
+
+    up = RawUpstream(handler)
+    d = start(env, up, extra_env=extra_env)
+    big = b'{"model":"gpt-4o","messages":[{"role":"user","content":"' + b"x" * (8 << 20) + b'"}]}'
+    for i in range(3):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(request(body=big))
+        status, head, body = read_answer(s, timeout=60)
+        s.close()
+        eq((status, body), (413, answer.split(b"\r\n\r\n", 1)[1]), "round %d: the 413 as it came" % i)
+        check(b"x-aor-attempts: 1" in head.lower(), "one attempt: %r" % head)
+    eq(d.state()["backoff"], [], "nothing backed off")
+
+
+def test_early_answer_before_a_reset_reaches_the_client_direct(env):
+    early_answer_then_reset(env, None)
+
+
+def test_early_answer_before_a_reset_reaches_the_client_libcurl(env):
+    early_answer_then_reset(env, {"AOR_UPSTREAM": "curl"})
+
+
 def test_stream_of_one_error_event_without_blank_line_is_a_failure(env):
     """§5.3: an error event before any byte reached the client is a failed attempt, also
     when it is the whole stream and lacks the blank line that ends an event (review: it
@@ -883,3 +924,65 @@ def test_curl_backend_blames_the_upstream_for_what_it_answered(env):
         check(rows and rows[0]["last_error_kind"] == "transient",
               "%s: the key has a transient failure: %r" % (case, d.state()["backoff"]))
     up.close()
+
+
+def test_libcurl_sends_the_request_as_the_direct_path_does(env):
+    """On the libcurl path (proxy variables, AOR_UPSTREAM=curl) the upstream gets what the
+    direct path sends: no Content-Type the client did not send (libcurl's default for a
+    POST is application/x-www-form-urlencoded; QA), and the body of a GET that has one."""
+    got = []
+
+    def handler(s, n):
+        while True:
+            head, body = up.read_request(s)
+            if head is None:
+                return
+            got.append((head, body))
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 2\r\n\r\n{}")
+
+    up = RawUpstream(handler)
+    d = start(env, up, extra_env={"AOR_UPSTREAM": "curl"})
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(b"DELETE /v1/responses/resp_1 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Authorization: Bearer client\r\n\r\n")
+    eq(read_answer(s)[0], 200, "DELETE answered")
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Authorization: Bearer client\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
+    eq(read_answer(s)[0], 200, "unlabelled POST answered")
+    s.sendall(request())
+    eq(read_answer(s)[0], 200, "JSON POST answered")
+    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer client\r\n"
+              b"Content-Length: 5\r\n\r\nhello")
+    eq(read_answer(s)[0], 200, "GET with a body answered")
+    s.close()
+    heads = [h.lower() for h, _ in got]
+    check(b"content-type" not in heads[0], "no Content-Type on the DELETE: %r" % heads[0])
+    check(b"content-type" not in heads[1], "no Content-Type on the POST: %r" % heads[1])
+    check(b"content-type: application/json" in heads[2], "the client's own kept: %r" % heads[2])
+    eq(got[3][1], b"hello", "the GET's body went upstream")
+
+
+def test_libcurl_refuses_an_answer_over_256_header_lines(env):
+    """As the direct path does (test_daemon_upstream_h1): over 256 header lines is not an
+    answer proxy.c can keep whole (QA: the libcurl path passed 255 of 300 on, without
+    Content-Length); a 502 naming it, the key backed off as for any bad answer."""
+    def handler(s, n):
+        up.read_request(s)
+        s.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(300)) +
+                  b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+    for backend in ("direct", "curl"):
+        up = RawUpstream(handler)
+        e = aortest.Env("h300-" + backend, build=env.build)
+        try:
+            d = start(e, up, extra_env={"AOR_UPSTREAM": "curl"} if backend == "curl" else None)
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(request())
+            status, _, body = read_answer(s)
+            s.close()
+            eq(status, 502, backend + ": status")
+            check(b"over 256 header lines" in body, backend + ": named: %r" % body[:300])
+        finally:
+            e.cleanup()
+            up.close()

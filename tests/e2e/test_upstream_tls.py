@@ -483,3 +483,33 @@ def test_fifo_config_files_do_not_hang(env):
             raise AssertionError("check-config hung on %s" % cfg)
         eq(r.returncode, 2, "check-config %s: exit 2 (%s)" % (cfg, r.stderr))
         check(want in r.stderr, "check-config %s says %r: %r" % (cfg, want, r.stderr))
+
+
+def test_early_answer_before_a_reset_reaches_the_client_over_tls(env):
+    """The early 413 of test_upstream_answers over TLS: the upstream answers after the
+    request head and closes with the 8 MiB body unread (a reset while aord still sends);
+    the answer's records are in the socket and reach the client as they came."""
+    body413 = b'{"error":{"message":"too big","type":"invalid_request_error"}}'
+
+    def handler(c, n):
+        c.sock.settimeout(20)
+        while b"\r\n\r\n" not in c.buf:
+            d = c._read()
+            if not d:
+                return
+            c.buf += d
+        c.send_wire(c.records(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json"
+                              b"\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body413)
+                              + body413))
+
+    up = TlsUpstream(env, handler)
+    d = start(env, up)
+    big = b'{"model":"gpt-4o","messages":[{"role":"user","content":"' + b"x" * (8 << 20) + b'"}]}'
+    for i in range(3):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(request(body=big))
+        status, head, body = read_answer(s, timeout=60)
+        s.close()
+        eq((status, body), (413, body413), "round %d: the 413 as it came" % i)
+    eq(d.state()["backoff"], [], "nothing backed off")
+    up.close()
