@@ -201,7 +201,13 @@ static int rfc850_rest(cur *c, double now, double *out) {
         y -= 100;
     else if (y <= cy - 50)
         y += 100;
-    return make_time(y, mon + 1, d, h, mi, s, out);
+    if (make_time(y, mon + 1, d, h, mi, s, out) != 0)
+        return -1;
+    /* the year window is by calendar year; "more than 50 years" is by the time itself
+     * (QA: 15-Jan-77 08:00:30 seen at 2027-01-15 08:00:00 was 2077, 50 years and 30 s on) */
+    if (*out - now > 50 * 365.2425 * 86400)
+        return make_time(y - 100, mon + 1, d, h, mi, s, out);
+    return 0;
 }
 
 /* " Mon DD HH:MM:SS YYYY" or " Mon  D HH:MM:SS YYYY" after the day name (asctime). */

@@ -130,6 +130,11 @@ static void test_http_date_forms(void **state) {
     assert_true(t == 3155760000.0); /* 2070: 43 years ahead of 2027, kept */
     assert_int_equal(aor_http_date_parse("Tuesday, 01-Jan-80 00:00:00 GMT", NOW, &t), 0);
     assert_true(t == 315532800.0); /* 2080 would be 53 years ahead: 1980 */
+    /* 50 years and 30 s ahead is more than 50 years, in the year that is 50 on (QA) */
+    assert_int_equal(aor_http_date_parse("Friday, 15-Jan-77 08:00:30 GMT", NOW, &t), 0);
+    assert_true(t == NOW + 30 - 50 * 365.0 * 86400 - 12 * 86400); /* 1977: 12 leap days */
+    assert_int_equal(aor_http_date_parse("Thursday, 14-Jan-77 08:00:00 GMT", NOW, &t), 0);
+    assert_true(t > NOW); /* a day less than 50 years on: 2077, kept */
     t = 5;
     assert_int_equal(aor_http_date_parse("not a date", NOW, &t), -1);
     assert_true(t == 5); /* untouched on failure */
