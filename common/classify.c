@@ -264,10 +264,19 @@ static aor_kind decide_error(long status, const errinfo *e, int dialect_like, in
     }
 }
 
-/* Copies s into a label: printable ASCII only (others become '?'), at most 64 bytes. */
+/* Copies s into a label: printable ASCII only (others become '?'), at most 64 bytes
+ * (and size - 1). A longer s is not cut but left out ("a value of N characters"): an
+ * upstream code is upstream input and may echo a key, which the caller's redaction masks
+ * only whole; a cut one would leave its start in logs and error bodies (QA, §3.2). */
 static void clean(char *dst, size_t size, const char *s) {
+    size_t max = size - 1 < 64 ? size - 1 : 64;
+    size_t n = s ? strlen(s) : 0;
+    if (n > max) {
+        snprintf(dst, size, "a value of %zu characters", n);
+        return;
+    }
     size_t i = 0;
-    for (; s && s[i] && i + 1 < size && i < 64; i++)
+    for (; i < n; i++)
         dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
     dst[i] = '\0';
 }

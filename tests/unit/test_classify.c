@@ -362,6 +362,15 @@ static void test_reasons(void **state) {
     snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\"}}", code);
     classify_exact(OA, 500, NULL, 0, body, NOW, 0, &v);
     assert_true(strlen(v.reason) < sizeof v.reason);
+    /* ... and not shown in part: a key quoted as the code, longer than a label, would
+     * leave its start in the reason, which redaction masks only whole (QA) */
+    classify_exact(OA, 401, NULL, 0,
+                   "{\"error\":{\"message\":\"x\",\"code\":\"sk-proj-QLong000XQLong001XQLong002X"
+                   "QLong003XQLong004XQLong005XQLong006XQLong007XQLong008XQLong009X\"}}",
+                   NOW, 0, &v);
+    assert_string_equal(v.reason, "401 a value of 98 characters");
+    classify_exact(OA, 500, NULL, 0, body, NOW, 0, &v);
+    assert_null(strstr(v.reason, "xxx"));
     /* config reasons name the dialect and say what came back */
     classify_exact(AN, 404, (const aor_header[]){{"content-type", "text/html"}}, 1, "<html>", NOW,
                    0, &v);
