@@ -1716,6 +1716,34 @@ static const char *relative_path(aor_proxy *p) {
     return p->path;
 }
 
+static int escape_at(const char *v, size_t i, size_t n, unsigned char *c);
+
+/* 1 when the query parameter at s (l bytes, up to its '&') is named "key", also with its
+ * letters percent-encoded (`k%65y=`: RFC 3986 §6.2.2.2 makes it the same name, and
+ * Google's server reads it so; QA); *value is set to the offset of its value. */
+static int param_is_key(const char *s, size_t l, size_t *value) {
+    const char *eq = memchr(s, '=', l);
+    size_t nl = eq ? (size_t)(eq - s) : l;
+    if (nl < 3 || nl > 9)
+        return 0;
+    char name[4];
+    size_t o = 0;
+    for (size_t i = 0; i < nl; i++) {
+        unsigned char c;
+        if (escape_at(s, i, nl, &c))
+            i += 2;
+        else
+            c = (unsigned char)s[i];
+        if (o == 3)
+            return 0;
+        name[o++] = (char)c;
+    }
+    if (o != 3 || memcmp(name, "key", 3) != 0 || !eq)
+        return 0;
+    *value = nl + 1;
+    return 1;
+}
+
 /* Query string without any key= parameter (Gemini credentials go in a header). */
 static char *query_without_key(const char *q) {
     if (!q)
@@ -1728,8 +1756,8 @@ static char *query_without_key(const char *q) {
     const char *s = q;
     while (*s) {
         const char *amp = strchr(s, '&');
-        size_t l = amp ? (size_t)(amp - s) : strlen(s);
-        if (!(l >= 4 && strncmp(s, "key=", 4) == 0)) {
+        size_t l = amp ? (size_t)(amp - s) : strlen(s), v;
+        if (!param_is_key(s, l, &v)) {
             if (o)
                 out[o++] = '&';
             memcpy(out + o, s, l);
@@ -1743,7 +1771,7 @@ static char *query_without_key(const char *q) {
     return out;
 }
 
-/* 1 with *c the byte of a %XX escape at v[i] (n = strlen(v)), else 0. */
+/* 1 with *c the byte of a %XX escape at v[i] (v of n bytes), else 0. */
 static int escape_at(const char *v, size_t i, size_t n, unsigned char *c) {
     if (v[i] != '%' || i + 2 >= n || !isxdigit((unsigned char)v[i + 1]) ||
         !isxdigit((unsigned char)v[i + 2]))
@@ -1803,9 +1831,11 @@ static const char *client_credential(const aor_http_request *req, const char *qu
     if (query) {
         const char *s = query;
         while (s && *s) {
-            if (strncmp(s, "key=", 4) == 0) {
-                size_t l = strcspn(s + 4, "&");
-                if (!(*own = strndup(s + 4, l)))
+            size_t l = strcspn(s, "&"), at;
+            /* An empty key= is no credential: a later one may be (QA: `key=&key=K` took
+             * the empty one, and K went upstream neither in the URL nor as a header). */
+            if (param_is_key(s, l, &at) && at < l) {
+                if (!(*own = strndup(s + at, l - at)))
                     return NULL;
                 percent_decode_key(*own);
                 return *own;

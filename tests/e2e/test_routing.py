@@ -951,6 +951,15 @@ def test_gemini_query_key_is_percent_decoded(env):
     eq(st, 200, "undecodable form: %r" % raw[:200])
     eq(len({s["client"] for s in d.state()["sticky"]}), 2, "another client")
     check("key=" not in mock.log()[-1].get("path", ""), "no key= upstream: %r" % mock.log()[-1])
+    # QA: a name with its letters escaped (k%65y, %6Bey) is the same parameter: it was
+    # left in the URL and the client counted as one without a credential; an empty key=
+    # before the real one took its place.
+    for q in ("?k%65y=AIzaQA%2Fk%2By", "?%6Bey=AIzaQA%2Fk%2By", "?key=&key=AIzaQA%2Fk%2By"):
+        st, h, raw = d.http("POST", path + q + "&alt=json", body=body)
+        eq(st, 200, q + ": %r" % raw[:200])
+        eq(len({s["client"] for s in d.state()["sticky"]}), 2, q + ": the same client as before")
+        up = mock.log()[-1].get("path", "")
+        check("ey=" not in up and "AIza" not in up, q + ": no key upstream in the URL: %r" % up)
 
 
 def test_a_builtin_host_whose_provider_name_a_section_took_is_named(env):
