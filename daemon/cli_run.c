@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -87,7 +88,14 @@ static void exec_aord(const char *aord, const char *config_abs, int errfd) {
     close_inherited_fds(errfd); /* and nul, when it is above 2 */
 
     unsetenv("LD_PRELOAD"); /* the daemon never routes itself (spec §2) */
-    signal(SIGPIPE, SIG_DFL);
+    /* A daemon starts with no signal blocked or ignored (daemon(7)): the caller's mask
+     * and ignored signals would carry over exec (QA: SIGTERM and SIGHUP blocked). */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
     char *args[4] = {(char *)aord, NULL, NULL, NULL};
     if (config_abs) {
         args[1] = "--config";
@@ -189,8 +197,20 @@ static void say_where(const char *log_hint, off_t log_was) {
                 log_hint);
 }
 
+/* 1 when some process holds the single-instance lock on the state file at path (aord's
+ * flock, daemon/main.c), 0 when none does or the file cannot be opened. The lock is taken
+ * for a moment only when free, and given back at once. */
+static int state_locked(const char *path) {
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : -1;
+    if (fd < 0)
+        return 0;
+    int held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd); /* lets go of the lock when this took it */
+    return held;
+}
+
 static void start_helper(const char *aord, const char *config_abs, const char *sock,
-                         const char *log_hint) {
+                         const char *state, const char *log_hint) {
     struct stat lst;
     off_t log_was = stat(log_hint, &lst) == 0 ? lst.st_size : 0; /* older lines: not ours */
     pid_t gc = spawn_aord(aord, config_abs);
@@ -203,16 +223,26 @@ static void start_helper(const char *aord, const char *config_abs, const char *s
         if (waitpid(gc, &status, WNOHANG) == gc) {
             if (aor_cli_socket_answers(sock, NULL))
                 _exit(START_UP);
-            if (WIFEXITED(status) && WEXITSTATUS(status) == AORD_EXIT_RUNNING &&
-                mono_s() <= held_end) {
-                for (int i = 0; i < 10; i++) { /* ~0.5 s for a starting one's socket */
+            if (WIFEXITED(status) && WEXITSTATUS(status) == AORD_EXIT_RUNNING) {
+                /* Started again only once the other one has let go of the state file:
+                 * not every 0.5 s, each start a line in aord.log (QA: 65 of them). */
+                while (mono_s() <= held_end && state_locked(state)) {
                     sleep_poll();
                     if (aor_cli_socket_answers(sock, NULL))
                         _exit(START_UP);
                 }
-                gc = spawn_aord(aord, config_abs);
-                end = mono_s() + AOR_CLI_START_WAIT_S;
-                continue;
+                if (mono_s() <= held_end) {
+                    gc = spawn_aord(aord, config_abs);
+                    end = mono_s() + AOR_CLI_START_WAIT_S;
+                    continue;
+                }
+                fprintf(stderr,
+                        "aor: another aord holds the state file %s but does not answer on %s: "
+                        "it serves another socket (AOR_SOCKET, or [daemon] socket, differs "
+                        "from where it was started with); stop it, or point AOR_SOCKET at its "
+                        "socket\n",
+                        state ? state : "(unknown)", sock);
+                _exit(START_EXITED);
             }
             if (WIFEXITED(status))
                 fprintf(stderr, "aor: aord exited with status %d while starting",
@@ -250,18 +280,32 @@ static int ensure_daemon(const aor_config *cfg, const char *self_dir) {
     char *log_hint = state ? aor_path_join(state, "aord.log") : NULL;
     fflush(NULL);
     int rc = -1;
+    /* SIGCHLD at its default while the helpers wait for their children: a caller that
+     * ignores it (inherited over exec) would have them reaped unseen, and waitpid's
+     * ECHILD read as a good start (QA: 5 s lost, a failed start taken as one, AOR_STRICT
+     * ignored). The program run afterwards gets the caller's setting back. */
+    struct sigaction dfl, old_chld;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    int chld_saved = sigaction(SIGCHLD, &dfl, &old_chld) == 0;
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "aor: cannot start aord: fork: %s\n", strerror(errno));
         goto out;
     }
     if (pid == 0)
-        start_helper(aord, config_abs, cfg->socket_path, log_hint ? log_hint : "aord's log");
+        start_helper(aord, config_abs, cfg->socket_path, cfg->state_path,
+                     log_hint ? log_hint : "aord's log");
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    rc = WIFEXITED(status) && WEXITSTATUS(status) == START_UP ? 0 : -1;
+    pid_t w;
+    do
+        w = waitpid(pid, &status, 0);
+    while (w < 0 && errno == EINTR);
+    rc = w == pid && WIFEXITED(status) && WEXITSTATUS(status) == START_UP ? 0 : -1;
 out:
+    if (chld_saved)
+        sigaction(SIGCHLD, &old_chld, NULL);
     free(aord);
     free(config_abs);
     free(state);
@@ -324,20 +368,12 @@ static void find_preload_lib(const char *self_dir, char **lib) {
 /* Builds the plan for one program kind. static_cmd: display name of a program the shim
  * cannot serve (sidecar mode; why: what it is, "is statically linked") or NULL (preload
  * mode, with lib: libaor.so, from find_preload_lib).
- * Returns 0, or -1 on ENOMEM or (sidecar_only) when there is no sidecar (printed). */
+ * Returns 0, or -1 on ENOMEM. */
 static int build_plan(aor_cli_plan *p, const aor_config *cfg, const char *lib,
                       const char *static_cmd, const char *why, int sidecar_only) {
     if (static_cmd || sidecar_only) {
-        if (!cfg->listen) {
-            if (static_cmd)
-                fprintf(stderr,
-                        "aor: %s %s; LD_PRELOAD cannot work and the sidecar is off (listen = "
-                        "off): running it without aor\n",
-                        static_cmd, why);
-            else
-                fprintf(stderr, "aor: the sidecar is off (listen = off)\n");
-            return sidecar_only ? -1 : 0;
-        }
+        if (!cfg->listen)
+            return 0; /* no sidecar: the caller said so and runs the program unrouted */
         char kept[256];
         if (aor_cli_plan_sidecar(p, cfg->listen, kept, sizeof kept) < 0)
             return -1;
@@ -500,9 +536,15 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
     char *path = aor_cli_which(cmd[0]);
     if (!path) {
         /* As a shell says it: 126 for a file that is there but cannot be run. */
+        struct stat cst;
+        int serr = strchr(cmd[0], '/') && stat(cmd[0], &cst) != 0 ? errno : 0;
         if (aor_cli_exists_not_runnable(cmd[0])) {
             fprintf(stderr, "aor: %s: not executable (a directory, or no execute permission)\n",
                     cmd[0]);
+            rc = 126;
+        } else if (serr != 0 && serr != ENOENT) {
+            /* A symbolic link loop, a file used as a directory: a shell says 126 (QA) */
+            fprintf(stderr, "aor: %s: %s\n", cmd[0], strerror(serr));
             rc = 126;
         } else {
             /* A path is not looked up on $PATH: not "command not found" (fresh-user pass). */
@@ -527,6 +569,15 @@ int aor_cli_cmd_run(aor_cli *c, int argc, char **argv) {
                                          : "is statically linked";
     if (sidecar && !cfg->listen) {
         fprintf(stderr, "aor: --sidecar: the sidecar is off (listen = off)%s\n",
+                on("AOR_STRICT") ? "; AOR_STRICT=1: not running it" : "; running it without aor");
+        if (on("AOR_STRICT"))
+            goto out;
+        goto exec;
+    }
+    if (is_static && !cfg->listen) {
+        /* Neither the shim nor the sidecar can serve it: as --sidecar above, and no aord
+         * is started for it (QA: AOR_STRICT=1 ran it unrouted, after starting one). */
+        fprintf(stderr, "aor: %s %s, and the sidecar is off (listen = off)%s\n", cmd[0], why,
                 on("AOR_STRICT") ? "; AOR_STRICT=1: not running it" : "; running it without aor");
         if (on("AOR_STRICT"))
             goto out;

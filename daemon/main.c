@@ -495,6 +495,15 @@ int main(int argc, char **argv) {
     }
     /* The handlers before the sockets: a SIGTERM sent as soon as the socket exists (a
      * supervisor, a test) stops aord cleanly instead of killing it. */
+    /* A signal mask inherited blocked (a parent that blocked them, then exec'd aord)
+     * would make aord deaf to "stop" and "reload" (spec §9; QA: aor run under such a
+     * parent started an aord only SIGKILL stopped). */
+    sigset_t ours;
+    sigemptyset(&ours);
+    sigaddset(&ours, SIGTERM);
+    sigaddset(&ours, SIGINT);
+    sigaddset(&ours, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &ours, NULL);
     ev_term = evsignal_new(d.base, SIGTERM, on_stop, &d);
     ev_int = evsignal_new(d.base, SIGINT, on_stop, &d);
     ev_hup = evsignal_new(d.base, SIGHUP, on_reload, &d);

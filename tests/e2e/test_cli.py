@@ -1990,3 +1990,153 @@ def _port_open(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
     finally:
         s.close()
+
+
+BLOCKED_CALLER = (
+    "import os, signal, sys\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP, signal.SIGINT})\n"
+    "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n")
+
+
+def _sig_mask(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^%s:\s*([0-9a-f]+)$" % field, f.read(), re.M).group(1), 16)
+
+
+def test_run_started_aord_hears_signals_its_caller_blocked(env):
+    """QA: a caller that blocked SIGTERM/SIGHUP (and ignored SIGCHLD) before exec'ing `aor
+    run` passed the mask on to the aord it started: only SIGKILL stopped it (spec §9:
+    "stops cleanly on SIGTERM"). The program run still gets the caller's SIGCHLD setting."""
+    setup(env, start=False)
+    pid = None
+    try:
+        rc, out, err = env.run_client(
+            [sys.executable, "-c", BLOCKED_CALLER, aor_path(env), "run", sys.executable, "-c",
+             "import signal; print('ran', signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN)"],
+            preload=False)
+        eq((rc, out.strip()), (0, "ran True"),
+           "the program ran with aor, SIGCHLD ignored as its caller had it (stderr %r)" % err)
+        pid = peer_pid(env.socket_path)
+        eq(_sig_mask(pid, "SigBlk") & ((1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))),
+           0, "aord blocks neither SIGTERM nor SIGHUP")
+        os.kill(pid, signal.SIGTERM)
+        aortest.wait_until(lambda: not alive(pid), timeout=15, what="aord to stop on SIGTERM")
+        pid = None
+    finally:
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_run_strict_with_sigchld_ignored_sees_a_failed_start(env):
+    """QA: with SIGCHLD ignored by the caller, the start helper's waitpid failed (ECHILD)
+    and `aor run` waited 5 s, then took the failed start for a good one: AOR_STRICT=1 ran
+    the program unrouted. The port aord wants is taken here, so its start fails."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    setup(env, port=holder.getsockname()[1], start=False)
+    try:
+        t = time.monotonic()
+        rc, out, err = env.run_client(
+            [sys.executable, "-c", BLOCKED_CALLER, aor_path(env), "run", "echo", "ran"],
+            preload=False, extra_env={"AOR_STRICT": "1"})
+        took = time.monotonic() - t
+        eq((rc, out), (1, ""), "AOR_STRICT=1: not run (stderr %r)" % err)
+        check("aord exited with status" in err and "did not answer" not in err,
+              "the failed start is named: %r" % err)
+        check(took < 4.5, "no 5 s wait for a start that had failed (%.1f s)" % took)
+    finally:
+        holder.close()
+
+
+def test_run_with_an_aord_on_another_socket_fails_open_once(env):
+    """QA: with aord running on the default socket and AOR_SOCKET naming another, every
+    `aor run` started an aord that lost the state lock (exit 3), some 65 times in 15 s, a
+    log line each. Now it waits for the lock to be let go, starts none meanwhile, and
+    says what is wrong."""
+    port, d = setup(env)
+    log = os.path.join(env.env["XDG_STATE_HOME"], "aor", "aord.log")
+    other = env.path("run2", "aor.sock")
+    os.makedirs(os.path.dirname(other), mode=0o700)
+    rc, out, err = aor(env, "run", "sh", "-c", "echo ran", extra_env={"AOR_SOCKET": other})
+    eq((rc, out), (0, "ran\n"), "fail-open (stderr %r)" % err)
+    check("another aord holds the state file" in err and other in err,
+          "says what is wrong: %r" % err)
+    with open(log) as f:
+        n = f.read().count("another aord is running with the state file")
+    check(n <= 2, "at most a start or two lost to the lock, not one every 0.5 s: %d" % n)
+    check(d.alive(), "the running aord is left alone")
+
+
+def test_run_reports_a_symlink_loop_and_a_file_used_as_a_directory(env):
+    """As a shell does (QA: both were "No such file or directory", exit 127)."""
+    setup(env, start=False)
+    loop = env.path("loop1")
+    os.symlink(env.path("loop2"), loop)
+    os.symlink(loop, env.path("loop2"))
+    rc, out, err = aor(env, "run", loop)
+    eq(rc, 126, "a symbolic link loop: 126 (stderr %r)" % err)
+    check("Too many levels of symbolic links" in err, err)
+    rc, out, err = aor(env, "run", "/etc/passwd/x")
+    eq(rc, 126, "a file used as a directory: 126 (stderr %r)" % err)
+    check("Not a directory" in err, err)
+    check(not os.path.exists(env.socket_path), "no aord was started for them")
+
+
+def test_no_trust_false_is_off_as_in_the_shim(env):
+    """AOR_NO_TRUST=false|no|off is off (common/envflag.h), as the shim reads it; `aor env`
+    and `aor doctor` took every value but "0" as on (QA)."""
+    setup(env)
+    rc, out, err = aor(env, "env", extra_env={"AOR_NO_TRUST": "false"})
+    eq(rc, 0, "aor env (stderr %r)" % err)
+    check("SSL_CERT_FILE" in parse_exports(out), "CA variables set: %s" % out)
+    rc, out, err = aor(env, "env", extra_env={"AOR_NO_TRUST": "1"})
+    check("SSL_CERT_FILE" not in parse_exports(out), "AOR_NO_TRUST=1 still on: %s" % out)
+    rc, out, err = aor(env, "doctor", extra_env={"AOR_NO_TRUST": "off"})
+    check("AOR_NO_TRUST is set" not in out + err, "doctor: off is off: %s" % out)
+
+
+def test_install_service_carries_aor_socket(env):
+    """QA: an exported AOR_SOCKET did not reach the unit: the service's aord listened on
+    the default socket while the shell's `aor run` and shim looked at AOR_SOCKET."""
+    setup(env, start=False)
+    sock = env.path("svc", "aor.sock")
+    rc, out, err = aor(env, "install-service", "--print", "--systemd",
+                       extra_env={"AOR_SOCKET": sock})
+    eq(rc, 0, "systemd (stderr %r)" % err)
+    check("\nEnvironment=AOR_SOCKET=%s\n" % sock in out, "AOR_SOCKET in the unit: %s" % out)
+    rc, out, err = aor(env, "install-service", "--print", "--launchd",
+                       extra_env={"AOR_SOCKET": sock})
+    eq(plistlib.loads(out.encode())["EnvironmentVariables"].get("AOR_SOCKET"), sock, "plist")
+    rc, out, err = aor(env, "install-service", "--print", "--systemd")
+    check("AOR_SOCKET" not in out, "not set: not carried: %s" % out)
+
+
+def test_run_static_program_without_a_sidecar(env):
+    """A static program with `listen = off`: neither the shim nor the sidecar can serve
+    it. Said, run unrouted, no aord started for it; AOR_STRICT=1 refuses, as --sidecar
+    does (QA: it ran unrouted after starting an aord)."""
+    env.set_keys(KEY_A=SECRET_A)
+    env.write_config("""
+        [daemon]
+        listen = off
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = https://api.openai.com
+        keys = A
+        models = gpt-4o
+        """)
+    exe = _build_static(env, "-static")
+    if not exe:
+        raise aortest.Skip("gcc -static does not work here (no static libc)")
+    rc, out, err = aor(env, "run", exe, extra_env={"AOR_STRICT": "1"})
+    eq((rc, out), (1, ""), "AOR_STRICT=1: not run (stderr %r)" % err)
+    check("is statically linked, and the sidecar is off (listen = off); AOR_STRICT=1" in err,
+          "says why: %r" % err)
+    rc, out, err = aor(env, "run", exe)
+    eq(rc, 0, "without AOR_STRICT: run unrouted (stderr %r)" % err)
+    check("running it without aor" in err, err)
+    check(not os.path.exists(env.socket_path), "no aord was started for it")
