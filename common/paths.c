@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define HOME_BUF_MAX (1024 * 1024) /* cap for the getpwuid_r buffer, bytes */
@@ -271,6 +272,14 @@ int aor_path_socket_problem(const char *sock, char **why) {
                      "published hosts file, in its own working directory, where programs "
                      "started in another directory do not look; use an absolute path",
                      sock);
+        goto out;
+    }
+    if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        /* as the config loader says it; doctor said "ok" after it (QA) */
+        n = asprintf(why,
+                     "socket path %s is longer than %zu bytes, the limit of a Unix socket "
+                     "address; set AOR_SOCKET or `socket` to a shorter path",
+                     sock, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
         goto out;
     }
     dir = dir_part(sock);

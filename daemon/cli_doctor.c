@@ -2,6 +2,7 @@
  * "Trust": which client will not trust aor and why). Exit 1 when any check failed.
  * Never prints a secret: the config is reported by counts, files by path and mode. */
 #include "cli.h"
+#include "envflag.h"
 #include "paths.h"
 #include "sysca.h"
 #include "trust.h" /* the shim's AOR_TRUST_FILE_MAX (shim/trust.h): only the limit */
@@ -551,8 +552,7 @@ static void check_node_merge(tally *t, const char *data, const char *val) {
 }
 
 static void check_trust(tally *t, const char *data, int have_ca) {
-    const char *nt = getenv("AOR_NO_TRUST");
-    if (nt && *nt && strcmp(nt, "0") != 0)
+    if (aor_envflag_on(getenv("AOR_NO_TRUST")))
         say(t, WARN, "AOR_NO_TRUST is set: the shim and `aor run` leave the CA variables alone");
     char *ca = aor_path_join(data, "ca.pem");
     char *bundle = aor_path_join(data, "bundle.pem");

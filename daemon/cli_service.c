@@ -165,13 +165,17 @@ static const struct {
      * (aord then uses /tmp/aor-UID); a shell's other one is carried (fresh-user pass: the
      * service's socket was not where aor and the shim of that shell look). */
     {"XDG_RUNTIME_DIR", NULL},
+    /* The socket itself, when the shell names it (spec §9): it has no default to compare
+     * with, so it is carried whenever set (QA: the service's aord listened on the default
+     * socket while every `aor run` of that shell looked at AOR_SOCKET). */
+    {"AOR_SOCKET", NULL},
 };
 
 /* Whether the service needs $name from this environment to find the directory aor uses:
  * 1 (*value points into the environment) when it is set to an absolute path (the XDG
  * rule: anything else is ignored, by aord too) that is not the default home/home_rel
  * (home_rel NULL: XDG_RUNTIME_DIR, whose default is /run/user/UID under systemd and none
- * under launchd)
+ * under launchd; AOR_SOCKET, which has none)
  * (compared as text without trailing slashes, then as the same directory); 0 when the
  * service finds the same directory without it; -1 after printing (control characters:
  * no unit can carry them, ENOMEM). */
@@ -183,7 +187,8 @@ static int xdg_elsewhere(int launchd, const char *name, const char *home_rel, co
     char *home = home_rel ? aor_path_home() : NULL;
     char *dflt = home ? aor_path_join(home, home_rel) : NULL;
     int rc = 1;
-    if (!home_rel && !launchd) { /* XDG_RUNTIME_DIR: what systemd --user sets */
+    int no_default = strcmp(name, "AOR_SOCKET") == 0;
+    if (!home_rel && !launchd && !no_default) { /* XDG_RUNTIME_DIR: what systemd --user sets */
         char run[64];
         snprintf(run, sizeof run, "/run/user/%lu", (unsigned long)getuid());
         dflt = strdup(run);
@@ -202,9 +207,10 @@ static int xdg_elsewhere(int launchd, const char *name, const char *home_rel, co
     while (vl > 1 && v[vl - 1] == '/')
         vl--;
     struct stat a, b;
-    if (dflt && ((vl == dl && memcmp(v, dflt, vl) == 0) ||
-                 (stat(v, &a) == 0 && stat(dflt, &b) == 0 && a.st_dev == b.st_dev &&
-                  a.st_ino == b.st_ino))) {
+    if (!no_default && dflt &&
+        ((vl == dl && memcmp(v, dflt, vl) == 0) ||
+         (stat(v, &a) == 0 && stat(dflt, &b) == 0 && a.st_dev == b.st_dev &&
+          a.st_ino == b.st_ino))) {
         rc = 0;
         goto out;
     }

@@ -2,6 +2,7 @@
  * variables (spec §2 "Trust") and the sidecar base-URL variables (spec §2, last bullet).
  * See cli.h and docs/cli.md. */
 #include "cli.h"
+#include "envflag.h"
 #include "paths.h"
 #include "sysca.h"
 
@@ -106,9 +107,10 @@ static int regular_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A flag variable as the shim reads it (common/envflag.h: "0", "false", "no", "off" are
+ * off; QA: AOR_NO_TRUST=false was on here and off in the shim). */
 static int on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
+    return aor_envflag_on(getenv(name));
 }
 
 /* NODE_EXTRA_CA_CERTS takes one file: a user's file that lacks the CA is merged with

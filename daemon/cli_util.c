@@ -209,8 +209,13 @@ char *aor_cli_path_find(const char *cmd, int (*accept)(const char *path)) {
     if (strchr(cmd, '/'))
         return accept(cmd) ? strdup(cmd) : NULL;
     const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
+    char cs[256];
+    /* Without PATH, execvp uses confstr(_CS_PATH) ("/bin:/usr/bin" in glibc): the same
+     * list, so the program looked at is the one run (QA). */
+    if (!path) {
+        size_t n = confstr(_CS_PATH, cs, sizeof cs);
+        path = n > 0 && n <= sizeof cs ? cs : "/bin:/usr/bin";
+    }
     size_t clen = strlen(cmd);
     for (const char *p = path;;) {
         const char *end = strchr(p, ':');
