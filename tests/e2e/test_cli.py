@@ -2140,3 +2140,16 @@ def test_run_static_program_without_a_sidecar(env):
     eq(rc, 0, "without AOR_STRICT: run unrouted (stderr %r)" % err)
     check("running it without aor" in err, err)
     check(not os.path.exists(env.socket_path), "no aord was started for it")
+
+
+def test_doctor_fails_a_socket_path_that_is_too_long(env):
+    """QA: with a socket path over the 107 bytes of a Unix socket address, doctor said the
+    configuration had errors and then "ok: socket ...: nothing aord's start would refuse"."""
+    setup(env, start=False)
+    run = env.path("r" * 110)
+    os.makedirs(run, mode=0o700)
+    rc, out, err = aor(env, "doctor", extra_env={"XDG_RUNTIME_DIR": run})
+    check(rc != 0, "doctor fails (stdout %r)" % out)
+    check("ok: socket" not in out, "no ok for the socket: %s" % out)
+    check(re.search(r"^fail: socket path .* is longer than 107 bytes", out, re.M),
+          "the socket line fails: %s" % out)
