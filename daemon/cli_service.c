@@ -490,7 +490,10 @@ static int enable_launchd(const char *dest, int no_start) {
     int have = lc != NULL;
     free(lc);
     if (no_start || !have) {
-        printf("Start the agent with:\n  launchctl bootstrap %s %s\n", domain, dest);
+        /* quoted: a home with a space (/Users/John Smith) must paste as one word (QA) */
+        printf("Start the agent with:\n  launchctl bootstrap %s ", domain);
+        aor_cli_shell_quote(stdout, dest);
+        printf("\n");
         return AOR_CLI_OK;
     }
     char target[128];

@@ -1296,7 +1296,14 @@ def test_install_service(env):
     rc, out, err = aor(env, "install-service", "--launchd", "--no-start")
     plist = os.path.join(env.env["HOME"], "Library", "LaunchAgents", "dev.aor.aord.plist")
     check(os.path.isfile(plist), "plist written")
-    check("launchctl bootstrap gui/%d %s" % (os.getuid(), plist) in out, out)
+    check("launchctl bootstrap gui/%d '%s'" % (os.getuid(), plist) in out, out)
+    # A home with a space: the printed command pastes as one word (QA).
+    home = env.path("John Smith")
+    os.makedirs(home)
+    rc, out, err = aor(env, "install-service", "--launchd", "--no-start",
+                       extra_env={"HOME": home})
+    plist = os.path.join(home, "Library", "LaunchAgents", "dev.aor.aord.plist")
+    check("launchctl bootstrap gui/%d '%s'\n" % (os.getuid(), plist) in out, out)
 
 
 def test_install_service_with_an_aord_running(env):
