@@ -119,6 +119,8 @@ struct aor_proxy {
      * stream cut after its first byte is a failure, not a success and then a failure). */
     int answer_done; /* the upstream answer ended cleanly */
     int ok_at_end;   /* record the success when it does */
+    int end_failed;  /* recorded at the stream's terminator as failed: its last event was an
+                        error event; the response ends unfinished (record_at_terminator) */
     int sse_error;   /* first event was an error: attempt failed */
     int sse_sniffed; /* the first byte of an SSE answer was looked at (sse_is_html) */
     aor_verdict sse_verdict;
@@ -901,6 +903,7 @@ static void reset_attempt(aor_proxy *p) {
     p->held_cut = 0;
     p->err_stream = 0;
     p->no_body = 0;
+    p->end_failed = 0;
     if (p->held)
         evbuffer_drain(p->held, evbuffer_get_length(p->held));
 }
@@ -1339,6 +1342,23 @@ static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind o
     return 0;
 }
 
+/* Once a forwarded stream's own terminator (`data: [DONE]`, message_stop,
+ * response.completed) has gone through end_scan: its success is recorded now, and so
+ * written ahead, before the bytes that hold it go to the client. An SDK takes the
+ * stream as finished there, and the upstream may send the HTTP end (the last chunk)
+ * later; until 2026-12-03 the success waited for it, and a kill -9 in between lost a
+ * sticky move the client had seen (QA, §4.5). What comes after the terminator cannot
+ * undo it: a cut there leaves the answer complete (on_up_done). The stream is noted as
+ * terminated for its upstream (aor_sse_ends_check) here too. */
+static void record_at_terminator(aor_proxy *p) {
+    if (!p->ok_at_end || !p->end_scan.seen)
+        return;
+    p->ok_at_end = 0;
+    aor_sse_ends_check(p->d->sse_ends, p->cfg->providers[p->cand->provider].base_url,
+                       p->end_scan.kind, p->model, p->end_scan.epoch, 1);
+    p->end_failed = record_stream_end(p, p->cand, AOR_KIND_OK);
+}
+
 static void classify_held(aor_proxy *p, aor_verdict *v);
 
 /* A buffered answer (an error, or a 2xx that is not forwarded as it comes) has grown past
@@ -1445,6 +1465,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             if (p->sse_tail)
                 tail_add(p, h, hl);
             aor_sse_end_scan_feed(&p->end_scan, h, hl);
+            record_at_terminator(p);
         }
         if (write_stream_buffer(p, p->held) < 0)
             return 0; /* out of memory: the answer ends unfinished (on_up_done) */
@@ -1466,7 +1487,8 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
     case MODE_STREAM:
         if (p->sse_tail) {
             tail_add(p, data, len);
-            aor_sse_end_scan_feed(&p->end_scan, data, len);
+            if (aor_sse_end_scan_feed(&p->end_scan, data, len))
+                record_at_terminator(p);
         }
         if (write_stream(p, data, len) < 0)
             return 0;
@@ -1580,9 +1602,10 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             record(p, cand, AOR_KIND_OK, -1);
             p->usage_pending = 1; /* after record(), which would run it now */
         }
-        if (p->ok_at_end) {
+        if (p->ok_at_end || p->end_failed) {
+            int failed = p->end_failed || record_stream_end(p, cand, AOR_KIND_OK);
             p->ok_at_end = 0;
-            if (record_stream_end(p, cand, AOR_KIND_OK)) {
+            if (failed) {
                 /* The upstream failed after the answer started (its last event is an
                  * error event): the client has the event, and its response ends without
                  * its terminator, so that it sees an error, never a clean end (§5.3). */
@@ -1656,8 +1679,12 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     char st[24] = "no answer";
     if (p->status > 0)
         snprintf(st, sizeof st, "%ld", p->status);
-    aor_info("%s/%s: %s -> %s (%s)%s", prov, cand->key_name, st, aor_kind_name(v.kind), v.reason,
-             v.hint_s > 0 ? " with retry hint" : "");
+    /* A client error or a success changes no routing state: a debug line (AOR_DEBUG=1), so
+     * that the request path writes nothing to disk for it, not even to aord.log (§4.5;
+     * QA: every 400 appended a line). */
+    aor_log(v.kind == AOR_KIND_OK || v.kind == AOR_KIND_CLIENT ? AOR_LOG_DEBUG : AOR_LOG_INFO,
+            "%s/%s: %s -> %s (%s)%s", prov, cand->key_name, st, aor_kind_name(v.kind), v.reason,
+            v.hint_s > 0 ? " with retry hint" : "");
     if (v.kind == AOR_KIND_OK) {
         record(p, cand, AOR_KIND_OK, -1);
         send_buffered(p, p->status, &p->hdrs, p->held, cand, p->held_cut);

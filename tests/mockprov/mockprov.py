@@ -629,6 +629,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if cut is not None:
             self.close_connection = True  # no terminator: the connection just ends
             return
+        if gate is not None and gate_after >= len(events):
+            # every event out (the stream's own terminator too): the body's end waits
+            if not gate.wait(GATE_TIMEOUT_S):
+                vlog("#%d gate %r still closed, going on" % (ctx["seq"], e["gate"]))
         self._end()
 
 
