@@ -17,7 +17,7 @@
 /* 2 since 2026-12-03: the `sticky_drop` event, which an aord of version 1 cannot replay
  * (it says "schema version 2 is newer" rather than "bad or unknown event"). The tables
  * are the same: a file of version 1 is raised to 2 when opened. */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 #define AOR_STR_(x) #x
 #define AOR_STR(x) AOR_STR_(x)
 
@@ -63,7 +63,10 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS state_events("
     " id INTEGER PRIMARY KEY, at REAL NOT NULL, type TEXT NOT NULL,"
     " provider TEXT, \"key\" TEXT, model TEXT, client TEXT, until REAL, window_s REAL,"
-    " failure_count INTEGER, kind TEXT, streak INTEGER);";
+    " failure_count INTEGER, kind TEXT, streak INTEGER);"
+    /* Version 3 (2026-12-03): the fingerprints of the keys' secrets. */
+    "CREATE TABLE IF NOT EXISTS key_secrets("
+    " \"key\" TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);";
 
 static const char insert_event_sql[] =
     "INSERT INTO state_events(at, type, provider, \"key\", model, client, until, window_s,"
@@ -178,7 +181,7 @@ static int read_user_version(aor_store *st, int *out) {
 static int refuse_foreign(aor_store *st) {
     static const char sql[] =
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND "
-        "name NOT IN ('backoff', 'sticky', 'breakers', 'state_events') LIMIT 1";
+        "name NOT IN ('backoff', 'sticky', 'breakers', 'state_events', 'key_secrets') LIMIT 1";
     int version = 0;
     if (read_user_version(st, &version) != 0)
         return -1;
@@ -489,6 +492,55 @@ int aor_store_log_reset_key(aor_store *st, const char *provider, const char *key
         return bad_arg(st, "key reset event without key");
     store_event ev = {.at = now, .type = "reset", .provider = provider, .key = key};
     return append_event(st, &ev);
+}
+
+/* --- key fingerprints ---------------------------------------------------------------- */
+
+int aor_store_key_fingerprint(aor_store *st, const char *key, char *out, size_t outlen) {
+    if (st == NULL || key == NULL || out == NULL || outlen == 0)
+        return bad_arg(st, "key fingerprint lookup without key");
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(st->db, "SELECT fingerprint FROM key_secrets WHERE \"key\" = ?1", -1, &q,
+                           NULL) != SQLITE_OK ||
+        sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC) != SQLITE_OK) {
+        set_sql_err(st, "reading a key fingerprint");
+        sqlite3_finalize(q);
+        return -1;
+    }
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE) {
+        sqlite3_finalize(q);
+        return 0;
+    }
+    const unsigned char *v = rc == SQLITE_ROW ? sqlite3_column_text(q, 0) : NULL;
+    if (!v) {
+        set_sql_err(st, "reading a key fingerprint");
+        sqlite3_finalize(q);
+        return -1;
+    }
+    snprintf(out, outlen, "%s", (const char *)v);
+    sqlite3_finalize(q);
+    return 1;
+}
+
+int aor_store_set_key_fingerprint(aor_store *st, const char *key, const char *fingerprint) {
+    if (st == NULL || key == NULL || fingerprint == NULL)
+        return bad_arg(st, "key fingerprint without key");
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(st->db,
+                           "INSERT INTO key_secrets(\"key\", fingerprint) VALUES(?1, ?2)"
+                           " ON CONFLICT(\"key\") DO UPDATE SET fingerprint = excluded.fingerprint",
+                           -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_text(q, 2, fingerprint, -1, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_DONE) {
+        set_sql_err(st, "writing a key fingerprint");
+        sqlite3_finalize(q);
+        return -1;
+    }
+    sqlite3_finalize(q);
+    st->writes++;
+    return 0;
 }
 
 /* --- replay -------------------------------------------------------------------------- */

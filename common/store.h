@@ -61,6 +61,17 @@ int aor_store_log_reset(aor_store *st, const char *provider /* NULL = all */, do
 int aor_store_log_reset_key(aor_store *st, const char *provider /* NULL = any */, const char *key,
                             double now);
 
+/* Key fingerprints (docs/store.md "key_secrets"): a one-way digest of each configured
+ * key's secret (aor_rstate computes it; never the secret), kept so that a key given a new
+ * secret between two runs is known to be a new credential at start, as it is at a SIGHUP
+ * (docs/routing.md §12). aor_store_key_fingerprint copies the stored fingerprint of key
+ * into out (outlen bytes, cut to fit) and returns 1, 0 when none is stored, -1 on a
+ * database error (aor_store_errmsg). aor_store_set_key_fingerprint stores (or replaces)
+ * it: 0, or -1 on a database error. Both are for start and reload, not the request path;
+ * a set counts as a write (aor_store_writes). */
+int aor_store_key_fingerprint(aor_store *st, const char *key, char *out, size_t outlen);
+int aor_store_set_key_fingerprint(aor_store *st, const char *key, const char *fingerprint);
+
 /* 1 when the store's path no longer names the file it opened: removed (rm), or replaced
  * by another file (a rename over it, a restore), so SQLite writes into an inode nobody
  * will read again; 0 when it still does, for ":memory:" and URI stores, and for NULL. One

@@ -297,6 +297,40 @@ static int instance_lock(const char *state_path, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot open the state file %s: %s", state_path, strerror(errno));
         return -1;
     }
+    /* What SQLite would only call "disk I/O error" or "readonly database" (QA): a path
+     * that is not a regular file (a FIFO, /dev/null), a directory it cannot add its -wal
+     * and -shm files to. */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen,
+                 "the state file %s is not a regular file (%s); give aord a file path "
+                 "([daemon] state, or XDG_STATE_HOME)",
+                 state_path,
+                 S_ISFIFO(st.st_mode)   ? "a FIFO"
+                 : S_ISCHR(st.st_mode)  ? "a character device"
+                 : S_ISBLK(st.st_mode)  ? "a block device"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                        : "not a file");
+        close(fd);
+        return -1;
+    }
+    char *sdir = dir_of(state_path);
+    if (sdir && access(sdir, W_OK) != 0) {
+        snprintf(err, errlen,
+                 "cannot write in %s, the directory of the state file (%s): SQLite makes "
+                 "its -wal and -shm files beside it",
+                 sdir, strerror(errno));
+        free(sdir);
+        close(fd);
+        return -1;
+    }
+    free(sdir);
+    /* A file that group or others can read or write (one made by hand, a copy) is made
+     * 0600 as aord makes its own: its -wal and -shm copy its mode (QA). */
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        (st.st_mode & 077) && fchmod(fd, st.st_mode & 0700) == 0)
+        aor_info("state file %s was mode %04o: made 0%o", state_path,
+                 (unsigned)(st.st_mode & 07777), (unsigned)(st.st_mode & 0700));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         if (e == EWOULDBLOCK)
@@ -444,11 +478,20 @@ int main(int argc, char **argv) {
         goto out;
     }
     char *state_parent = dir_of(cfg->state_path);
-    if (state_parent) {
+    if (state_parent)
         mkdirs(state_parent, 0700);
-        free(state_parent);
-    }
     open_log(d.state_dir);
+    /* A `state =` elsewhere: its directory is not the state directory checked above. Not
+     * refused (the file holds no secret), but said: whoever can write there can replace
+     * the routing state (QA: a 0777 directory of another user went unmentioned). */
+    char *swhy = NULL;
+    if (state_parent && d.state_dir && strcmp(state_parent, d.state_dir) != 0 &&
+        aor_path_dir_problem(state_parent, "directory of the state file", NULL, NULL, &swhy) < 0)
+        aor_warn("%s: another user could replace or read the routing state there; give the "
+                 "state file a directory of its own (0700)",
+                 swhy ? swhy : "directory of the state file: cannot check it");
+    free(swhy);
+    free(state_parent);
     /* One aord per state file, before anything touches it: a second one (started twice,
      * a service and a hand start, two `aor run` at once) would replay and compact the
      * log under the running one and drop what it appends meanwhile (§4.5). */
@@ -581,6 +624,7 @@ out_up:
     aor_proxy_spares_free();
     aor_http_spares_free();
     aor_upstream_free(d.up);
+    aor_rstate_sync(d.rs, aor_clock_now());
 out_rs:
     aor_sse_ends_free(d.sse_ends);
     aor_rstate_close(d.rs);

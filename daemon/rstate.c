@@ -1,5 +1,6 @@
 #include "rstate.h"
 
+#include "hash.h"
 #include "log.h"
 #include "map.h"
 
@@ -29,6 +30,8 @@ struct aor_rstate {
     time_t replaced_logged_at; /* when a failed reopen_store was last logged (real time) */
     unsigned long writes_base; /* events written into stores closed by reopen_store */
     int sticky_full_said;      /* the sticky table was full once: said in the log */
+    int lost;                  /* an event could not be written: memory is ahead of the store */
+    time_t lost_tried_at;      /* when memory was last written over it (real time) */
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -131,6 +134,8 @@ static void log_clamps(const clamp_note *n, const aor_store_limits *lim) {
              n->clock_back ? "; a failure in the future is taken as a failure now" : "");
 }
 
+static void sync_key_secrets(aor_rstate *rs, const aor_config *cfg, double now, int at_start);
+
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
                             size_t errlen) {
     aor_rstate *rs = calloc(1, sizeof *rs);
@@ -172,10 +177,26 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     }
     log_clamps(&note, &lim);
     aor_store_set_busy_timeout(rs->store, AOR_RSTATE_BUSY_MS);
+    sync_key_secrets(rs, cfg, now, 1);
     return rs;
 fail:
     aor_rstate_close(rs);
     return NULL;
+}
+
+static void reopen_store(aor_rstate *rs, double now);
+static void catch_up(aor_rstate *rs, double now);
+
+void aor_rstate_sync(aor_rstate *rs, double now) {
+    if (!rs)
+        return;
+    /* The file removed or replaced since the last change (rm aor.db, then SIGTERM: QA) */
+    if (rs->store && aor_store_file_changed(rs->store))
+        reopen_store(rs, now);
+    if (rs->store && rs->lost) {
+        rs->lost_tried_at = 0;
+        catch_up(rs, now);
+    }
 }
 
 void aor_rstate_close(aor_rstate *rs) {
@@ -315,6 +336,7 @@ static aor_store *wstore(aor_rstate *rs, double now) {
 static void store_failed(aor_rstate *rs, const char *what) {
     rs->write_errors++;
     rs->unlogged++;
+    rs->lost = 1; /* written over from memory once the store takes writes again */
     time_t t = time(NULL);
     if (rs->logged_at != 0 && t - rs->logged_at < 60)
         return;
@@ -393,6 +415,59 @@ static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_
     return 0;
 }
 
+/* The fingerprint of a secret kept in the store (store.h, docs/store.md): the first 32
+ * hex digits of SHA-256 over a fixed label and the secret. -1 on ENOMEM. */
+static int key_fingerprint(const char *secret, char out[33]) {
+    static const char label[] = "aor key fingerprint 1\n";
+    size_t sl = strlen(secret), n = sizeof label - 1 + sl;
+    char *buf = malloc(n);
+    if (!buf)
+        return -1;
+    memcpy(buf, label, sizeof label - 1);
+    memcpy(buf + sizeof label - 1, secret, sl);
+    char hex[65];
+    aor_hash_sha256_hex(buf, n, hex);
+    explicit_bzero(buf, n);
+    free(buf);
+    memcpy(out, hex, 32);
+    out[32] = '\0';
+    return 0;
+}
+
+/* Brings the store's key fingerprints up to cfg's secrets. at_start: a key whose stored
+ * fingerprint differs got a new secret since aord last ran: a new credential, so its
+ * backoff rows are dropped (written ahead as a key reset), as forget_rotated_keys does at
+ * a SIGHUP (QA: a key rotated by a restart stayed backed off for the old secret's 401).
+ * A key with none stored keeps its rows. Writes only what is new or changed; a store
+ * error is logged and changes nothing else. */
+static void sync_key_secrets(aor_rstate *rs, const aor_config *cfg, double now, int at_start) {
+    for (size_t i = 0; i < cfg->nkeys && rs->store; i++) {
+        const aor_key_cfg *k = &cfg->keys[i];
+        char fp[33], old[65];
+        if (!k->secret || !*k->secret || key_fingerprint(k->secret, fp) < 0)
+            continue;
+        int r = aor_store_key_fingerprint(rs->store, k->name, old, sizeof old);
+        if (r < 0) {
+            aor_warn("state store: %s", aor_store_errmsg(rs->store));
+            return;
+        }
+        if (r == 1 && strcmp(old, fp) == 0)
+            continue;
+        if (r == 1 && at_start) {
+            key_rows kr = {k->name, 0};
+            aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
+            if (kr.n > 0 && aor_store_log_reset_key(wstore(rs, now), NULL, k->name, now) < 0)
+                store_failed(rs, "key reset");
+            int n = aor_backoff_reset_key(rs->backoff, NULL, k->name);
+            aor_info("key '%s' has a new secret since aord last ran: a new credential, %d "
+                     "backoff row%s cleared",
+                     k->name, n, n == 1 ? "" : "s");
+        }
+        if (aor_store_set_key_fingerprint(wstore(rs, now), k->name, fp) < 0)
+            store_failed(rs, "key fingerprint");
+    }
+}
+
 int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now) {
     const aor_config *old = rs->cfg;
     int rc = 0;
@@ -410,6 +485,8 @@ int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now) {
     rs->cfg = cfg;
     if (old && old != cfg && forget_rotated_keys(rs, old, cfg, now) < 0)
         rc = -1;
+    if (old != cfg)
+        sync_key_secrets(rs, cfg, now, 0); /* rotated ones were just cleared, and said */
     return rc;
 }
 
@@ -523,9 +600,30 @@ static void count_row(const aor_backoff_row *row, void *arg) {
  * tables are rewritten from memory and the log emptied (aor_store_compact). Called
  * after a state change only: it wrote already, so the request path stays free of disk
  * I/O when nothing changed. */
+/* After writes failed (store_failed: disk full, ...), memory holds changes the store
+ * lacks; once the store takes an event again, the whole state in memory is written over
+ * it, as a compaction does, so those changes are not lost at the next restart (QA: they
+ * were, though the disk had room again). Tried at most once a minute while it fails. */
+static void catch_up(aor_rstate *rs, double now) {
+    time_t t = time(NULL);
+    if (rs->lost_tried_at != 0 && t - rs->lost_tried_at < 60)
+        return;
+    rs->lost_tried_at = t;
+    if (aor_store_compact(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0)
+        return; /* still failing: said by store_failed */
+    rs->lost = 0;
+    rs->compacted_writes = aor_store_writes(rs->store);
+    aor_info("state store: writes work again; the state in memory was written to it (the "
+             "changes it could not take meanwhile are kept)");
+}
+
 static void maybe_compact(aor_rstate *rs, double now) {
     if (!rs->store)
         return; /* none could be made (reopen_store): writes fail, nothing to fold */
+    if (rs->lost) {
+        catch_up(rs, now);
+        return;
+    }
     unsigned long w = aor_store_writes(rs->store);
     unsigned long since = w - rs->compacted_writes;
     if (since < rs->compact_every)

@@ -17,15 +17,23 @@
 typedef struct aor_rstate aor_rstate;
 
 /* Opens the store at db_path, replays it (§4.5) and builds the tables with the
- * parameters of cfg. Rows from the future are limited (aor_store_limits, docs/store.md
- * "Rows from the future"): no backoff window ends after now + the largest of
- * backoff_max_s, quota_cooldown_s and auth_cooldown_s, no circuit after now +
- * breaker_open_s, a failure dated after now is taken as a failure now; one warning
- * names the rows changed (provider, key or model). now: Unix seconds. On error returns
- * NULL with a message in err (errlen bytes). */
+ * parameters of cfg; a key whose secret changed since the store last saw it (its
+ * fingerprint, docs/store.md) has its backoff rows dropped, as at a SIGHUP. Rows from the future
+ * are limited (aor_store_limits, docs/store.md "Rows from the future"): no backoff window ends
+ * after now + the largest of backoff_max_s, quota_cooldown_s and auth_cooldown_s, no circuit after
+ * now + breaker_open_s, a failure dated after now is taken as a failure now; one warning names the
+ * rows changed (provider, key or model). now: Unix seconds. On error returns NULL with a message in
+ * err (errlen bytes). */
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
                             size_t errlen);
 void aor_rstate_close(aor_rstate *rs);
+
+/* Before a clean stop (SIGTERM): when the state file was removed or replaced since the
+ * last state change, the state in memory is written to a new file at its path (as at the
+ * next change, docs/routing.md §11), and when writes had failed (disk full) and memory is
+ * ahead of the store, it is written over the store. now: Unix seconds. Errors are
+ * logged; nothing is returned. */
+void aor_rstate_sync(aor_rstate *rs, double now);
 
 /* Points the state at a new config (SIGHUP reload; cfg must outlive the state or the next
  * call). The backoff and breaker parameters of cfg apply from now on (see

@@ -165,6 +165,27 @@ def test_damaged_state_file_says_what_to_do(env):
     check(d.alive(), "aord starts once the file is moved aside")
 
 
+def test_state_path_that_is_not_a_file_is_named(env):
+    """QA: a FIFO at aor.db stopped aord with "open: disk I/O error", a link to /dev/null
+    with "attempt to write a readonly database". Both are named for what they are."""
+    env.write_config("""
+        [daemon]
+        listen = off
+        """)
+    os.makedirs(os.path.dirname(env.db_path), exist_ok=True)
+    for make, what in ((lambda p: os.mkfifo(p, 0o600), "a FIFO"),
+                       (lambda p: os.symlink("/dev/null", p), "a character device")):
+        if os.path.lexists(env.db_path):
+            os.unlink(env.db_path)
+        make(env.db_path)
+        r = subprocess.run([os.path.join(env.build, "aord")], env=env.env, capture_output=True,
+                           text=True, timeout=60)
+        eq(r.returncode, 1, "aord refuses it (stderr %r)" % r.stderr)
+        check("the state file %s is not a regular file (%s)" % (env.db_path, what) in r.stderr,
+              "named: %r" % r.stderr)
+    os.unlink(env.db_path)
+
+
 def test_state_file_removed_under_aord(env):
     """QA: `rm aor.db` (and its -wal, -shm) under a running aord: SQLite went on writing
     into the unlinked inode, no error, and every later change was gone at the next start.
@@ -497,3 +518,98 @@ def test_sticky_rows_are_capped_and_survive_kill9(env):
 
 
 test_sticky_rows_are_capped_and_survive_kill9.timeout = 300
+
+
+def test_kill9_after_a_streams_terminator_keeps_its_success(env):
+    """§4.5: a stream's success is recorded once its own terminator (`data: [DONE]`) goes
+    by, before the client has it, not when the upstream's last chunk comes (QA: the
+    upstream held the end of the body 3 s after [DONE], which the client had read; a kill
+    -9 then lost the new client's sticky row)."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"kind": "gated_stream", "gate": "end", "gate_after": 1000}])
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=20)
+    conn.request("POST", "/v1/chat/completions", body,
+                 {"content-type": "application/json", "authorization": "Bearer stream-client"})
+    r = conn.getresponse()
+    eq((r.status, r.getheader("x-aor-key")), (200, "A"), "the stream from A")
+    got = b""
+    while b"[DONE]" not in got:
+        line = r.fp.readline()
+        check(line, "the stream ended before [DONE]: %r" % got[-300:])
+        got += line
+    eq([(s["provider"], s["key"]) for s in d.state()["sticky"]], [("p", "A")],
+       "the success is recorded while the body's end is held")
+    d.kill9()
+    conn.close()
+    mock.gate("end")
+    d = env.start_daemon(fake_clock=T0)
+    eq([(s["provider"], s["key"]) for s in d.state()["sticky"]], [("p", "A")],
+       "the sticky row survives kill -9")
+
+
+def test_key_rotated_by_a_restart_is_a_new_credential(env):
+    """A key whose secret changed between two runs is a new credential at start, as at a
+    SIGHUP (docs/routing.md §12): its backoff rows go. QA: after a restart with the new
+    secret, the row of the old one's 401 kept the key out for its 120 s. A restart with
+    the same secret keeps the row."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 401, "times": -1}])
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c",
+                  "-H", "Content-Type: application/json",
+                  "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "A's 401, B answered")
+    eq([(b["key"], b["last_error_kind"]) for b in d.state()["backoff"]], [("A", "auth")], "A out")
+    eq(d.stop(), 0, "clean stop")
+    d = env.start_daemon(fake_clock=T0 + 1)
+    eq([b["key"] for b in d.state()["backoff"]], ["A"], "the same secret: the row stays")
+    eq(d.stop(), 0, "clean stop")
+    env.set_keys(KEY_A="secret-A2")
+    d = env.start_daemon(fake_clock=T0 + 2)
+    eq(d.state()["backoff"], [], "a new secret: a new credential, no row")
+    check("key 'A' has a new secret since aord last ran: a new credential, 1 backoff row "
+          "cleared" in d.stderr_text(), "said: %s" % d.stderr_text()[-600:])
+    check("secret-A2" not in d.stderr_text(), "the secret is not logged")
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c",
+                  "-H", "Content-Type: application/json",
+                  "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the new secret is tried")
+    d.kill9()
+    d = env.start_daemon(fake_clock=T0 + 3)
+    eq(d.state()["backoff"], [], "the clearing survives kill -9")
+    with open(env.db_path, "rb") as f:
+        raw = f.read()
+    check(b"secret-A" not in raw, "no secret in the state file")
+
+
+def test_state_file_elsewhere_is_checked_and_kept_private(env):
+    """`[daemon] state =` in a directory others can write: said at start (QA: a 0777
+    directory went unmentioned; the state directory itself was always checked). A state
+    file made by hand with mode 0644 is made 0600, as aord makes its own."""
+    shared = env.path("shared")
+    os.makedirs(shared)
+    os.chmod(shared, 0o777)
+    db = os.path.join(shared, "aor.db")
+    with open(db, "wb"):
+        pass
+    os.chmod(db, 0o644)
+    port = aortest.free_port()
+    env.set_keys(KEY_A="sk-state-elsewhere-AAAA")
+    env.write_config(f"""
+        [daemon]
+        listen = 127.0.0.1:{port}
+        state = {db}
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = https://api.openai.com
+        keys = A
+        models = gpt-4o
+        """)
+    d = env.start_daemon()
+    err = d.stderr_text()
+    check("directory of the state file %s: writable by group or others" % shared in err,
+          "the directory is named: %s" % err[-800:])
+    eq(os.stat(db).st_mode & 0o777, 0o600, "the state file made 0600")

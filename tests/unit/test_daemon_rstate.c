@@ -542,6 +542,59 @@ static void test_store_failure_keeps_routing_in_memory(void **state) {
     assert_false(aor_backoff_get(aor_rstate_backoff(f->rs), "p", "k2", &row));
 }
 
+/* Backoff rows of (provider, key) in the state file at f's path, as a new aord would
+ * replay them: 1 when there is one, 0 when not. */
+static int replayed_row(fx *f, const char *key) {
+    char db[128], err[256];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    aor_rstate *rs = aor_rstate_open(f->cfg, db, NOW + 3, err, sizeof err);
+    assert_non_null(rs);
+    aor_backoff_row row;
+    int found = aor_backoff_get(aor_rstate_backoff(rs), "p", key, &row);
+    aor_rstate_close(rs);
+    return found;
+}
+
+/* Once the store takes writes again (the disk has room), the state in memory is written
+ * over it, so the changes it could not take are not lost at the next start (QA: they
+ * were, though later writes worked). Here the stop path does it at once; while aord runs
+ * the next state change does, at most once a minute. */
+static void test_state_lost_while_the_store_failed_is_written_later(void **state) {
+    fx *f = *state;
+    char db[128];
+    snprintf(db, sizeof db, "%s/aor.db", f->dir);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "DROP TABLE state_events", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k2", "m", "client", AOR_KIND_RATE, -1, NOW, NOW, 0), 0);
+    assert_true(aor_rstate_write_errors(f->rs) >= 1);
+    /* The store works again (its table back, as a new open makes it). */
+    char err[256];
+    aor_store *again = aor_store_open(db, err, sizeof err);
+    assert_non_null(again);
+    aor_store_close(again);
+    aor_rstate_sync(f->rs, NOW + 1);
+    assert_true(replayed_row(f, "k2"));
+}
+
+/* The state file removed under aord with no state change after it (rm aor.db*, then
+ * SIGTERM): the stop path writes the state in memory to a new file (QA: it was lost). */
+static void test_state_file_removed_before_a_stop_is_written_again(void **state) {
+    fx *f = *state;
+    assert_int_equal(
+        aor_rstate_record(f->rs, "p", "k3", "m", "client", AOR_KIND_RATE, -1, NOW, NOW, 0), 0);
+    char path[160];
+    static const char *const files[] = {"aor.db", "aor.db-wal", "aor.db-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", f->dir, files[i]);
+        unlink(path);
+    }
+    aor_rstate_sync(f->rs, NOW + 1);
+    assert_true(replayed_row(f, "k3"));
+}
+
 /* The event log is compacted while aord runs (it only grew until a restart: QA, 1M
  * events, 114 MB): after compact_every events, the tables hold the state and the log is
  * empty; a store opened on the file replays to the same state. */
@@ -738,6 +791,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_in_flight_longer_hint_shows_its_window, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_failure_after_expiry_sets_the_window_again,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_lost_while_the_store_failed_is_written_later,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_file_removed_before_a_stop_is_written_again,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_quota_of_configured_keys_open_the_circuit,
                                         setup, teardown),
