@@ -999,10 +999,22 @@ static void on_preamble(evutil_socket_t fd, short what, void *arg) {
         event_add(p->ev, &tv);
     }
     if ((what & EV_TIMEOUT) || left <= 0) {
-        aor_warn("shim connection: no complete preamble and first client bytes within %d s, "
-                 "closed",
-                 PREAMBLE_TIMEOUT_S);
-        d->m.bad_preambles++;
+        /* A valid preamble with too few client bytes after it (a connection opened
+         * ahead, a stalled client) is not a malformed preamble (§7; QA: it was counted
+         * as one). */
+        char head[AOR_PREAMBLE_MAX + 1];
+        aor_preamble tp;
+        const char *terr = NULL;
+        ssize_t hn = recv(fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+        if (hn > 0 && aor_preamble_parse(head, (size_t)hn, &tp, &terr) > 0) {
+            aor_warn("shim connection to %s:%d: its first bytes (a TLS ClientHello or a "
+                     "request head) did not come whole within %d s after the preamble, closed",
+                     tp.ip, tp.port, PREAMBLE_TIMEOUT_S);
+        } else {
+            aor_warn("shim connection: no complete preamble within %d s, closed",
+                     PREAMBLE_TIMEOUT_S);
+            d->m.bad_preambles++;
+        }
         pending_free(p, 1);
         return;
     }
@@ -1042,15 +1054,24 @@ again:;
     /* The host the client's bytes name: the SNI, or for plain HTTP recognised by address
      * only (preamble host "-") the Host header, which then plays the role of SNI. A
      * plain-HTTP preamble host stands for itself (docs/shim.md "Pass-through"). */
-    char name[AOR_HOST_MAX + 1] = "";
+    char name[AOR_HOST_MAX + 2] = ""; /* + the trailing dot of an FQDN */
     char why[AOR_HOST_MAX + 128] = "";
     if (tls) {
         int r = aor_sni_parse((const unsigned char *)first, first_len, name, sizeof name);
         if (r == -2)
             goto need_more; /* the rest of the ClientHello is on its way */
+        if (r == 1) {
+            /* One trailing dot is dropped before the length counts (docs/tls.md; QA: a
+             * 253-byte intercepted name with its dot was passed through as malformed). */
+            size_t nl = strlen(name);
+            if (nl > 1 && name[nl - 1] == '.')
+                name[--nl] = '\0';
+            if (nl > AOR_HOST_MAX)
+                r = -1;
+        }
         pass_reason(d, 1, r, name, why, sizeof why);
     } else if (!pre.host[0]) {
-        int r = aor_sni_http_host(first, first_len, name, sizeof name);
+        int r = aor_sni_http_host(first, first_len, name, AOR_HOST_MAX + 1);
         if (r == -2)
             goto need_more; /* the rest of the request head is on its way */
         pass_reason(d, 0, r, name, why, sizeof why);

@@ -1,6 +1,8 @@
 /* Server-side TLS of aord: the SSL_CTX, ALPN, the SNI callback and the leaf cache.
  * Contract: tls.h. CA files: tls_ca.c. Decisions: docs/tls.md. */
 #include "tls.h"
+
+#include "hash.h"
 #include "log.h"
 #include "tls_ca.h"
 
@@ -328,6 +330,14 @@ int aor_tls_set_conn_host(SSL *ssl, const char *host) {
     }
     memcpy(cd->hint, name, strlen(name) + 1);
     cd->hint_kind = kind;
+    /* Sessions (TLS 1.2 tickets, TLS 1.3 PSKs) are bound to the host: one issued for
+     * api.openai.com is not resumed for another name, whose certificate the client never
+     * checked (RFC 6066 §3; QA). The context is the start of the name's SHA-256 in hex
+     * (SSL_MAX_SID_CTX_LENGTH bytes); a mismatch is a full handshake. */
+    char hex[65];
+    aor_hash_sha256_hex(name, strlen(name), hex);
+    if (SSL_set_session_id_context(ssl, (const unsigned char *)hex, SSL_MAX_SID_CTX_LENGTH) != 1)
+        return -1;
     return 0;
 }
 

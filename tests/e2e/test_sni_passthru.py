@@ -315,3 +315,85 @@ def test_no_pass_through_to_the_offline_stand_in_address(env):
     check(time.monotonic() - t0 < 10, "at once")
     aortest.wait_until(lambda: "to the offline stand-in address 198.18.3.4: nothing to pass it "
                        "to, closed" in d.stderr_text(), what="the warning")
+
+
+def _ctx(env, tls12=False):
+    ctx = ssl.create_default_context(cafile=env.ca_path)
+    ctx.check_hostname = False
+    if tls12:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def _served(env, sni, session=None, ctx=None):
+    """A TLS connection through aord's socket (preamble "-") with this SNI, verified
+    against aor's CA (names not checked); returns the SSLSocket after a whole request."""
+    ctx = ctx or _ctx(env)
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(20)
+    u.connect(env.socket_path)
+    u.sendall(preamble(None, 9))  # port 9: nothing there to pass through to
+    s = ctx.wrap_socket(u, server_hostname=sni, session=session)
+    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+              % sni.rstrip(".").encode())
+    answer = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        answer += b
+    check(answer.startswith(b"HTTP/1.1 200"), "served for %s: %r" % (sni[:40], answer[:200]))
+    return s
+
+
+def test_longest_intercepted_name_with_its_trailing_dot_is_served(env):
+    """docs/tls.md: a name is 1-253 bytes after dropping one trailing dot. QA: a 253-byte
+    intercepted name sent as SNI with its dot (254 bytes) was passed through as a
+    malformed ClientHello."""
+    name = ".".join(["b" * 63, "c" * 63, "d" * 63, "e" * 53, "example"])
+    eq(len(name), 253, "the longest name")
+    setup(env, intercept=name)
+    _served(env, name + ".").close()
+    _served(env, name).close()
+
+
+def test_tls_session_is_not_resumed_for_another_host(env):
+    """RFC 6066 §3: a session is not resumed under another server name. QA: a TLS 1.2
+    ticket issued for api.openai.com resumed on a connection naming another intercepted
+    host, whose certificate the client never checked."""
+    setup(env, intercept=HOST + ", other.example")
+    for tls12 in (True, False):
+        ctx = _ctx(env, tls12)
+        first = _served(env, HOST, ctx=ctx)
+        sess = first.session
+        first.close()
+        again = _served(env, HOST, session=sess, ctx=ctx)
+        check(again.session_reused, "the same host resumes (TLS 1.2: %s)" % tls12)
+        again.close()
+        other = _served(env, "other.example", session=sess, ctx=ctx)
+        check(not other.session_reused, "another host does not (TLS 1.2: %s)" % tls12)
+        other.close()
+
+
+def test_a_preamble_then_silence_is_not_a_bad_preamble(env):
+    """§7 counts malformed or oversized preambles. A valid one whose client then sends
+    nothing for 10 s was counted as malformed too (QA); it is closed, said, not counted."""
+    mock, d = setup(env)
+
+    def bad():
+        line = [l for l in d.metrics().splitlines() if l.startswith("aor_bad_preambles_total ")]
+        return int(line[0].split()[1])
+
+    before = bad()
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(30)
+    u.connect(env.socket_path)
+    u.sendall(preamble(HOST, 443))
+    try:
+        eq(u.recv(100), b"", "closed after the preamble timeout")
+    except ConnectionResetError:
+        pass  # closed with a reset: as good
+    u.close()
+    eq(bad(), before, "not a malformed preamble")
+    check("did not come whole within 10 s after the preamble" in d.stderr_text(),
+          "said: %s" % d.stderr_text()[-500:])
