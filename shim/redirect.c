@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,14 +46,23 @@ static int send_all(int fd, const char *buf, size_t len) {
 
 /* Why fd (a SOCK_STREAM socket of domain) must not be redirected to addr (len bytes),
  * or NULL when it may: it is no longer a fresh socket (connected, connecting or
- * listening: TCP_INFO's state, the first byte, is not TCP_CLOSE), or an IPv6-only socket
- * is given a v4-mapped address. Only on the redirect path: a system call or two. */
+ * listening: TCP_INFO's state is not TCP_CLOSE; or closed after a connection, which the
+ * kernel still takes for connected: a round-trip time was measured, QA: a direct
+ * connection reset by its peer was replaced), or an IPv6-only socket is given a
+ * v4-mapped address. A refused connect measures none, so a socket retried after one is
+ * still redirected. Only on the redirect path: a system call or two. */
 static const char *socket_busy(int fd, int domain, const struct sockaddr *addr, socklen_t len) {
-    unsigned char state = TCP_CLOSE;
-    socklen_t sl = sizeof(state);
-    if (aor_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &state, &sl) == 0 && sl == 1 &&
-        state != TCP_CLOSE)
-        return state == TCP_LISTEN ? "a listening socket" : "already connected or connecting";
+    struct tcp_info ti;
+    socklen_t sl = sizeof(ti);
+    memset(&ti, 0, sizeof(ti));
+    if (aor_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &sl) == 0 && sl >= 1) {
+        if (ti.tcpi_state == TCP_LISTEN)
+            return "a listening socket";
+        if (ti.tcpi_state != TCP_CLOSE)
+            return "already connected or connecting";
+        if (sl >= offsetof(struct tcp_info, tcpi_rtt) + sizeof(ti.tcpi_rtt) && ti.tcpi_rtt != 0)
+            return "closed after a connection (the kernel still takes it for connected)";
+    }
     if (domain == AF_INET6 && len >= (socklen_t)AOR_SIN6_LEN_MIN) {
         struct sockaddr_in6 sin6;
         memset(&sin6, 0, sizeof(sin6));
@@ -423,7 +433,9 @@ AOR_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const st
 /* sendmsg's counterpart of real_sendto. */
 static ssize_t real_sendmsg(int fd, const struct msghdr *msg, int flags) {
     ssize_t w = aor_real.sendmsg(fd, msg, flags);
-    if (w < 0 && !low_pointer(msg) && msg->msg_name != NULL && adopted_after(fd, errno, EISCONN)) {
+    /* only on EISCONN: a bad msg fails with EFAULT and is not read here */
+    if (w < 0 && errno == EISCONN && !low_pointer(msg) && msg->msg_name != NULL &&
+        adopted_after(fd, errno, EISCONN)) {
         struct msghdr copy = *msg;
         copy.msg_name = NULL;
         copy.msg_namelen = 0;
@@ -434,18 +446,21 @@ static ssize_t real_sendmsg(int fd, const struct msghdr *msg, int flags) {
 
 AOR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     aor_shim_ensure();
-    /* msg is read only when the call may concern aor: MSG_FASTOPEN, or an fd aor
-     * redirected (QA: every sendmsg read msg->msg_name, so a bad msg crashed). */
-    if (low_pointer(msg) || !aor_shim_on() || (!(flags & MSG_FASTOPEN) && !redirected(fd)))
+    /* The common case in a flag test and a load, msg not read: no MSG_FASTOPEN in a
+     * process that redirected nothing (QA: every sendmsg read msg->msg_name, so a bad msg
+     * crashed). With a redirected fd in the process, a destination is looked at (one in
+     * the first page is the kernel's EFAULT), and fd checked once (one fstat). */
+    if (low_pointer(msg) || (!(flags & MSG_FASTOPEN) && !aor_fdtab_any()) || !aor_shim_on())
         return real_sendmsg(fd, msg, flags);
     const void *dest = msg->msg_name;
+    if (!(flags & MSG_FASTOPEN) && dest == NULL)
+        return aor_real.sendmsg(fd, msg, flags);
     struct msghdr copy = *msg;
     copy.msg_name = NULL;
     copy.msg_namelen = 0;
-    if (redirected(fd))
-        return dest == NULL ? aor_real.sendmsg(fd, msg, flags & ~MSG_FASTOPEN)
-                            : aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
-    if (dest == NULL || low_pointer(dest))
+    if (redirected(fd)) /* a stream socket ignores the address; the Unix one would not */
+        return aor_real.sendmsg(fd, &copy, flags & ~MSG_FASTOPEN);
+    if (!(flags & MSG_FASTOPEN) || dest == NULL || low_pointer(dest))
         return real_sendmsg(fd, msg, flags);
     int r = aor_redirect_try(fd, (const struct sockaddr *)dest, msg->msg_namelen,
                              "sendmsg(MSG_FASTOPEN)");

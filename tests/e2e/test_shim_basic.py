@@ -307,6 +307,17 @@ def checks(e, echo):
           rc == 0 and "second_connect EISCONN" in lines and "reply DIRECT|hello|" in lines
           and "listen_connect EISCONN" in lines and "listener ok" in lines
           and len(e.log_lines()) == n0, out + err + str(e.log_lines()[n0:]))
+    # ... nor one its peer reset, which the kernel still takes for connected (QA).
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    rport = sock.getsockname()[1]
+    sock.close()
+    n0 = len(e.log_lines())
+    rc, out, err = run([PROBE, "localhost", str(rport), "direct_reset"],
+                       e.base(AOR_HOSTS="localhost:%d" % rport))
+    check("a reset connection's second connect: EISCONN, not redirected",
+          rc == 0 and "connect_after_reset EISCONN" in out.splitlines()
+          and len(e.log_lines()) == n0, out + err + str(e.log_lines()[n0:]))
     # QA: an fd inherited across exec whose first calls are connect()/sendto() with the
     # address (no getpeername before): EINVAL and EISCONN instead of the TCP answers.
     rc, out, err = run([PROBE, "api.openai.com", "443", "exec"],

@@ -8,8 +8,8 @@
  * fork, exec (the connected fd handed to a new program image: this probe again, mode
  * exec_child, fd number in AOR_PROBE_FD; AOR_PROBE_CHILD=exec_child_connect for another
  * child mode), threads, dup, sockopt, fastopen, cloexec, ghbn (gethostbyname), ghbnr
- * (gethostbyname_r), direct_first (a direct connection, then the name resolved), efault
- * (bad pointers). Ends with "ok" and
+ * (gethostbyname_r), direct_first (a direct connection, then the name resolved),
+ * direct_reset (the same, reset by its peer first), efault (bad pointers). Ends with "ok" and
  * exit 0, or "FAIL <why>" and exit 1. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -361,6 +361,41 @@ static void mode_direct_first(void) {
     close(l);
 }
 
+/* A direct connection (made before the name was resolved) that its peer reset, then the
+ * name resolved and connect() called again: the kernel still takes the socket for
+ * connected (EISCONN), and the shim must not replace it (QA). The probe is its own
+ * server on PORT (HOST resolves to 127.0.0.1). */
+static void mode_direct_reset(void) {
+    struct sockaddr_in in;
+    memset(&in, 0, sizeof(in));
+    in.sin_family = AF_INET;
+    in.sin_port = htons((uint16_t)strtol(g_port, NULL, 10));
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (l < 0 || bind(l, (struct sockaddr *)&in, sizeof(in)) != 0 || listen(l, 4) != 0)
+        fail("listener: %s", strerror(errno));
+    int fd = connect_to((const struct sockaddr_storage *)(const void *)&in, sizeof(in), 0);
+    int a = accept(l, NULL, NULL);
+    struct linger lg = {1, 0};
+    if (a < 0 || setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) != 0)
+        fail("accept: %s", strerror(errno));
+    close(a); /* a reset */
+    char b;
+    struct pollfd pf = {fd, POLLIN, 0};
+    poll(&pf, 1, 2000);
+    ssize_t r = read(fd, &b, 1);
+    printf("read_after_reset %s\n", r < 0 && errno == ECONNRESET ? "ECONNRESET" : "other");
+    struct sockaddr_storage ss;
+    socklen_t len = resolve(&ss, 1);
+    int rc = connect(fd, (struct sockaddr *)&ss, len);
+    printf("connect_after_reset %s\n", rc == 0            ? "0"
+                                       : errno == EISCONN ? "EISCONN"
+                                                          : strerror(errno));
+    close(fd);
+    close(l);
+}
+
 /* Bad pointers get the kernel's EFAULT, not a crash in a hook (QA: connect(fd, (void *)16,
  * 16) and any sendmsg(fd, (void *)16, 0) crashed with the shim loaded). */
 static void mode_efault(void) {
@@ -611,6 +646,7 @@ int main(int argc, char **argv) {
         {"exec_child_connect", mode_exec_child_connect},
         {"direct_first", mode_direct_first},
         {"efault", mode_efault},
+        {"direct_reset", mode_direct_reset},
     };
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(mode, modes[i].name) == 0) {
