@@ -117,12 +117,13 @@ struct aor_proxy {
     int usage_pending;
     /* A forwarded 2xx answer counts as a success only once it has ended cleanly (§5.3: a
      * stream cut after its first byte is a failure, not a success and then a failure). */
-    int answer_done; /* the upstream answer ended cleanly */
-    int ok_at_end;   /* record the success when it does */
-    int end_failed;  /* recorded at the stream's terminator as failed: its last event was an
-                        error event; the response ends unfinished (record_at_terminator) */
-    int sse_error;   /* first event was an error: attempt failed */
-    int sse_sniffed; /* the first byte of an SSE answer was looked at (sse_is_html) */
+    int answer_done;  /* the upstream answer ended cleanly */
+    int ok_at_end;    /* record the success when it does */
+    int end_failed;   /* recorded at the stream's terminator as failed: its last event was an
+                         error event; the response ends unfinished (record_at_terminator) */
+    int end_recorded; /* the attempt was recorded at its terminator: not again at its end */
+    int sse_error;    /* first event was an error: attempt failed */
+    int sse_sniffed;  /* the first byte of an SSE answer was looked at (sse_is_html) */
     aor_verdict sse_verdict;
     /* A forwarded 2xx SSE answer: its last SSE_TAIL_MAX bytes (a ring; tail_total bytes
      * went in), so its clean end can tell a last error event (an overloaded_error in the
@@ -904,6 +905,7 @@ static void reset_attempt(aor_proxy *p) {
     p->err_stream = 0;
     p->no_body = 0;
     p->end_failed = 0;
+    p->end_recorded = 0;
     if (p->held)
         evbuffer_drain(p->held, evbuffer_get_length(p->held));
 }
@@ -1233,6 +1235,23 @@ static void tail_add(aor_proxy *p, const char *data, size_t len) {
     memcpy(p->sse_tail, data + first, len - first);
 }
 
+/* 1 when the bytes kept in the tail end with an event's end: an empty line after a line
+ * end ("\n\n", "\r\n\r\n", "\n\r\n", "\r\r": any SSE line ends, sse_line). */
+static int tail_ends_event(const aor_proxy *p) {
+    size_t n = p->tail_total < 3 ? p->tail_total : 3;
+    char e[3] = {0, 0, 0}; /* the last n bytes, right-aligned: e[2] is the last */
+    for (size_t i = 0; i < n; i++)
+        e[3 - n + i] = p->sse_tail[(p->tail_total - n + i) % SSE_TAIL_MAX];
+    int eol1 = e[1] == '\n' || e[1] == '\r';
+    if (e[2] == '\r')
+        return eol1; /* "\n\r", "\r\r": an empty line ended by CR */
+    if (e[2] != '\n')
+        return 0;
+    if (e[1] == '\n')
+        return 1;                                          /* "\n\n" */
+    return e[1] == '\r' && (e[0] == '\n' || e[0] == '\r'); /* "\n\r\n", "\r\r\n" */
+}
+
 /* 1 when the event of len bytes at ev counts as the answer's last: not only comments or
  * blank lines, not OpenAI's "data: [DONE]" terminator. */
 static int tail_event_counts(const char *ev, size_t len) {
@@ -1350,10 +1369,16 @@ static int record_stream_end(aor_proxy *p, const aor_candidate *cand, aor_kind o
  * sticky move the client had seen (QA, §4.5). What comes after the terminator cannot
  * undo it: a cut there leaves the answer complete (on_up_done). The stream is noted as
  * terminated for its upstream (aor_sse_ends_check) here too. */
+static int tail_ends_event(const aor_proxy *p);
+
 static void record_at_terminator(aor_proxy *p) {
-    if (!p->ok_at_end || !p->end_scan.seen)
+    /* Only a success's terminator (not response.failed), and only once its event is
+     * whole: the data of `event: response.completed` may come in the next read (QA: a
+     * response.failed whose data came later was recorded as a success). */
+    if (!p->ok_at_end || !p->end_scan.seen || !p->end_scan.ok || !tail_ends_event(p))
         return;
     p->ok_at_end = 0;
+    p->end_recorded = 1;
     aor_sse_ends_check(p->d->sse_ends, p->cfg->providers[p->cand->provider].base_url,
                        p->end_scan.kind, p->model, p->end_scan.epoch, 1);
     p->end_failed = record_stream_end(p, p->cand, AOR_KIND_OK);
@@ -1585,7 +1610,10 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
             snprintf(cutv.reason, sizeof cutv.reason, "cut after the answer started: %s", errtext);
             redact(p, cutv.reason, sizeof cutv.reason);
             note_failure(p, cand, &cutv);
-            record_stream_end(p, cand, AOR_KIND_TRANSIENT);
+            /* Recorded already at its terminator (a Content-Length answer cut after it):
+             * the client still sees the cut, the attempt is not recorded twice (QA). */
+            if (!p->end_recorded)
+                record_stream_end(p, cand, AOR_KIND_TRANSIENT);
             p->ok_at_end = 0;
             abort_client(p);
             return;

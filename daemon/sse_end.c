@@ -99,6 +99,7 @@ void aor_sse_end_scan_init(aor_sse_end_scan *s, aor_sse_end kind) {
     s->kind = kind;
     s->epoch = 0;
     s->seen = 0;
+    s->ok = 0;
     s->len = 0;
 }
 
@@ -108,8 +109,11 @@ static void scan_line(aor_sse_end_scan *s, const char *line, size_t l) {
         return; /* longer than any terminator line, with its CR */
     if (l && line[l - 1] == '\r')
         l--;
-    if (aor_sse_end_line(s->kind, line, l))
+    if (aor_sse_end_line(s->kind, line, l)) {
         s->seen = 1;
+        s->ok =
+            s->kind != AOR_SSE_END_RESPONSES || field_is(line + 6, l - 6, "response.completed", 0);
+    }
 }
 
 /* The line kept in s is complete. */

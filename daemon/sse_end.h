@@ -59,6 +59,8 @@ typedef struct {
     aor_sse_end kind;
     unsigned long epoch; /* the set's epoch when the stream started (aor_sse_ends_epoch) */
     int seen;            /* the terminator line went by */
+    int ok;              /* ... and it ends a successful stream ([DONE], message_stop,
+                            response.completed; not response.failed/incomplete) */
     size_t len;          /* bytes of the current line so far, up to AOR_SSE_END_LINE_MAX + 2 */
     char line[AOR_SSE_END_LINE_MAX + 2];
 } aor_sse_end_scan;

@@ -986,3 +986,81 @@ def test_libcurl_refuses_an_answer_over_256_header_lines(env):
         finally:
             e.cleanup()
             up.close()
+
+
+def test_trailer_lines_are_not_header_lines(env):
+    """A chunked answer with 200 header lines and 100 trailer lines is under the 256 of
+    the head on both paths (QA: the libcurl path counted the trailers too, cut the whole
+    body and backed the key off)."""
+    def handler(s, n):
+        up.read_request(s)
+        s.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(200)) +
+                  b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"2\r\n{}\r\n0\r\n" + b"".join(b"X-T%d: t\r\n" % i for i in range(100)) +
+                  b"\r\n")
+
+    for backend in ("direct", "curl"):
+        up = RawUpstream(handler)
+        e = aortest.Env("trailers-" + backend, build=env.build)
+        try:
+            d = start(e, up, extra_env={"AOR_UPSTREAM": "curl"} if backend == "curl" else None)
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.sendall(request())
+            status, _, body = read_answer(s)
+            s.close()
+            eq((status, body), (200, b"{}"), backend + ": the answer whole")
+            eq(d.state()["backoff"], [], backend + ": nothing backed off")
+        finally:
+            e.cleanup()
+            up.close()
+
+
+def _writes(d):
+    m = re.search(r"^aor_state_writes_total (\d+)$", d.metrics(), re.M)
+    return int(m.group(1))
+
+
+def test_responses_failed_split_across_reads_is_a_failure(env):
+    """a88f886 recorded a stream's success at its terminator line; `event:
+    response.failed` is one, and when its data came in a later read the failure was
+    recorded as a success (QA). A success is recorded only at a success's terminator,
+    once its event is whole."""
+    created = b'event: response.created\ndata: {"type":"response.created","response":{}}\n\n'
+    failed_data = (b'data: {"type":"response.failed","response":{"error":{"code":"server_error",'
+                   b'"message":"boom"}}}\n\n')
+    up = split_stream_upstream([created, b"event: response.failed\n", failed_data], gap_s=0.3)
+    d = start(env, up)
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request(body=b'{"model":"gpt-4o","input":"hi","stream":true}',
+                      path=b"/v1/responses"))
+    raw = read_to_eof(s)
+    s.close()
+    check(raw.startswith(b"HTTP/1.1 200"), "the stream started: %r" % raw[:100])
+    check(not raw.endswith(b"0\r\n\r\n"), "it ends unfinished: %r" % raw[-60:])
+    eq([(b["key"], b["last_error_kind"]) for b in d.state()["backoff"]], [("a", "transient")],
+       "the failure recorded")
+    eq(d.state()["sticky"], [], "no success")
+
+
+def test_stream_cut_after_its_terminator_is_recorded_once(env):
+    """An event stream with a Content-Length that the upstream cuts after `data: [DONE]`:
+    its success is recorded at [DONE]; the cut that follows ends the client's response
+    (its length is not reached) but is not recorded as a second result (QA: a success and
+    then a transient failure, two writes)."""
+    def handler(s, n):
+        up.read_request(s)
+        body = b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\ndata: [DONE]\n\n'
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (len(body) + 500) + body)
+        time.sleep(0.3)
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    before = _writes(d)
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(request(body=STREAM_BODY))
+    raw = read_to_eof(s)
+    s.close()
+    check(b"data: [DONE]" in raw, "the client got [DONE]: %r" % raw[-80:])
+    eq(_writes(d) - before, 1, "one state write for the attempt")
+    eq(d.state()["backoff"], [], "not backed off as well")
