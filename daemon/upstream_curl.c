@@ -44,6 +44,7 @@ typedef struct curl_xfer {
     char errbuf[CURL_ERROR_SIZE];
     int paused;
     int head_lines; /* header lines of the current answer (1xx answers start it again) */
+    int head_done;  /* its empty line came: what follows are trailers, not counted */
     int head_too_many;
 } curl_xfer;
 
@@ -237,9 +238,12 @@ static size_t header_cb(char *data, size_t size, size_t n, void *arg) {
     size_t l = len;
     while (l && (data[l - 1] == '\n' || data[l - 1] == '\r'))
         l--;
-    if (l >= 5 && memcmp(data, "HTTP/", 5) == 0)
+    if (l >= 5 && memcmp(data, "HTTP/", 5) == 0) {
         x->head_lines = 0; /* a status line: a new answer (after a 1xx) */
-    else if (l > 0 && ++x->head_lines > AOR_H1_HEAD_MAX_LINES) {
+        x->head_done = 0;
+    } else if (l == 0) {
+        x->head_done = 1; /* trailer lines of a chunked body come here too (QA) */
+    } else if (!x->head_done && ++x->head_lines > AOR_H1_HEAD_MAX_LINES) {
         x->head_too_many = 1;
         return 0;
     }
