@@ -448,6 +448,20 @@ static int window_exhausted(const aor_header *hdrs, size_t n, const char *name) 
 static double pick_reset(const aor_header *hdrs, size_t n, double now) {
     double max_exhausted = -1, min_any = -1;
     int any_exhausted = 0;
+    /* An exhausted window without a reset header of its own counts too: its reset is not
+     * known, and another window's must not stand in for it (QA). */
+    for (size_t i = 0; i < n && !any_exhausted; i++) {
+        const char *nm = hdrs[i].name;
+        size_t l = nm ? strlen(nm) : 0;
+        int remaining = (l > 20 && strncasecmp(nm, "anthropic-ratelimit-", 20) == 0 &&
+                         strcasecmp(nm + l - 10, "-remaining") == 0) ||
+                        (l >= 21 && strncasecmp(nm, "x-ratelimit-remaining", 21) == 0 &&
+                         (l == 21 || nm[21] == '-'));
+        cur c;
+        double d;
+        any_exhausted = remaining && hdrs[i].value && cur_init(&c, hdrs[i].value) == 0 &&
+                        eat_decimal(&c, 1, &d) == 0 && c.p == c.end && d == 0;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!hdrs[i].value || !aor_hint_is_reset_header(hdrs[i].name))
             continue;

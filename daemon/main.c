@@ -331,6 +331,16 @@ static int instance_lock(const char *state_path, char *err, size_t errlen) {
         (st.st_mode & 077) && fchmod(fd, st.st_mode & 0700) == 0)
         aor_info("state file %s was mode %04o: made 0%o", state_path,
                  (unsigned)(st.st_mode & 07777), (unsigned)(st.st_mode & 0700));
+    /* and SQLite's files beside it, left from such a file (QA) */
+    static const char *const side[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < 2; i++) {
+        char *f = NULL;
+        struct stat sst;
+        if (asprintf(&f, "%s%s", state_path, side[i]) >= 0 && lstat(f, &sst) == 0 &&
+            S_ISREG(sst.st_mode) && sst.st_uid == geteuid() && (sst.st_mode & 077))
+            (void)chmod(f, sst.st_mode & 0700);
+        free(f);
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         if (e == EWOULDBLOCK)

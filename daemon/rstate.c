@@ -307,6 +307,9 @@ static void reopen_store(aor_rstate *rs, double now) {
     rs->store = fresh;
     rs->compacted_writes = aor_store_writes(fresh);
     rs->replaced_logged_at = 0;
+    /* The keys' fingerprints too: memory does not hold them, the new file has none, and
+     * a key rotated before the next start would go unnoticed (QA). */
+    sync_key_secrets(rs, rs->cfg, now, 0);
     return;
 fail:;
     time_t t = time(NULL);
@@ -562,8 +565,11 @@ static int record_success(aor_rstate *rs, const char *provider, const char *key,
  * cooldown of quota/auth (an account state, whatever the episode), or, once the row's
  * window has run out, the same level's window again from now (QA: a slow request that
  * failed after the window ended left the key open to the next request, the row still
- * at its level); the row then shows that window (window_s, from now) and this failure as
- * its latest. 0, or -1 when the store could not write (row unchanged). */
+ * at its level); the row then shows that window (window_s, from now). Its last_failure
+ * stays the episode's: it is what tells a later attempt's failure from one of this
+ * episode, and an attempt sent after the episode must escalate (QA: a stale failure that
+ * moved it made the next real failure look in flight). 0, or -1 when the store could not
+ * write (row unchanged). */
 static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind kind, double hint_s,
                            double now) {
     double window;
@@ -582,7 +588,6 @@ static int lengthen_window(aor_rstate *rs, const aor_backoff_row *cur, aor_kind 
     aor_backoff_row row = *cur;
     row.until = now + window;
     row.window_s = window;
-    row.last_failure = now;
     row.last_error_kind = kind;
     if (aor_store_log_backoff(wstore(rs, now), &row) < 0)
         store_failed(rs, "backoff");
@@ -612,6 +617,7 @@ static void catch_up(aor_rstate *rs, double now) {
     if (aor_store_compact(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0)
         return; /* still failing: said by store_failed */
     rs->lost = 0;
+    sync_key_secrets(rs, rs->cfg, now, 0); /* one may have failed to be written too */
     rs->compacted_writes = aor_store_writes(rs->store);
     aor_info("state store: writes work again; the state in memory was written to it (the "
              "changes it could not take meanwhile are kept)");

@@ -69,7 +69,7 @@ int aor_rstate_close_circuit(aor_rstate *rs, const char *provider, const char *k
  * when that failure set the window: it is the same episode, not new evidence, so it
  * does not escalate the curve (it may only lengthen the window: a longer hint, the
  * quota/auth cooldown, or the row's own window again from now when it has run out; the
- * row then shows that window and this failure) — otherwise N parallel
+ * row then shows that window; its last failure stays the episode's) — otherwise N parallel
  * requests failing in one outage would double the window N times. It still counts for the circuit
  * breaker (§4.4 counts retryable failures, not episodes: a burst of 503s on a provider with
  * one key opens its circuit), except a 429 (own_credential has AOR_RSTATE_429): the key's

@@ -594,6 +594,9 @@ def test_state_file_elsewhere_is_checked_and_kept_private(env):
     with open(db, "wb"):
         pass
     os.chmod(db, 0o644)
+    with open(db + "-shm", "wb"):
+        pass
+    os.chmod(db + "-shm", 0o644)
     port = aortest.free_port()
     env.set_keys(KEY_A="sk-state-elsewhere-AAAA")
     env.write_config(f"""
@@ -613,3 +616,25 @@ def test_state_file_elsewhere_is_checked_and_kept_private(env):
     check("directory of the state file %s: writable by group or others" % shared in err,
           "the directory is named: %s" % err[-800:])
     eq(os.stat(db).st_mode & 0o777, 0o600, "the state file made 0600")
+    eq(os.stat(db + "-shm").st_mode & 0o777, 0o600, "and its -shm")
+
+
+def test_key_rotation_is_seen_after_the_state_file_was_removed(env):
+    """rm aor.db* while aord runs, a clean stop (which writes the state in memory to a new
+    file), a new secret for key A, a start: the new file has the keys' fingerprints too,
+    so A is a new credential (QA: it stayed backed off for the old secret's 401)."""
+    mock, d = setup(env)
+    mock.script("secret-A", [{"status": 401, "times": -1}])
+    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c",
+                  "-H", "Content-Type: application/json",
+                  "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "A's 401, B answered")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(env.db_path + suffix):
+            os.unlink(env.db_path + suffix)
+    eq(d.stop(), 0, "clean stop")
+    check(os.path.exists(env.db_path), "the stop wrote a new state file")
+    env.set_keys(KEY_A="secret-A2")
+    d = env.start_daemon(fake_clock=T0 + 2)
+    eq(d.state()["backoff"], [], "the rotated key is a new credential")
+    check("key 'A' has a new secret since aord last ran" in d.stderr_text(), "said")

@@ -299,6 +299,11 @@ static void test_pick_reset_windows(void **state) {
                                {"x-ratelimit-reset-tokens", "soon"},
                                {"x-ratelimit-reset-requests", "8m"}};
     assert_true(aor_hint_pick(junk, N(junk), NULL, 0, NOW, AOR_HINT_RESETS) == -1);
+    /* ... nor when the exhausted window has no reset header at all */
+    const aor_header none_reset[] = {{"anthropic-ratelimit-requests-remaining", "0"},
+                                     {"anthropic-ratelimit-tokens-remaining", "5000"},
+                                     {"anthropic-ratelimit-tokens-reset", "2027-01-15T09:00:00Z"}};
+    assert_true(aor_hint_pick(none_reset, N(none_reset), NULL, 0, NOW, AOR_HINT_RESETS) == -1);
     /* one exhausted window with a usable reset still decides */
     const aor_header one[] = {{"x-ratelimit-remaining-tokens", "0"},
                               {"x-ratelimit-reset-tokens", "0s"},
