@@ -124,12 +124,21 @@ static void scan_line_end(aor_sse_end_scan *s) {
         scan_line(s, s->line, l);
 }
 
+/* The first line end in [p, end): a LF or a CR (an SSE line ends with CRLF, LF or a bare
+ * CR; QA: a stream of CR-only lines was never seen to end, and was taken for a cut one).
+ * A CRLF is then a CR that ends the line and an empty line: harmless here. */
+static const char *line_end(const char *p, const char *end) {
+    const char *lf = memchr(p, '\n', (size_t)(end - p));
+    const char *cr = memchr(p, '\r', (size_t)((lf ? lf : end) - p));
+    return cr ? cr : lf;
+}
+
 int aor_sse_end_scan_feed(aor_sse_end_scan *s, const char *data, size_t len) {
     if (s->kind == AOR_SSE_END_NONE || s->seen)
         return s->seen;
     const char *p = data, *end = data + len;
     while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *nl = line_end(p, end);
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
         if (nl && s->len == 0) { /* a whole line in this piece: looked at where it is */
             scan_line(s, p, n);

@@ -100,6 +100,13 @@ static void test_scan(void **state) {
         assert_false(scan(AOR_SSE_END_MESSAGES, chat, step));
         assert_false(scan(AOR_SSE_END_CHAT, anth, step));
     }
+    /* Lines that end with a bare CR (SSE allows CRLF, LF and CR; QA: a CR-only stream
+     * was never seen to end) */
+    for (size_t step = 0; step <= 7; step++) {
+        assert_true(scan(AOR_SSE_END_CHAT, "data: {}\r\rdata: [DONE]\r\r", step));
+        assert_true(scan(AOR_SSE_END_MESSAGES, "event: message_stop\rdata: {}\r\r", step));
+        assert_false(scan(AOR_SSE_END_CHAT, "data: {}\r\rdata: {\"x\":1}\r\r", step));
+    }
     /* The stream ends right after the line, without its line end. */
     assert_true(scan(AOR_SSE_END_CHAT, "data: {}\n\ndata: [DONE]", 3));
     /* A cut stream; the terminator's text inside data (JSON escapes line ends). */
