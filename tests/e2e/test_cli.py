@@ -73,6 +73,22 @@ def setup(env, port=None, mock=None, fake_clock=None, start=True):
     return port, d
 
 
+def sidecar_off_setup(env):
+    """Config with provider openai (key A) and `listen = off`: no sidecar."""
+    env.set_keys(KEY_A=SECRET_A)
+    env.write_config("""
+        [daemon]
+        listen = off
+        [key "A"]
+        env = KEY_A
+        [provider "openai"]
+        dialect = openai
+        base_url = https://api.openai.com
+        keys = A
+        models = gpt-4o
+        """)
+
+
 def parse_exports(text):
     """{'NAME': 'value'} from `export NAME='value'` lines (checked to be shell words)."""
     out = {}
@@ -701,18 +717,7 @@ def test_two_runs_at_once_start_one_aord(env):
 
 
 def test_run_without_aord_fails_open_or_strict(env):
-    env.set_keys(KEY_A=SECRET_A)
-    env.write_config("""
-        [daemon]
-        listen = off
-        [key "A"]
-        env = KEY_A
-        [provider "openai"]
-        dialect = openai
-        base_url = https://api.openai.com
-        keys = A
-        models = gpt-4o
-        """)
+    sidecar_off_setup(env)
     # A copy of aor in a directory without aord, and no aord on PATH: it cannot start one.
     lonely = env.path("lonely")
     os.mkdir(lonely)
@@ -2124,18 +2129,7 @@ def test_run_static_program_without_a_sidecar(env):
     """A static program with `listen = off`: neither the shim nor the sidecar can serve
     it. Said, run unrouted, no aord started for it; AOR_STRICT=1 refuses, as --sidecar
     does (QA: it ran unrouted after starting an aord)."""
-    env.set_keys(KEY_A=SECRET_A)
-    env.write_config("""
-        [daemon]
-        listen = off
-        [key "A"]
-        env = KEY_A
-        [provider "openai"]
-        dialect = openai
-        base_url = https://api.openai.com
-        keys = A
-        models = gpt-4o
-        """)
+    sidecar_off_setup(env)
     exe = _build_static(env, "-static")
     if not exe:
         raise aortest.Skip("gcc -static does not work here (no static libc)")

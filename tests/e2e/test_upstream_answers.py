@@ -963,56 +963,55 @@ def test_libcurl_sends_the_request_as_the_direct_path_does(env):
     eq(got[3][1], b"hello", "the GET's body went upstream")
 
 
-def test_libcurl_refuses_an_answer_over_256_header_lines(env):
-    """As the direct path does (test_daemon_upstream_h1): over 256 header lines is not an
-    answer proxy.c can keep whole (QA: the libcurl path passed 255 of 300 on, without
-    Content-Length); a 502 naming it, the key backed off as for any bad answer."""
-    def handler(s, n):
-        up.read_request(s)
-        s.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(300)) +
-                  b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-
+def on_both_backends(env, handler):
+    """For the direct upstream path and then libcurl (AOR_UPSTREAM=curl), each with its
+    own aord (an Env of its own) in front of a RawUpstream running handler(up, sock, n):
+    yields (backend name, daemon, the answer to one request()), cleaned up after each."""
     for backend in ("direct", "curl"):
-        up = RawUpstream(handler)
-        e = aortest.Env("h300-" + backend, build=env.build)
+        up = RawUpstream(lambda s, n: handler(up, s, n))
+        e = aortest.Env("both-" + backend, build=env.build)
         try:
             d = start(e, up, extra_env={"AOR_UPSTREAM": "curl"} if backend == "curl" else None)
             s = socket.create_connection(("127.0.0.1", d.port))
             s.sendall(request())
-            status, _, body = read_answer(s)
+            answer = read_answer(s)
             s.close()
-            eq(status, 502, backend + ": status")
-            check(b"over 256 header lines" in body, backend + ": named: %r" % body[:300])
+            yield backend, d, answer
         finally:
             e.cleanup()
             up.close()
+
+
+def test_libcurl_refuses_an_answer_over_256_header_lines(env):
+    """As the direct path does (test_daemon_upstream_h1): over 256 header lines is not an
+    answer proxy.c can keep whole (QA: the libcurl path passed 255 of 300 on, without
+    Content-Length); a 502 naming it, the key backed off as for any bad answer."""
+    def handler(up, s, n):
+        up.read_request(s)
+        s.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(300)) +
+                  b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+    for backend, d, answer in on_both_backends(env, handler):
+        status, _, body = answer
+        eq(status, 502, backend + ": status")
+        check(b"over 256 header lines" in body, backend + ": named: %r" % body[:300])
 
 
 def test_trailer_lines_are_not_header_lines(env):
     """A chunked answer with 200 header lines and 100 trailer lines is under the 256 of
     the head on both paths (QA: the libcurl path counted the trailers too, cut the whole
     body and backed the key off)."""
-    def handler(s, n):
+    def handler(up, s, n):
         up.read_request(s)
         s.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(200)) +
                   b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
                   b"2\r\n{}\r\n0\r\n" + b"".join(b"X-T%d: t\r\n" % i for i in range(100)) +
                   b"\r\n")
 
-    for backend in ("direct", "curl"):
-        up = RawUpstream(handler)
-        e = aortest.Env("trailers-" + backend, build=env.build)
-        try:
-            d = start(e, up, extra_env={"AOR_UPSTREAM": "curl"} if backend == "curl" else None)
-            s = socket.create_connection(("127.0.0.1", d.port))
-            s.sendall(request())
-            status, _, body = read_answer(s)
-            s.close()
-            eq((status, body), (200, b"{}"), backend + ": the answer whole")
-            eq(d.state()["backoff"], [], backend + ": nothing backed off")
-        finally:
-            e.cleanup()
-            up.close()
+    for backend, d, answer in on_both_backends(env, handler):
+        status, _, body = answer
+        eq((status, body), (200, b"{}"), backend + ": the answer whole")
+        eq(d.state()["backoff"], [], backend + ": nothing backed off")
 
 
 def _writes(d):

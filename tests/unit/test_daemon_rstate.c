@@ -516,18 +516,24 @@ static void test_failure_texts(void **state) {
     assert_string_equal(aor_rstate_failure_text(f->rs, "p", "client-4095"), "transient (x)");
 }
 
-/* The store stops writing (here its event table is dropped behind its back; in life a
- * full disk or a read-only file system): routing goes on from memory. It did not: a
- * failed write left memory unchanged, so backoff and circuits stopped working (QA: a
- * full disk, every request tried the 429ing key first). */
-static void test_store_failure_keeps_routing_in_memory(void **state) {
-    fx *f = *state;
+/* Makes f's store fail every write from now on, as a full disk would: its event table is
+ * dropped behind its back. */
+static void break_store(fx *f) {
     char db[128];
     snprintf(db, sizeof db, "%s/aor.db", f->dir);
     sqlite3 *h = NULL;
     assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
     assert_int_equal(sqlite3_exec(h, "DROP TABLE state_events", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(h);
+}
+
+/* The store stops writing (here its event table is dropped behind its back; in life a
+ * full disk or a read-only file system): routing goes on from memory. It did not: a
+ * failed write left memory unchanged, so backoff and circuits stopped working (QA: a
+ * full disk, every request tried the 429ing key first). */
+static void test_store_failure_keeps_routing_in_memory(void **state) {
+    fx *f = *state;
+    break_store(f);
     unsigned long writes = aor_rstate_writes(f->rs);
     assert_int_equal(aor_rstate_write_errors(f->rs), 0);
 
@@ -572,10 +578,7 @@ static void test_state_lost_while_the_store_failed_is_written_later(void **state
     fx *f = *state;
     char db[128];
     snprintf(db, sizeof db, "%s/aor.db", f->dir);
-    sqlite3 *h = NULL;
-    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h, "DROP TABLE state_events", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
+    break_store(f);
     assert_int_equal(
         aor_rstate_record(f->rs, "p", "k2", "m", "client", AOR_KIND_RATE, -1, NOW, NOW, 0), 0);
     assert_true(aor_rstate_write_errors(f->rs) >= 1);
