@@ -393,6 +393,16 @@ static int secret_changed(const char *a, const char *b) {
     return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
 }
 
+/* Drops the backoff rows of key with every provider, written ahead as a key reset when
+ * there are any (§4.5): a new credential (its secret changed). Returns how many. */
+static int drop_key_rows(aor_rstate *rs, const char *key, double now) {
+    key_rows kr = {key, 0};
+    aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
+    if (kr.n > 0 && aor_store_log_reset_key(wstore(rs, now), NULL, key, now) < 0)
+        store_failed(rs, "key reset");
+    return aor_backoff_reset_key(rs->backoff, NULL, key);
+}
+
 /* A key whose secret changed is a new credential: its backoff rows (every provider) and
  * usage snapshots say nothing about it (rstate.h). Written ahead like a reset. */
 static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_config *cfg,
@@ -403,11 +413,7 @@ static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_
             const aor_key_cfg *o = &old->keys[j];
             if (strcmp(o->name, k->name) != 0 || !secret_changed(o->secret, k->secret))
                 continue;
-            key_rows kr = {k->name, 0};
-            aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
-            if (kr.n > 0 && aor_store_log_reset_key(wstore(rs, now), NULL, k->name, now) < 0)
-                store_failed(rs, "key reset");
-            int n = aor_backoff_reset_key(rs->backoff, NULL, k->name);
+            int n = drop_key_rows(rs, k->name, now);
             int u = forget_usage(rs, NULL, k->name, now);
             aor_info("SIGHUP: key '%s' has a new secret: a new credential, %d backoff row%s "
                      "cleared%s",
@@ -457,11 +463,7 @@ static void sync_key_secrets(aor_rstate *rs, const aor_config *cfg, double now, 
         if (r == 1 && strcmp(old, fp) == 0)
             continue;
         if (r == 1 && at_start) {
-            key_rows kr = {k->name, 0};
-            aor_backoff_foreach(rs->backoff, count_key_rows, &kr);
-            if (kr.n > 0 && aor_store_log_reset_key(wstore(rs, now), NULL, k->name, now) < 0)
-                store_failed(rs, "key reset");
-            int n = aor_backoff_reset_key(rs->backoff, NULL, k->name);
+            int n = drop_key_rows(rs, k->name, now);
             aor_info("key '%s' has a new secret since aord last ran: a new credential, %d "
                      "backoff row%s cleared",
                      k->name, n, n == 1 ? "" : "s");
