@@ -549,17 +549,24 @@ def test_kill9_after_a_streams_terminator_keeps_its_success(env):
        "the sticky row survives kill -9")
 
 
-def test_key_rotated_by_a_restart_is_a_new_credential(env):
-    """A key whose secret changed between two runs is a new credential at start, as at a
-    SIGHUP (docs/routing.md §12): its backoff rows go. QA: after a restart with the new
-    secret, the row of the old one's 401 kept the key out for its 120 s. A restart with
-    the same secret keeps the row."""
+def a_401_then_b(env):
+    """aord with keys A and B (test_routing.setup); A answers 401, so one request leaves A
+    backed off (auth) and is answered by B. Returns the daemon."""
     mock, d = setup(env)
     mock.script("secret-A", [{"status": 401, "times": -1}])
     r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c",
                   "-H", "Content-Type: application/json",
                   "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
     eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "A's 401, B answered")
+    return d
+
+
+def test_key_rotated_by_a_restart_is_a_new_credential(env):
+    """A key whose secret changed between two runs is a new credential at start, as at a
+    SIGHUP (docs/routing.md §12): its backoff rows go. QA: after a restart with the new
+    secret, the row of the old one's 401 kept the key out for its 120 s. A restart with
+    the same secret keeps the row."""
+    d = a_401_then_b(env)
     eq([(b["key"], b["last_error_kind"]) for b in d.state()["backoff"]], [("A", "auth")], "A out")
     eq(d.stop(), 0, "clean stop")
     d = env.start_daemon(fake_clock=T0 + 1)
@@ -623,12 +630,7 @@ def test_key_rotation_is_seen_after_the_state_file_was_removed(env):
     """rm aor.db* while aord runs, a clean stop (which writes the state in memory to a new
     file), a new secret for key A, a start: the new file has the keys' fingerprints too,
     so A is a new credential (QA: it stayed backed off for the old secret's 401)."""
-    mock, d = setup(env)
-    mock.script("secret-A", [{"status": 401, "times": -1}])
-    r = env.curl(["https://api.openai.com/v1/chat/completions", "-H", "Authorization: Bearer c",
-                  "-H", "Content-Type: application/json",
-                  "-d", json.dumps({"model": "gpt-4o-mini", "messages": []})])
-    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "A's 401, B answered")
+    d = a_401_then_b(env)
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(env.db_path + suffix):
             os.unlink(env.db_path + suffix)

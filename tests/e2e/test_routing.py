@@ -977,6 +977,24 @@ def test_a_builtin_host_whose_provider_name_a_section_took_is_named(env):
     eq(chat(env).status, 200, "a model the section lists still goes to it")
 
 
+def parallel_clients(env, n, tag, stream):
+    """n curl clients through the shim at once, each with its own token (tag + number),
+    asking for gpt-4o-mini (a stream when stream): their (status, x-aor-key) pairs,
+    sorted, status "none" when no answer came."""
+    body = {"model": "gpt-4o-mini", "messages": []}
+    if stream:
+        body["stream"] = True
+    procs = [env.spawn(["curl", "-sS", "-o", "/dev/null", "-D", "-",
+                        "https://api.openai.com/v1/chat/completions",
+                        "-H", "Authorization: Bearer %s%d" % (tag, i),
+                        "-H", "Content-Type: application/json", "-d", json.dumps(body)])
+             for i in range(n)]  # fmt: skip
+    heads = [p.communicate(timeout=60)[0].decode("latin-1").lower() for p in procs]
+    return sorted((h.split(" ", 2)[1] if h.startswith("http/") else "none",
+                   re.search(r"x-aor-key: (\S+)", h).group(1) if "x-aor-key" in h else "-")
+                  for h in heads)  # fmt: skip
+
+
 def test_parallel_429s_on_one_key_leave_the_other_keys_open(env):
     """QA: 8 agents in flight together on key A when A throttles (429): each 429 counted
     for the (provider, model) circuit, the third opened it, and the other walks then
@@ -987,18 +1005,7 @@ def test_parallel_429s_on_one_key_leave_the_other_keys_open(env):
     mock.script("secret-A", [{"status": 429, "delay_ms": 400, "times": -1}])
     # B answers late, so no success of B closes a circuit before the last 429 came.
     mock.script("secret-B", [{"kind": "slow_first_byte", "delay_ms": 1500, "times": -1}])
-    procs = []
-    for i in range(8):
-        body = json.dumps({"model": "gpt-4o-mini", "messages": []})
-        procs.append(env.spawn(["curl", "-sS", "-o", "/dev/null", "-D", "-",
-                                "https://api.openai.com/v1/chat/completions",
-                                "-H", "Authorization: Bearer par%d" % i,
-                                "-H", "Content-Type: application/json", "-d", body],
-                               ))  # fmt: skip
-    heads = [p.communicate(timeout=60)[0].decode("latin-1").lower() for p in procs]
-    got = sorted((h.split(" ", 2)[1] if h.startswith("http/") else "none",
-                  re.search(r"x-aor-key: (\S+)", h).group(1) if "x-aor-key" in h else "-")
-                 for h in heads)  # fmt: skip
+    got = parallel_clients(env, 8, "par", stream=False)
     eq(got, [("200", "b")] * 8, "every client failed over to B")
     eq(d.state()["breakers"], [], "no circuit opened")
     eq(len(mock.requests(key="secret-A")), 8, "all 8 were in flight on A together")
@@ -1015,17 +1022,7 @@ def test_parallel_stream_rate_errors_leave_the_other_keys_open(env):
     mock.script("secret-A", [{"kind": "sse_error_first", "delay_ms": 400, "times": -1,
                               "error": err}])
     mock.script("secret-B", [{"kind": "slow_first_byte", "delay_ms": 1500, "times": -1}])
-    procs = []
-    for i in range(4):
-        body = json.dumps({"model": "gpt-4o-mini", "messages": [], "stream": True})
-        procs.append(env.spawn(["curl", "-sS", "-o", "/dev/null", "-D", "-",
-                                "https://api.openai.com/v1/chat/completions",
-                                "-H", "Authorization: Bearer str%d" % i,
-                                "-H", "Content-Type: application/json", "-d", body]))
-    heads = [p.communicate(timeout=60)[0].decode("latin-1").lower() for p in procs]
-    got = sorted((h.split(" ", 2)[1] if h.startswith("http/") else "none",
-                  re.search(r"x-aor-key: (\S+)", h).group(1) if "x-aor-key" in h else "-")
-                 for h in heads)  # fmt: skip
+    got = parallel_clients(env, 4, "str", stream=True)
     eq(got, [("200", "b")] * 4, "every client failed over to B")
     eq(d.state()["breakers"], [], "no circuit opened")
     eq(len(mock.requests(key="secret-A")), 4, "all 4 were in flight on A together")

@@ -212,21 +212,9 @@ def test_tls_without_an_intercepted_sni_passes_through(env):
 def test_tls_with_an_intercepted_sni_is_served(env):
     mock, d = setup(env)
     # Preamble "-": the SNI names HOST, aord terminates TLS and routes it.
-    ctx = ssl.create_default_context(cafile=env.ca_path)
-    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.settimeout(20)
-    u.connect(env.socket_path)
-    u.sendall(preamble(None, 443))
-    s = ctx.wrap_socket(u, server_hostname=HOST)
-    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % HOST.encode())
-    answer = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        answer += b
+    s = _served(env, HOST, ctx=ssl.create_default_context(cafile=env.ca_path), port=443)
     s.close()
-    check(answer.startswith(b"HTTP/1.1 200"), "served: %r" % answer[:200])
+    answer = s.answer
     check(b"x-aor-provider: openai" in answer.lower(), "routed: %r" % answer[:400])
     eq([r["key"] for r in mock.requests(path="/models")], [KEY], "the provider's request")
     # A hello over 16 KiB (two records) naming HOST is read to its SNI and served:
@@ -325,14 +313,16 @@ def _ctx(env, tls12=False):
     return ctx
 
 
-def _served(env, sni, session=None, ctx=None):
-    """A TLS connection through aord's socket (preamble "-") with this SNI, verified
-    against aor's CA (names not checked); returns the SSLSocket after a whole request."""
+def _served(env, sni, session=None, ctx=None, port=9):
+    """A TLS connection through aord's socket (preamble "-", original port: port 9 has
+    nothing to pass through to) with this SNI, verified against aor's CA (names not
+    checked unless ctx says so); returns the SSLSocket after a whole request, its answer
+    in .answer."""
     ctx = ctx or _ctx(env)
     u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     u.settimeout(20)
     u.connect(env.socket_path)
-    u.sendall(preamble(None, 9))  # port 9: nothing there to pass through to
+    u.sendall(preamble(None, port))
     s = ctx.wrap_socket(u, server_hostname=sni, session=session)
     s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
               % sni.rstrip(".").encode())
@@ -343,6 +333,7 @@ def _served(env, sni, session=None, ctx=None):
             break
         answer += b
     check(answer.startswith(b"HTTP/1.1 200"), "served for %s: %r" % (sni[:40], answer[:200]))
+    s.answer = answer
     return s
 
 

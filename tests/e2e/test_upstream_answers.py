@@ -477,13 +477,20 @@ def early_answer_then_reset(env, extra_env):
 
     up = RawUpstream(handler)
     d = start(env, up, extra_env=extra_env)
+    early_413_rounds(d, answer.split(b"\r\n\r\n", 1)[1])
+
+
+def early_413_rounds(d, body413):
+    """Three 8 MiB uploads through d's sidecar, each on a new connection, to an upstream
+    that answers 413 early and closes: each client gets that 413 (body413) in one
+    attempt, and nothing is backed off."""
     big = b'{"model":"gpt-4o","messages":[{"role":"user","content":"' + b"x" * (8 << 20) + b'"}]}'
     for i in range(3):
         s = socket.create_connection(("127.0.0.1", d.port))
         s.sendall(request(body=big))
         status, head, body = read_answer(s, timeout=60)
         s.close()
-        eq((status, body), (413, answer.split(b"\r\n\r\n", 1)[1]), "round %d: the 413 as it came" % i)
+        eq((status, body), (413, body413), "round %d: the 413 as it came" % i)
         check(b"x-aor-attempts: 1" in head.lower(), "one attempt: %r" % head)
     eq(d.state()["backoff"], [], "nothing backed off")
 

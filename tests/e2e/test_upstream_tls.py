@@ -21,7 +21,7 @@ import time
 
 import aortest
 from aortest import check, eq
-from test_upstream_answers import RawUpstream, numbered, read_answer, request
+from test_upstream_answers import RawUpstream, early_413_rounds, numbered, read_answer, request
 from test_upstream_answers import start as raw_start
 
 sys.path.insert(0, os.path.join(aortest.REPO, "tests", "mockprov"))
@@ -504,12 +504,5 @@ def test_early_answer_before_a_reset_reaches_the_client_over_tls(env):
 
     up = TlsUpstream(env, handler)
     d = start(env, up)
-    big = b'{"model":"gpt-4o","messages":[{"role":"user","content":"' + b"x" * (8 << 20) + b'"}]}'
-    for i in range(3):
-        s = socket.create_connection(("127.0.0.1", d.port))
-        s.sendall(request(body=big))
-        status, head, body = read_answer(s, timeout=60)
-        s.close()
-        eq((status, body), (413, body413), "round %d: the 413 as it came" % i)
-    eq(d.state()["backoff"], [], "nothing backed off")
+    early_413_rounds(d, body413)
     up.close()
