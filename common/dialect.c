@@ -419,126 +419,116 @@ static int hexval(char c) {
     return -1;
 }
 
-/* Percent-decodes s[0..n) into a new string. */
-static char *pct_decode(const char *s, size_t n) {
-    char *r = malloc(n + 1);
+/* 1 with *c the byte of a %XX escape at v[i] (v of n bytes), else 0. */
+static int escape_at(const char *v, size_t i, size_t n, unsigned char *c) {
+    int h, l;
+    if (v[i] != '%' || i + 2 >= n || (h = hexval(v[i + 1])) < 0 || (l = hexval(v[i + 2])) < 0)
+        return 0;
+    *c = (unsigned char)(h * 16 + l);
+    return 1;
+}
+
+/* 1 when the query parameter at s (l bytes, up to its '&') is named "key", also with its
+ * letters percent-encoded (`k%65y=`: RFC 3986 §6.2.2.2 makes it the same name, and
+ * Google's server reads it so); *value is set to the offset of its value. A bare `key`
+ * without '=' is not one. */
+static int param_is_key(const char *s, size_t l, size_t *value) {
+    const char *eq = memchr(s, '=', l);
+    size_t nl = eq ? (size_t)(eq - s) : l;
+    if (!eq || nl < 3 || nl > 9)
+        return 0;
+    char name[3];
     size_t o = 0;
-    if (!r)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        int h, l;
-        if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 &&
-            (l = hexval(s[i + 2])) >= 0) {
-            r[o++] = (char)(h * 16 + l);
+    for (size_t i = 0; i < nl; i++) {
+        unsigned char c;
+        if (escape_at(s, i, nl, &c))
             i += 2;
-        } else {
-            r[o++] = s[i] == '+' ? ' ' : s[i];
-        }
+        else
+            c = (unsigned char)s[i];
+        if (o == 3)
+            return 0;
+        name[o++] = (char)c;
     }
-    r[o] = '\0';
-    return r;
+    if (o != 3 || memcmp(name, "key", 3) != 0)
+        return 0;
+    *value = nl + 1;
+    return 1;
 }
 
-static int param_is(const char *p, size_t n, const char *name) {
-    size_t nl = strlen(name);
-    return n >= nl && strncmp(p, name, nl) == 0 && (n == nl || p[nl] == '=');
-}
-
-char *aor_dialect_path_take_key(const char *path, char **key) {
-    if (key)
-        *key = NULL;
-    if (!path) {
+char *aor_dialect_query_drop_key(const char *query) {
+    if (!query) {
         errno = EINVAL;
         return NULL;
     }
-    size_t plen = strlen(path);
-    char *r = malloc(plen + 1);
-    if (!r) {
+    size_t n = strlen(query);
+    char *out = malloc(n + 1);
+    if (!out) {
         errno = ENOMEM;
         return NULL;
     }
-    const char *q = strchr(path, '?');
-    size_t o = q ? (size_t)(q - path) : plen;
-    memcpy(r, path, o);
-    if (q) {
-        const char *p = q + 1;
-        int first = 1;
-        while (*p) {
-            size_t n = strcspn(p, "&");
-            if (param_is(p, n, "key")) {
-                const char *v = p + 3 + (n > 3);
-                size_t vl = n > 3 ? n - 4 : 0;
-                if (key) {
-                    free(*key);
-                    *key = pct_decode(v, vl);
-                    if (!*key) {
-                        free(r);
-                        errno = ENOMEM;
-                        return NULL;
-                    }
-                }
-            } else if (n > 0) {
-                r[o++] = first ? '?' : '&';
-                memcpy(r + o, p, n);
-                o += n;
-                first = 0;
-            }
-            p += n + (p[n] == '&');
+    size_t o = 0;
+    int kept = 0; /* parameters kept so far, empty ones too: their '&' is kept */
+    for (const char *s = query;; s++) {
+        size_t l = strcspn(s, "&"), v;
+        if (!param_is_key(s, l, &v)) {
+            if (kept++)
+                out[o++] = '&';
+            memcpy(out + o, s, l);
+            o += l;
         }
+        s += l;
+        if (*s != '&')
+            break;
     }
-    r[o] = '\0';
-    return r;
+    out[o] = '\0';
+    return out;
 }
 
-char *aor_dialect_redact_url(const char *url) {
-    static const char *const secret_params[] = {"key", "api_key", "apikey", "access_token",
-                                                "token"};
-    static const char redacted[] = "REDACTED";
-    if (!url) {
-        errno = EINVAL;
-        return NULL;
+/* Decodes the %XX escapes of a key value in place. A value whose decoded form would hold
+ * a control character, a space or a NUL is left as it came: it cannot be a header value,
+ * and is no key. */
+static void decode_key(char *v) {
+    size_t n = strlen(v), o = 0;
+    unsigned char c;
+    for (size_t i = 0; i < n; i++) {
+        if (escape_at(v, i, n, &c))
+            i += 2;
+        else
+            c = (unsigned char)v[i];
+        if (c <= 0x20 || c == 0x7f)
+            return; /* left as it came */
     }
-    size_t ulen = strlen(url);
-    /* each redacted value grows by at most sizeof redacted; a URL has < ulen params */
-    size_t cap = ulen + 1 + (ulen / 2 + 1) * sizeof redacted;
-    char *r = malloc(cap);
-    if (!r) {
-        errno = ENOMEM;
-        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (escape_at(v, i, n, &c))
+            i += 2;
+        else
+            c = (unsigned char)v[i];
+        v[o++] = (char)c;
     }
-    const char *q = strchr(url, '?');
-    size_t o = q ? (size_t)(q - url) + 1 : ulen;
-    memcpy(r, url, o);
-    if (q) {
-        const char *p = q + 1;
-        while (*p) {
-            size_t n = strcspn(p, "&#");
-            int secret = 0;
-            for (size_t i = 0; i < sizeof secret_params / sizeof secret_params[0]; i++)
-                secret |= param_is(p, n, secret_params[i]) && memchr(p, '=', n) != NULL;
-            if (secret) {
-                size_t nl = (size_t)((const char *)memchr(p, '=', n) - p) + 1;
-                memcpy(r + o, p, nl);
-                o += nl;
-                memcpy(r + o, redacted, sizeof redacted - 1);
-                o += sizeof redacted - 1;
-            } else {
-                memcpy(r + o, p, n);
-                o += n;
+    explicit_bzero(v + o, n - o);
+    v[o] = '\0';
+}
+
+char *aor_dialect_query_key(const char *query) {
+    errno = 0;
+    for (const char *s = query; s && *s;) {
+        size_t l = strcspn(s, "&"), at;
+        /* An empty key= is no credential: a later one may be (`key=&key=K` took the empty
+         * one, and K went upstream neither in the URL nor as a header). */
+        if (param_is_key(s, l, &at) && at < l) {
+            char *key = strndup(s + at, l - at);
+            if (!key) {
+                errno = ENOMEM;
+                return NULL;
             }
-            p += n;
-            if (*p == '#') { /* the fragment is copied as it is */
-                size_t fl = strlen(p);
-                memcpy(r + o, p, fl);
-                o += fl;
-                break;
-            }
-            if (*p == '&')
-                r[o++] = *p++;
+            decode_key(key);
+            return key;
         }
+        s += l;
+        if (*s == '&')
+            s++;
     }
-    r[o] = '\0';
-    return r;
+    return NULL;
 }
 
 /* --- error bodies (§5.6) ------------------------------------------------------------ */

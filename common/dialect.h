@@ -70,18 +70,20 @@ int aor_dialect_secret_ok(const char *secret);
  * authorization, x-api-key, x-goog-api-key, api-key. */
 int aor_dialect_is_auth_header(const char *name);
 
-/* §3.2: a Gemini key in the URL ("?key=SECRET") is sent upstream as x-goog-api-key
- * instead. Returns a malloc'd copy of the request target `path` without its `key`
- * query parameters (the '?' is dropped when no parameter is left; other parameters keep
- * their order and bytes), and sets *key (when key is not NULL) to a malloc'd,
- * percent-decoded copy of the last key value, or NULL when there was none. Caller frees
- * both. Returns NULL on EINVAL (path NULL) or ENOMEM (*key is then NULL). */
-char *aor_dialect_path_take_key(const char *path, char **key);
+/* §3.2: a Gemini key in the URL ("?key=SECRET") is sent upstream as the x-goog-api-key
+ * header instead, never in the URL. Returns a malloc'd copy of the query string `query`
+ * (the bytes after '?', without it) with every `key=` parameter left out, also one whose
+ * name is percent-encoded (`k%65y=`, the same name by RFC 3986 §6.2.2.2); the other
+ * parameters keep their order and bytes, joined by '&'. The result is "" when none is
+ * left. Caller frees. NULL on EINVAL (query NULL) or ENOMEM. */
+char *aor_dialect_query_drop_key(const char *query);
 
-/* §3.2: a copy of a URL or request target for logs, with the values of the query
- * parameters key, api_key, apikey, access_token and token replaced by "REDACTED".
- * Returns malloc'd string, or NULL (EINVAL: url NULL; ENOMEM). */
-char *aor_dialect_redact_url(const char *url);
+/* §3.2, §5.1: the credential a client put in its URL: the value of the first non-empty
+ * `key=` parameter of `query` (the bytes after '?'; NULL is allowed), percent-decoded
+ * (left as it came when the decoded form would hold a control character, a space or a
+ * NUL: that is no header value). Returns a malloc'd string the caller wipes and frees,
+ * or NULL: errno 0 when there is no such parameter, ENOMEM when out of memory. */
+char *aor_dialect_query_key(const char *query);
 
 /* Error body in dialect d's shape (§5.6). status: the HTTP status it goes with. code:
  * machine code such as "aor_all_backed_off", or NULL for none. message: human text

@@ -1771,97 +1771,6 @@ static const char *relative_path(aor_proxy *p) {
     return p->path;
 }
 
-static int escape_at(const char *v, size_t i, size_t n, unsigned char *c);
-
-/* 1 when the query parameter at s (l bytes, up to its '&') is named "key", also with its
- * letters percent-encoded (`k%65y=`: RFC 3986 §6.2.2.2 makes it the same name, and
- * Google's server reads it so; QA); *value is set to the offset of its value. */
-static int param_is_key(const char *s, size_t l, size_t *value) {
-    const char *eq = memchr(s, '=', l);
-    size_t nl = eq ? (size_t)(eq - s) : l;
-    if (nl < 3 || nl > 9)
-        return 0;
-    char name[4];
-    size_t o = 0;
-    for (size_t i = 0; i < nl; i++) {
-        unsigned char c;
-        if (escape_at(s, i, nl, &c))
-            i += 2;
-        else
-            c = (unsigned char)s[i];
-        if (o == 3)
-            return 0;
-        name[o++] = (char)c;
-    }
-    if (o != 3 || memcmp(name, "key", 3) != 0 || !eq)
-        return 0;
-    *value = nl + 1;
-    return 1;
-}
-
-/* Query string without any key= parameter (Gemini credentials go in a header). */
-static char *query_without_key(const char *q) {
-    if (!q)
-        return NULL;
-    size_t n = strlen(q);
-    char *out = malloc(n + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    const char *s = q;
-    while (*s) {
-        const char *amp = strchr(s, '&');
-        size_t l = amp ? (size_t)(amp - s) : strlen(s), v;
-        if (!param_is_key(s, l, &v)) {
-            if (o)
-                out[o++] = '&';
-            memcpy(out + o, s, l);
-            o += l;
-        }
-        s += l;
-        if (*s == '&')
-            s++;
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* 1 with *c the byte of a %XX escape at v[i] (v of n bytes), else 0. */
-static int escape_at(const char *v, size_t i, size_t n, unsigned char *c) {
-    if (v[i] != '%' || i + 2 >= n || !isxdigit((unsigned char)v[i + 1]) ||
-        !isxdigit((unsigned char)v[i + 2]))
-        return 0;
-    char hex[3] = {v[i + 1], v[i + 2], '\0'};
-    *c = (unsigned char)strtoul(hex, NULL, 16);
-    return 1;
-}
-
-/* Decodes %XX escapes of a ?key= value in place (a URL's query is percent-encoded: the
- * upstream gets the key itself in x-goog-api-key, QA). A value whose decoded form would
- * hold a control character, a space or a NUL is left as it came: it cannot be a header
- * value, and is no key. */
-static void percent_decode_key(char *v) {
-    size_t n = strlen(v), o = 0;
-    unsigned char c;
-    for (size_t i = 0; i < n; i++) {
-        if (escape_at(v, i, n, &c))
-            i += 2;
-        else
-            c = (unsigned char)v[i];
-        if (c <= 0x20 || c == 0x7f)
-            return; /* left as it came */
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (escape_at(v, i, n, &c))
-            i += 2;
-        else
-            c = (unsigned char)v[i];
-        v[o++] = (char)c;
-    }
-    explicit_bzero(v + o, n - o);
-    v[o] = '\0';
-}
-
 /* The credential the client presented (for identity and pass-through): a header value
  * of req (borrowed: it lives as long as req), or a ?key= parameter copied into *own
  * (malloc'd; the caller wipes and frees it). NULL when there is none, or *own could not
@@ -1883,24 +1792,8 @@ static const char *client_credential(const aor_http_request *req, const char *qu
         v = aor_http_request_known(req, AOR_HF_API_KEY);
     if (v)
         return v;
-    if (query) {
-        const char *s = query;
-        while (s && *s) {
-            size_t l = strcspn(s, "&"), at;
-            /* An empty key= is no credential: a later one may be (QA: `key=&key=K` took
-             * the empty one, and K went upstream neither in the URL nor as a header). */
-            if (param_is_key(s, l, &at) && at < l) {
-                if (!(*own = strndup(s + at, l - at)))
-                    return NULL;
-                percent_decode_key(*own);
-                return *own;
-            }
-            s = strchr(s, '&');
-            if (s)
-                s++;
-        }
-    }
-    return NULL;
+    *own = aor_dialect_query_key(query); /* the first non-empty key= */
+    return *own;
 }
 
 /* Room for need bytes in hb (its bytes kept). 0, or -1 when out of memory. */
@@ -2190,7 +2083,9 @@ static const char *skip_base_version(const char *base_url, const char *rel) {
 /* The upstream URL of the attempt, in p->url (NUL-terminated), or NULL (ENOMEM). */
 static const char *build_url(aor_proxy *p, const aor_provider_cfg *pc, const char *rel) {
     rel = skip_base_version(pc->base_url, rel);
-    char *q = query_without_key(p->query);
+    char *q = p->query ? aor_dialect_query_drop_key(p->query) : NULL;
+    if (p->query && !q)
+        return NULL;
     size_t lb = strlen(pc->base_url), lr = strlen(rel), lq = q ? strlen(q) : 0;
     p->url.len = 0;
     char *url = hb_reserve(&p->url, lb + lr + lq + 2) == 0 ? p->url.b : NULL;

@@ -56,22 +56,22 @@ static void path_checks(const char *path, const char *model) {
     FUZZ_CHECK(d == AOR_DIALECT_OPENAI || d == AOR_DIALECT_ANTHROPIC || d == AOR_DIALECT_GEMINI,
                "a known dialect");
 
-    char *key = NULL;
-    char *clean = aor_dialect_path_take_key(path, &key);
-    FUZZ_CHECK(clean != NULL, "take_key only fails on ENOMEM");
-    char *key2 = NULL;
-    char *clean2 = aor_dialect_path_take_key(clean, &key2);
-    FUZZ_CHECK(clean2 && !key2 && strcmp(clean, clean2) == 0, "taking the key is idempotent");
+    const char *q = strchr(path, '?');
+    q = q ? q + 1 : path;
+    char *key = aor_dialect_query_key(q);
+    FUZZ_CHECK(key || errno == 0, "query_key only fails on ENOMEM");
+    FUZZ_CHECK(!key || *key != '\0', "an empty key= is no credential");
+    char *clean = aor_dialect_query_drop_key(q);
+    FUZZ_CHECK(clean != NULL && strlen(clean) <= strlen(q), "drop_key only fails on ENOMEM");
+    char *key2 = aor_dialect_query_key(clean);
+    FUZZ_CHECK(!key2 && errno == 0, "no key is left after drop_key");
+    char *clean2 = aor_dialect_query_drop_key(clean);
+    FUZZ_CHECK(clean2 && strcmp(clean, clean2) == 0, "dropping the key is idempotent");
     free(clean2);
     free(clean);
+    if (key)
+        explicit_bzero(key, strlen(key));
     free(key);
-
-    char *red = aor_dialect_redact_url(path);
-    FUZZ_CHECK(red != NULL, "redact only fails on ENOMEM");
-    char *red2 = aor_dialect_redact_url(red);
-    FUZZ_CHECK(red2 && strcmp(red, red2) == 0, "redacting is idempotent");
-    free(red2);
-    free(red);
 }
 
 static void output_checks(const char *text) {

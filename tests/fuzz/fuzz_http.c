@@ -44,9 +44,10 @@ static void note_request(FILE *sum, aor_http_request *req, int sidecar) {
     aor_dialect d = aor_dialect_of_path(path);
     FUZZ_CHECK(d == AOR_DIALECT_OPENAI || d == AOR_DIALECT_ANTHROPIC || d == AOR_DIALECT_GEMINI,
                "a known dialect");
-    char *key = NULL;
-    char *clean = aor_dialect_path_take_key(req->url, &key);
-    FUZZ_CHECK(clean != NULL, "take_key only fails on ENOMEM");
+    const char *q = req->url ? strchr(req->url, '?') : NULL;
+    char *key = q ? aor_dialect_query_key(q + 1) : NULL;
+    char *clean = q ? aor_dialect_query_drop_key(q + 1) : strdup("");
+    FUZZ_CHECK(clean != NULL, "drop_key only fails on ENOMEM");
     char *model = aor_dialect_path_model(path);
     if (!model && blen)
         model = aor_dialect_body_model(body, blen);

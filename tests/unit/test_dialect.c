@@ -191,41 +191,52 @@ static void test_auth_header(void **state) {
     assert_false(aor_dialect_is_auth_header(NULL));
 }
 
-static void test_path_key(void **state) {
-    char *key = (char *)"junk";
-    char *p = aor_dialect_path_take_key("/v1beta/models/g:generateContent?alt=sse&key=AIza%2Bx&x=1",
-                                        &key);
-    assert_string_equal(p, "/v1beta/models/g:generateContent?alt=sse&x=1");
-    assert_string_equal(key, "AIza+x");
-    free(p);
-    free(key);
-    p = aor_dialect_path_take_key("/v1beta/models/g:generateContent?key=abc", &key);
-    assert_string_equal(p, "/v1beta/models/g:generateContent");
-    assert_string_equal(key, "abc");
-    free(p);
-    free(key);
-    p = aor_dialect_path_take_key("/v1beta/models?keys=1&pageSize=5", &key);
-    assert_string_equal(p, "/v1beta/models?keys=1&pageSize=5");
-    assert_null(key);
-    free(p);
-    p = aor_dialect_path_take_key("/v1/messages", &key);
-    assert_string_equal(p, "/v1/messages");
-    assert_null(key);
-    free(p);
-    p = aor_dialect_path_take_key("/x?key=a&key=b%", NULL);
-    assert_string_equal(p, "/x");
-    free(p);
+/* Drops every key= parameter of q; checks the rest against want and that no key is left. */
+static void drop_is(const char *q, const char *want) {
+    char *r = aor_dialect_query_drop_key(q);
+    assert_non_null(r);
+    assert_string_equal(r, want);
+    char *k = aor_dialect_query_key(r);
+    assert_null(k);
+    assert_int_equal(errno, 0);
+    free(r);
+}
 
-    p = aor_dialect_redact_url("https://h/v1beta/models/g:x?key=AIzaSECRET&alt=sse");
-    assert_string_equal(p, "https://h/v1beta/models/g:x?key=REDACTED&alt=sse");
-    free(p);
-    p = aor_dialect_redact_url("/a?x=1&api_key=s1&token=s2&key=&keyring=k#key=frag");
-    assert_string_equal(p,
-                        "/a?x=1&api_key=REDACTED&token=REDACTED&key=REDACTED&keyring=k#key=frag");
-    free(p);
-    p = aor_dialect_redact_url("/plain");
-    assert_string_equal(p, "/plain");
-    free(p);
+/* The credential aor_dialect_query_key finds in q: want, or none (want NULL). */
+static void key_is(const char *q, const char *want) {
+    char *k = aor_dialect_query_key(q);
+    if (!want) {
+        assert_null(k);
+        assert_int_equal(errno, 0);
+        return;
+    }
+    assert_non_null(k);
+    assert_string_equal(k, want);
+    free(k);
+}
+
+static void test_query_key(void **state) {
+    (void)state;
+    drop_is("alt=sse&key=AIza%2Bx&x=1", "alt=sse&x=1");
+    drop_is("key=abc", "");
+    drop_is("keys=1&pageSize=5&key", "keys=1&pageSize=5&key"); /* not named key=, kept */
+    drop_is("k%65y=s&%6B%45y=t&x=%6bey", "%6B%45y=t&x=%6bey"); /* names are case-sensitive */
+    drop_is("key=&&key=a&key=b%", "");
+    drop_is("", "");
+    drop_is("a=1&&b=2&", "a=1&&b=2&"); /* empty parameters keep their bytes */
+    drop_is("&key=s&a", "&a");
+    assert_null(aor_dialect_query_drop_key(NULL));
+    assert_int_equal(errno, EINVAL);
+
+    key_is("alt=sse&key=AIza%2Bx&x=1", "AIza+x");
+    key_is("key=&key=K2", "K2"); /* an empty key= is no credential */
+    key_is("k%65y=Enc&key=b", "Enc");
+    key_is("key=a&key=b", "a");   /* the first one */
+    key_is("key=a%0Ab", "a%0Ab"); /* would decode to a control character: as it came */
+    key_is("key=a%2", "a%2");     /* a cut escape is kept */
+    key_is("keys=1&key", NULL);
+    key_is("", NULL);
+    key_is(NULL, NULL);
 }
 
 /* Parses an error body and returns the string at a dotted path, e.g. "error.code". */
@@ -357,7 +368,7 @@ int main(void) {
         cmocka_unit_test(test_path_model),
         cmocka_unit_test(test_path_set_model),
         cmocka_unit_test(test_auth_header),
-        cmocka_unit_test(test_path_key),
+        cmocka_unit_test(test_query_key),
         cmocka_unit_test(test_error_body_openai),
         cmocka_unit_test(test_error_body_anthropic),
         cmocka_unit_test(test_error_body_gemini),
