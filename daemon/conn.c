@@ -429,14 +429,19 @@ static void conn_gone(aor_conn *c, int why) {
     conn_release(c);
 }
 
-/* Writes the answer to a refused request (status, why) in its API's error shape and ends
- * the connection after. target: the request target, or NULL. */
-static void refuse(aor_conn *c, int status, const char *why, const char *target, int head) {
-    aor_warn("bad request from client: %s (answered %d)", why, status);
+/* Writes the answer to a refused request (status, why; code: the error code, or NULL) in
+ * its API's error shape and ends the connection after. target: the request target, or
+ * NULL. */
+static void refuse(aor_conn *c, int status, const char *code, const char *why, const char *target,
+                   int head) {
+    /* A path the sidecar does not serve (code set) is no bad request: no line on disk, as
+     * when the proxy answers it (§4.5). */
+    aor_log(code ? AOR_LOG_DEBUG : AOR_LOG_WARN, "bad request from client: %s (answered %d)", why,
+            status);
     char msg[512];
     snprintf(msg, sizeof msg, "aor: %s", why);
     size_t len = 0;
-    char *body = aor_dialect_error_body(aor_proxy_dialect(c->d->cfg, c->host, target), status, NULL,
+    char *body = aor_dialect_error_body(aor_proxy_dialect(c->d->cfg, c->host, target), status, code,
                                         msg, &len);
     /* §5.6: every answer carries the x-aor-* headers, local refusals too; a 405 (a
      * method aor does not serve) the methods it does (RFC 9110 §15.5.6). */
@@ -451,15 +456,38 @@ static void refuse(aor_conn *c, int status, const char *why, const char *target,
     c->refused = 1;
 }
 
+/* A request that waits for "100 Continue" (its header block read, its body not sent
+ * yet) that aor would refuse once it came whole: the admission rules (guard.h) and, on the
+ * sidecar, a path it does not forward. Refused now, instead of a 100 Continue, so that the
+ * client does not upload a body only to get the refusal (RFC 9110 §10.1.1). Returns 1
+ * when it was refused. */
+static int refuse_before_body(aor_conn *c, const aor_http_request *head) {
+    const char *why = NULL, *code = NULL;
+    int status = aor_guard_check(head, !c->via_shim, c->d->sidecar_url, &why);
+    if (!status && !c->via_shim && !aor_admin_is_local(head->url)) {
+        char *path = aor_http_request_path(head);
+        if (path) /* out of memory: left to the full request's checks */
+            status = aor_proxy_sidecar_check(path, &code, &why);
+        free(path);
+    }
+    if (!status)
+        return 0;
+    refuse(c, status, code, why, head->url, head->method == HTTP_HEAD);
+    return 1;
+}
+
 /* Acts on a result of aor_http_reader_feed other than NEED_MORE. Returns 1 when the next
  * request may be read, 0 to stop reading. */
 static int take_result(aor_conn *c, aor_http_result res, int status, const char *why) {
     if (res == AOR_HTTP_CONTINUE) {
+        const aor_http_request *head = aor_http_reader_head(c->reader);
+        if (head && refuse_before_body(c, head))
+            return 0;
         evbuffer_add(c->stage, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         return 1;
     }
     if (res == AOR_HTTP_ERROR) {
-        refuse(c, status, why, aor_http_reader_target(c->reader), 0);
+        refuse(c, status, NULL, why, aor_http_reader_target(c->reader), 0);
         return 0;
     }
     /* AOR_HTTP_REQUEST */
@@ -468,7 +496,7 @@ static int take_result(aor_conn *c, aor_http_result res, int status, const char 
         return 0;
     status = aor_guard_check(req, !c->via_shim, c->d->sidecar_url, &why);
     if (status) {
-        refuse(c, status, why, req->url, req->method == HTTP_HEAD);
+        refuse(c, status, NULL, why, req->url, req->method == HTTP_HEAD);
         aor_http_request_free(req);
         return 0;
     }

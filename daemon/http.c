@@ -465,6 +465,10 @@ const char *aor_http_reader_target(const aor_http_reader *r) {
     return r->req ? r->req->url : NULL;
 }
 
+const aor_http_request *aor_http_reader_head(const aor_http_reader *r) {
+    return r->req != NULL && r->headers_done ? r->req : NULL;
+}
+
 int aor_http_reader_partial(const aor_http_reader *r) {
     return r->req != NULL && !r->complete;
 }

@@ -88,6 +88,12 @@ aor_http_result aor_http_reader_feed(aor_http_reader *r, const char *data, size_
  * aor_http_reader_feed or aor_http_reader_take. Can't fail. */
 const char *aor_http_reader_target(const aor_http_reader *r);
 
+/* The request being read once its header block is complete (method, target, fields;
+ * its body still arriving), else NULL: to refuse a request that announced
+ * "Expect: 100-continue" before its body is sent (RFC 9110 §10.1.1). Borrowed: valid
+ * until the next aor_http_reader_feed or aor_http_reader_take. Can't fail. */
+const aor_http_request *aor_http_reader_head(const aor_http_reader *r);
+
 /* 1 while a request has begun arriving (its first bytes were fed) and is not complete
  * yet: a client uploading a prompt. O(1). */
 int aor_http_reader_partial(const aor_http_reader *r);

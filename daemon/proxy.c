@@ -2340,6 +2340,15 @@ static int sidecar_path_ok(const char *path) {
     return 1;
 }
 
+int aor_proxy_sidecar_check(const char *path, const char **code, const char **why) {
+    if (sidecar_path_ok(path))
+        return 0;
+    *code = "aor_unknown_route";
+    *why = "the sidecar serves the provider APIs under /v1/ and /v1beta/ (and /v1alpha/), "
+           "without '.' or '..' path segments";
+    return 404;
+}
+
 /* On the sidecar, /v1/models and /v1/models/{id} are paths of both the OpenAI and the
  * Anthropic API: a request with Anthropic's version header (every Anthropic SDK sends
  * it), or with x-api-key and no Authorization, is Anthropic's (its SDK's models.list()
@@ -2395,11 +2404,11 @@ aor_proxy *aor_proxy_start(aor_daemon *d, aor_conn *c, aor_http_request *req, co
     p->dialect = aor_proxy_dialect(d->cfg, host, p->path);
     if (!host && p->dialect == AOR_DIALECT_OPENAI && anthropic_models_request(p->path, req))
         p->dialect = AOR_DIALECT_ANTHROPIC;
-    if (!host && !sidecar_path_ok(p->path)) {
-        answer_local_error(p, 404, "aor_unknown_route",
-                           "aor: the sidecar serves the provider APIs under /v1/ and /v1beta/ "
-                           "(and /v1alpha/), without '.' or '..' path segments",
-                           NULL);
+    const char *code, *why;
+    if (!host && aor_proxy_sidecar_check(p->path, &code, &why)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "aor: %s", why);
+        answer_local_error(p, 404, code, msg, NULL);
         return NULL;
     }
     if (req->upgrade) {

@@ -17,6 +17,14 @@ typedef struct aor_proxy aor_proxy;
  * Used for the answer's error shape. Can't fail. Source: spec §5.6, §8. */
 aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const char *path);
 
+/* Whether the sidecar forwards a request for path (the request target without its query
+ * and fragment): spec §8's provider
+ * APIs, all under /v1/, /v1beta/ or /v1alpha/, with no "." or ".." segment a server might
+ * resolve to another path. Returns 0 when it does; else 404 with *code and *why set to
+ * static texts for the answer (no "aor: " prefix). Used by aor_proxy_start and, for a
+ * request that waits for "100 Continue", before its body is sent (daemon/conn.c). */
+int aor_proxy_sidecar_check(const char *path, const char **code, const char **why);
+
 /* Starts proxying req (ownership passes to the proxy) for connection c.
  * host: the host the client asked for (intercepted connection: SNI or preamble host),
  * or NULL on the sidecar. Answers through aor_conn_output and finishes with

@@ -66,6 +66,40 @@ def test_requests_aor_cannot_serve_change_no_state(env):
     eq((st["backoff"], st["breakers"]), ([], []), "no state changed")
 
 
+def test_a_refusal_comes_before_a_body_that_waits_for_100_continue(env):
+    """A client that sends Expect: 100-continue (curl for bodies over 1 MiB) waits for
+    "100 Continue" before it uploads. aord sent it for any request, so a request it would
+    refuse (a base URL without /v1, a browser's Origin) uploaded its whole body first
+    (review). The refusal is the answer to the head now (RFC 9110 §10.1.1); a request aord
+    serves still gets 100 Continue."""
+    mock, d = setup(env)
+    head = ("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\nExpect: 100-continue\r\n%s\r\n")
+    for path, extra, want in (("/chat/completions", "", 404),
+                              ("/v1/chat/completions", "Origin: https://evil.example\r\n", 403)):
+        out = raw(d.port, (head % (path, 8 << 20, extra)).encode(), timeout=5)  # no body sent
+        eq(out.split(b"\r\n", 1)[0], b"HTTP/1.1 %d %s" % (want, b"Not Found" if want == 404
+                                                            else b"Forbidden"),
+           "%s %r: the refusal, without a 100 Continue: %r" % (path, extra, out[:200]))
+        check(b"x-aor-attempts: 0\r\n" in out, "x-aor-* headers: %r" % out[:300])
+        if want == 404:
+            check(b"aor_unknown_route" in out and b"/v1/" in out, "names the routes: %r" % out)
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    s.sendall((head % ("/v1/chat/completions", len(BODY), "")).encode())
+    first = s.recv(65536)
+    eq(first, b"HTTP/1.1 100 Continue\r\n\r\n", "a request aord serves: 100 Continue")
+    s.sendall(BODY.encode())
+    out = b""
+    while b"\r\n\r\n" not in out:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    eq(out.split(b"\r\n", 1)[0], b"HTTP/1.1 200 OK", "then its answer: %r" % out[:200])
+    eq(len(mock.log()), 1, "only the served request went upstream")
+
+
 def test_browsers_cannot_use_the_sidecar(env):
     mock, d = setup(env)
     base = ["-H", "Content-Type: text/plain", "-d", BODY, d.url + "/v1/chat/completions"]
