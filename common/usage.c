@@ -165,8 +165,8 @@ static double parse_reset(size_t i, const char *value, double now) {
 /* Reads every window from the headers: fresh[i] gets window i, named[i] is 1 when the
  * answer names it. One pass over the headers; a name is compared only with the window
  * names of its length (docs/performance.md). */
-static void read_windows(const aor_header *hdrs, size_t n, double now, aor_usage_window *fresh,
-                         int *named) {
+static void read_windows(const aor_header *hdrs, size_t n, double now, double max_s,
+                         aor_usage_window *fresh, int *named) {
     for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++) {
         fresh[i].known = 1;
         fresh[i].remaining = -1;
@@ -188,6 +188,8 @@ static void read_windows(const aor_header *hdrs, size_t n, double now, aor_usage
             if (len == windows[i].reset_len && strcasecmp(hdrs[h].name, windows[i].reset) == 0) {
                 double t = parse_reset(i, hdrs[h].value, now);
                 named[i] = 1;
+                if (max_s > 0 && t > now + max_s)
+                    t = now + max_s; /* not slept on: tried again at the cap (§4.3) */
                 if (t > 0)
                     fresh[i].reset_at = t;
                 break;
@@ -219,7 +221,7 @@ static usage_entry *entry_new(const char *provider, const char *key) {
 }
 
 int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long status,
-                      const aor_header *hdrs, size_t n, double now) {
+                      const aor_header *hdrs, size_t n, double now, double max_s) {
     if (!u || !provider || !key) {
         errno = EINVAL;
         return -1;
@@ -253,7 +255,7 @@ int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long 
         return 0;
     aor_usage_window fresh[AOR_USAGE_NWINDOWS];
     int named[AOR_USAGE_NWINDOWS], any = 0;
-    read_windows(rl, nrl, now, fresh, named);
+    read_windows(rl, nrl, now, max_s, fresh, named);
     for (size_t i = 0; i < AOR_USAGE_NWINDOWS; i++)
         any |= named[i];
     if (rl != few)

@@ -86,7 +86,10 @@ void aor_usage_free(aor_usage *u);
  * snapshot (rules at the top of this file).
  * status: HTTP status of the answer (0 = no answer). hdrs/n: its headers (names
  * case-insensitive, values without CRLF; NULL/0 allowed). now: Unix seconds of the
- * answer (Go-duration resets are relative to it). provider and key are copied.
+ * answer (Go-duration resets are relative to it). max_s: the longest a key is skipped
+ * for, in seconds (backoff_max_s): a reset further ahead is taken as now + max_s, as a
+ * retry hint over the cap is (§4.3; QA: a reset of "9999999h" or the year 9999 held the
+ * key for centuries); <= 0: no cap. provider and key are copied.
  * An answer without any usage header creates no row. Remaining values must be plain
  * non-negative decimal numbers and resets valid Go durations (OpenAI; "0s" is a reset
  * now), RFC 3339
@@ -97,7 +100,7 @@ void aor_usage_free(aor_usage *u);
  * snapshot changed, 0 when the answer was ignored or named no window, -1 with errno=EINVAL (u,
  * provider or key NULL) or errno=ENOMEM (table unchanged). */
 int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long status,
-                      const aor_header *hdrs, size_t n, double now);
+                      const aor_header *hdrs, size_t n, double now, double max_s);
 
 /* Rows kept before aor_usage_observe prunes stale ones. */
 #define AOR_USAGE_PRUNE_AT 4096

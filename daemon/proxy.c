@@ -946,8 +946,9 @@ static void observe_usage(aor_proxy *p) {
      * are timing from its headers too. */
     if (pc->retry_after_ignore)
         return;
-    if (p->hdrs.n && aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name,
-                                       p->status, p->hdrs.h, p->hdrs.n, aor_clock_now()) < 0)
+    if (p->hdrs.n &&
+        aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name, p->status,
+                          p->hdrs.h, p->hdrs.n, aor_clock_now(), p->cfg->backoff_max_s) < 0)
         aor_warn("usage: out of memory");
 }
 

@@ -418,8 +418,8 @@ static void test_reload_rotated_key(void **state) {
     const aor_header h[] = {{"x-ratelimit-remaining-requests", "0"},
                             {"x-ratelimit-reset-requests", "60s"}};
     aor_usage *u = aor_rstate_usage(f->rs);
-    assert_int_equal(aor_usage_observe(u, "p", "a", 200, h, 2, NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p", "b", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "a", 200, h, 2, NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "b", 200, h, 2, NOW, 0), 1);
 
     /* Same secrets: nothing changes, nothing written. */
     aor_config *same = load_cfg(f, "");
@@ -465,9 +465,9 @@ static void test_reset_key_and_usage(void **state) {
     const aor_header h[] = {{"x-ratelimit-remaining-requests", "0"},
                             {"x-ratelimit-reset-requests", "60s"}};
     aor_usage *u = aor_rstate_usage(f->rs);
-    assert_int_equal(aor_usage_observe(u, "p", "k1", 200, h, 2, NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p", "k2", 200, h, 2, NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p", "k3", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k1", 200, h, 2, NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k2", 200, h, 2, NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k3", 200, h, 2, NOW, 0), 1);
     unsigned long w = aor_rstate_writes(f->rs);
     int uc = -1;
     assert_int_equal(aor_rstate_reset(f->rs, "p", "k1", NOW + 1, &uc), 1);
@@ -485,7 +485,7 @@ static void test_reset_key_and_usage(void **state) {
     assert_false(is_open(f));
     assert_int_equal(aor_usage_count(u), 0);
     /* clear (NULL, NULL) drops every snapshot; NULL out pointer allowed. */
-    assert_int_equal(aor_usage_observe(u, "x", "y", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "x", "y", 200, h, 2, NOW, 0), 1);
     assert_int_equal(aor_rstate_reset(f->rs, NULL, NULL, NOW + 1, NULL), 0);
     assert_int_equal(aor_usage_count(u), 0);
 }

@@ -689,20 +689,20 @@ static void test_drop_exhausted_usage(void **state) {
         {"x-ratelimit-remaining-requests", "0"},
         {"x-ratelimit-reset-requests", "30s"},
     };
-    assert_int_equal(aor_usage_observe(w->u, "P", "k1", 200, h, 2, NOW), 1);
+    assert_int_equal(aor_usage_observe(w->u, "P", "k1", 200, h, 2, NOW, 0), 1);
     assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 1), "P/k2 P/k3");
     assert_int_equal(w->seq.dropped, 1);
     assert_true(w->seq.earliest_until == NOW + 30);
     assert_int_equal(w->seq.last_kind, AOR_KIND_RATE);
 
     /* A 429 answer with remaining 0 on k2: throttled, not exhausted. */
-    assert_int_equal(aor_usage_observe(w->u, "P", "k2", 429, h, 2, NOW), 0);
+    assert_int_equal(aor_usage_observe(w->u, "P", "k2", 429, h, 2, NOW, 0), 0);
     assert_string_equal(select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 1), "P/k2 P/k3");
 
     /* Backoff and exhaustion together: available when both ended; the backoff row's kind
      * is reported. */
     fail_key(w, "P", "k2", AOR_KIND_QUOTA, -1, NOW); /* until NOW + 120 */
-    assert_int_equal(aor_usage_observe(w->u, "P", "k3", 200, h, 2, NOW + 5), 1); /* NOW+35 */
+    assert_int_equal(aor_usage_observe(w->u, "P", "k3", 200, h, 2, NOW + 5, 0), 1); /* NOW+35 */
     select_order(w, "m", "c", NULL, AOR_DIALECT_OPENAI, NOW + 6);
     assert_int_equal(w->seq.n, 0);
     assert_int_equal(w->seq.dropped, 3);
@@ -1278,8 +1278,8 @@ static void test_matches_reference(void **state) {
                         0);
                 }
                 if (rnd(10) == 0)
-                    assert_true(
-                        aor_usage_observe(u, pc->name, kn, 200, exhausted, 2, NOW - rnd(30)) >= 0);
+                    assert_true(aor_usage_observe(u, pc->name, kn, 200, exhausted, 2, NOW - rnd(30),
+                                                  0) >= 0);
             }
             if (pc->passthrough && rnd(3) == 0) {
                 /* The client's own credential backed off ("client-" + 12 hex digits). */

@@ -48,7 +48,7 @@ static void test_openai_headers(void **state) {
         {"x-ratelimit-reset-requests", "6m0s"}, {"x-ratelimit-remaining-tokens", "149984"},
         {"x-ratelimit-reset-tokens", "20ms"},   {"content-type", "application/json"},
     };
-    assert_int_equal(aor_usage_observe(u, "openai", "A", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "openai", "A", 200, h, NH(h), NOW, 0), 1);
     aor_usage_window w[AOR_USAGE_NWINDOWS];
     assert_int_equal(aor_usage_get(u, "openai", "A", w), 1);
     assert_true(w[AOR_USAGE_REQUESTS].known);
@@ -81,7 +81,7 @@ static void test_openai_durations(void **state) {
         {"x-ratelimit-remaining-tokens", "0"},
         {"x-ratelimit-reset-tokens", "1h2m3.5s"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW, 0), 1);
     double until = 0;
     /* Both windows are exhausted: the snapshot is trusted until the earlier reset (§6). */
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW, &until), 1);
@@ -107,7 +107,7 @@ static void test_openai_zero_reset(void **state) {
             {"x-ratelimit-remaining-tokens", "0"},
             {"x-ratelimit-reset-tokens", "40s"},
         };
-        assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 1);
+        assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW, 0), 1);
         aor_usage_window w[AOR_USAGE_NWINDOWS];
         assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
         assert_true(w[AOR_USAGE_REQUESTS].reset_at == NOW);
@@ -141,7 +141,7 @@ static void test_anthropic_headers(void **state) {
         {"anthropic-ratelimit-output-tokens-remaining", "8000"},
         {"anthropic-ratelimit-output-tokens-reset", "2027-01-15T08:00:12.5+01:00"},
     };
-    assert_int_equal(aor_usage_observe(u, "anthropic", "K", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "anthropic", "K", 200, h, NH(h), NOW, 0), 1);
     aor_usage_window w[AOR_USAGE_NWINDOWS];
     assert_int_equal(aor_usage_get(u, "anthropic", "K", w), 1);
     assert_true(w[AOR_USAGE_A_REQUESTS].remaining == 49);
@@ -172,7 +172,7 @@ static void test_anthropic_headers(void **state) {
         {"anthropic-ratelimit-tokens-remaining", "0"},
         {"anthropic-ratelimit-tokens-reset", r2},
     };
-    assert_int_equal(aor_usage_observe(u, "anthropic", "K2", 200, h2, NH(h2), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "anthropic", "K2", 200, h2, NH(h2), NOW, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "anthropic", "K2", NOW + 13, &until), 1);
     assert_true(until == NOW + 60);
 }
@@ -186,7 +186,7 @@ static void test_429_never_writes_zero(void **state) {
         {"anthropic-ratelimit-requests-remaining", "0"},
         {"anthropic-ratelimit-requests-reset", "2027-01-15T08:01:00Z"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 429, h429, NH(h429), NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 429, h429, NH(h429), NOW, 0), 0);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, NULL), 0);
     assert_int_equal(aor_usage_count(u), 0);
 
@@ -195,19 +195,19 @@ static void test_429_never_writes_zero(void **state) {
         {"x-ratelimit-remaining-requests", "12"},
         {"x-ratelimit-reset-requests", "30s"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, ok, NH(ok), NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p", "k", 429, h429, NH(h429), NOW + 1), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, ok, NH(ok), NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 429, h429, NH(h429), NOW + 1, 0), 0);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 0);
     aor_usage_window w[AOR_USAGE_NWINDOWS];
     assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
     assert_true(w[AOR_USAGE_REQUESTS].remaining == 12);
     /* 529 (overloaded) and 5xx / no answer are ignored as well. */
-    assert_int_equal(aor_usage_observe(u, "p", "k", 529, h429, NH(h429), NOW), 0);
-    assert_int_equal(aor_usage_observe(u, "p", "k", 503, h429, NH(h429), NOW), 0);
-    assert_int_equal(aor_usage_observe(u, "p", "k", 0, h429, NH(h429), NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 529, h429, NH(h429), NOW, 0), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 503, h429, NH(h429), NOW, 0), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 0, h429, NH(h429), NOW, 0), 0);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 0);
     /* Another error answer (e.g. 400) does carry usage. */
-    assert_int_equal(aor_usage_observe(u, "p", "k", 400, h429, NH(h429), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 400, h429, NH(h429), NOW, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 1);
 }
 
@@ -220,7 +220,7 @@ static void test_update_and_junk(void **state) {
         {"x-ratelimit-remaining-tokens", "500"},
         {"x-ratelimit-reset-tokens", "10s"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, first, NH(first), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, first, NH(first), NOW, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW, NULL), 1);
     /* The requests window refilled (an answer says so); tokens not named: kept. */
     const aor_header second[] = {
@@ -228,7 +228,7 @@ static void test_update_and_junk(void **state) {
         {"x-ratelimit-remaining-requests", "5"},
         {"x-ratelimit-reset-requests", "1s"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, second, NH(second), NOW + 1), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, second, NH(second), NOW + 1, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, NULL), 0);
     aor_usage_window w[AOR_USAGE_NWINDOWS];
     assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
@@ -242,7 +242,7 @@ static void test_update_and_junk(void **state) {
         {"x-ratelimit-remaining-tokens", "-1"},
         {"x-ratelimit-reset-tokens", "30sjunk"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, junk, NH(junk), NOW + 2), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, junk, NH(junk), NOW + 2, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 2, NULL), 0);
     assert_int_equal(aor_usage_get(u, "p", "k", w), 1);
     assert_true(w[AOR_USAGE_REQUESTS].remaining == 0 && w[AOR_USAGE_REQUESTS].reset_at == 0);
@@ -257,7 +257,7 @@ static void test_update_and_junk(void **state) {
         {"x-ratelimit-remaining-requests", longv},
         {"x-ratelimit-reset-requests", "30s"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, lng, NH(lng), NOW + 3), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, lng, NH(lng), NOW + 3, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 3, NULL), 0);
 }
 
@@ -265,14 +265,14 @@ static void test_update_and_junk(void **state) {
 static void test_no_headers_and_errors(void **state) {
     aor_usage *u = *state;
     const aor_header h[] = {{"content-type", "application/json"}, {"x-request-id", "r1"}};
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW), 0);
-    assert_int_equal(aor_usage_observe(u, "p", "k", 200, NULL, 0, NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h, NH(h), NOW, 0), 0);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, NULL, 0, NOW, 0), 0);
     assert_int_equal(aor_usage_count(u), 0);
     assert_true(aor_usage_next_reset(u, "p", "k", NOW) == 0);
     errno = 0;
-    assert_int_equal(aor_usage_observe(NULL, "p", "k", 200, h, NH(h), NOW), -1);
+    assert_int_equal(aor_usage_observe(NULL, "p", "k", 200, h, NH(h), NOW, 0), -1);
     assert_int_equal(errno, EINVAL);
-    assert_int_equal(aor_usage_observe(u, NULL, "k", 200, h, NH(h), NOW), -1);
+    assert_int_equal(aor_usage_observe(u, NULL, "k", 200, h, NH(h), NOW, 0), -1);
     assert_int_equal(aor_usage_exhausted(NULL, "p", "k", NOW, NULL), 0);
     assert_true(aor_usage_next_reset(NULL, "p", "k", NOW) == 0);
     assert_int_equal(aor_usage_count(NULL), 0);
@@ -289,11 +289,11 @@ static void test_prune(void **state) {
     char key[32];
     for (int i = 0; i < AOR_USAGE_PRUNE_AT; i++) {
         snprintf(key, sizeof key, "client-%06d", i);
-        assert_int_equal(aor_usage_observe(u, "p", key, 200, h, NH(h), NOW), 1);
+        assert_int_equal(aor_usage_observe(u, "p", key, 200, h, NH(h), NOW, 0), 1);
     }
     assert_int_equal(aor_usage_count(u), AOR_USAGE_PRUNE_AT);
     /* 20 s later every row is stale: the next new row prunes them. */
-    assert_int_equal(aor_usage_observe(u, "p", "fresh", 200, h, NH(h), NOW + 20), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "fresh", 200, h, NH(h), NOW + 20, 0), 1);
     assert_int_equal(aor_usage_count(u), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "fresh", NOW + 21, NULL), 1);
 }
@@ -314,7 +314,7 @@ static void test_many_ratelimit_headers(void **state) {
     h[n++] = (aor_header){"x-ratelimit-remaining-requests", "3"};
     h[n++] = (aor_header){"x-ratelimit-remaining-requests", "0"};
     h[n++] = (aor_header){"x-ratelimit-reset-requests", "1m"};
-    assert_int_equal(aor_usage_observe(u, "openai", "A", 200, h, n, NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "openai", "A", 200, h, n, NOW, 0), 1);
     aor_usage_window w[AOR_USAGE_NWINDOWS];
     assert_int_equal(aor_usage_get(u, "openai", "A", w), 1);
     assert_true(w[AOR_USAGE_REQUESTS].remaining == 0);
@@ -323,7 +323,7 @@ static void test_many_ratelimit_headers(void **state) {
     assert_false(w[AOR_USAGE_TOKENS].known);
     /* Only headers that are not rate-limit windows: nothing recorded. */
     const aor_header other[] = {{"x-request-id", "r1"}, {"age", "0"}, {"X-RateLimit-Limit", "9"}};
-    assert_int_equal(aor_usage_observe(u, "openai", "B", 200, other, 3, NOW), 0);
+    assert_int_equal(aor_usage_observe(u, "openai", "B", 200, other, 3, NOW, 0), 0);
     assert_int_equal(aor_usage_get(u, "openai", "B", w), 0);
 }
 
@@ -337,7 +337,7 @@ static void test_openrouter_unsuffixed_headers(void **state) {
         {"X-RateLimit-Remaining", "0"},
         {"X-RateLimit-Reset", "1735689600000"},
     };
-    assert_int_equal(aor_usage_observe(u, "openrouter", "K", 200, h, NH(h), now), 1);
+    assert_int_equal(aor_usage_observe(u, "openrouter", "K", 200, h, NH(h), now, 0), 1);
     aor_usage_window w[AOR_USAGE_NWINDOWS];
     assert_int_equal(aor_usage_get(u, "openrouter", "K", w), 1);
     assert_true(w[AOR_USAGE_PLAIN].known);
@@ -352,13 +352,13 @@ static void test_openrouter_unsuffixed_headers(void **state) {
     assert_int_equal(aor_usage_exhausted(u, "openrouter", "K", 1735689600, NULL), 0);
 
     /* A 429 never writes 0 remaining: a fresh key stays usable. */
-    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 429, h, NH(h), now), 0);
+    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 429, h, NH(h), now, 0), 0);
     assert_int_equal(aor_usage_exhausted(u, "openrouter", "L", now, NULL), 0);
     /* Nor does it overwrite a healthy snapshot. */
     const aor_header ok[] = {{"x-ratelimit-remaining", "7"},
                              {"x-ratelimit-reset", "1735689600000"}};
-    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 200, ok, NH(ok), now), 1);
-    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 429, h, NH(h), now + 1), 0);
+    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 200, ok, NH(ok), now, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "openrouter", "L", 429, h, NH(h), now + 1, 0), 0);
     assert_int_equal(aor_usage_get(u, "openrouter", "L", w), 1);
     assert_true(w[AOR_USAGE_PLAIN].remaining == 7);
     assert_int_equal(aor_usage_exhausted(u, "openrouter", "L", now + 1, NULL), 0);
@@ -393,7 +393,7 @@ static void test_unsuffixed_reset_forms(void **state) {
                                 {"x-ratelimit-reset", cases[i].reset}};
         char key[16];
         snprintf(key, sizeof key, "k%zu", i);
-        assert_int_equal(aor_usage_observe(u, "p", key, 200, h, NH(h), NOW), 1);
+        assert_int_equal(aor_usage_observe(u, "p", key, 200, h, NH(h), NOW, 0), 1);
         assert_int_equal(aor_usage_get(u, "p", key, w), 1);
         if (!(w[AOR_USAGE_PLAIN].reset_at > cases[i].reset_at - 1e-6 &&
               w[AOR_USAGE_PLAIN].reset_at < cases[i].reset_at + 1e-6))
@@ -409,7 +409,7 @@ static void test_unsuffixed_reset_forms(void **state) {
         {"x-ratelimit-remaining", "0"},          {"x-ratelimit-reset", "1800000060000"},
         {"x-ratelimit-remaining-tokens", "900"}, {"x-ratelimit-reset-tokens", "1s"},
     };
-    assert_int_equal(aor_usage_observe(u, "p", "both", 200, both, NH(both), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "both", 200, both, NH(both), NOW, 0), 1);
     assert_int_equal(aor_usage_get(u, "p", "both", w), 1);
     assert_true(w[AOR_USAGE_REQUESTS].remaining == 5 && w[AOR_USAGE_REQUESTS].reset_at == NOW + 10);
     assert_true(w[AOR_USAGE_TOKENS].remaining == 900);
@@ -419,11 +419,11 @@ static void test_unsuffixed_reset_forms(void **state) {
     assert_true(until == NOW + 60);
     /* A later answer naming only the suffixed windows keeps the unsuffixed one. */
     const aor_header later[] = {{"x-ratelimit-remaining-requests", "4"}};
-    assert_int_equal(aor_usage_observe(u, "p", "both", 200, later, NH(later), NOW + 1), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "both", 200, later, NH(later), NOW + 1, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "both", NOW + 1, NULL), 1);
     /* One that names it with remaining > 0 frees the key. */
     const aor_header refill[] = {{"x-ratelimit-remaining", "19"}};
-    assert_int_equal(aor_usage_observe(u, "p", "both", 200, refill, NH(refill), NOW + 2), 1);
+    assert_int_equal(aor_usage_observe(u, "p", "both", 200, refill, NH(refill), NOW + 2, 0), 1);
     assert_int_equal(aor_usage_exhausted(u, "p", "both", NOW + 2, NULL), 0);
 }
 
@@ -448,10 +448,10 @@ static void test_foreach_forget(void **state) {
     aor_usage *u = *state;
     const aor_header h[] = {{"x-ratelimit-remaining-requests", "0"},
                             {"x-ratelimit-reset-requests", "60s"}};
-    assert_int_equal(aor_usage_observe(u, "p1", "A", 200, h, NH(h), NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p1", "B", 200, h, NH(h), NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p2", "A", 200, h, NH(h), NOW), 1);
-    assert_int_equal(aor_usage_observe(u, "p3", "C", 200, h, NH(h), NOW), 1);
+    assert_int_equal(aor_usage_observe(u, "p1", "A", 200, h, NH(h), NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p1", "B", 200, h, NH(h), NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p2", "A", 200, h, NH(h), NOW, 0), 1);
+    assert_int_equal(aor_usage_observe(u, "p3", "C", 200, h, NH(h), NOW, 0), 1);
     visit_count v = {0};
     aor_usage_foreach(u, count_visit, &v);
     assert_int_equal(v.rows, 4);
@@ -477,6 +477,37 @@ static void test_foreach_forget(void **state) {
     assert_string_equal(aor_usage_window_name(AOR_USAGE_NWINDOWS), "?");
 }
 
+/* A reset further ahead than max_s (backoff_max_s) holds the key until now + max_s only,
+ * as a retry hint over the cap does (§4.3; QA: "9999999h" held it for 1,141 years). */
+static void test_reset_capped(void **state) {
+    aor_usage *u = *state;
+    const aor_header h1[] = {{"x-ratelimit-remaining-requests", "0"},
+                             {"x-ratelimit-reset-requests", "9999999h"}};
+    const aor_header h2[] = {{"anthropic-ratelimit-requests-remaining", "0"},
+                             {"anthropic-ratelimit-requests-reset", "9999-12-31T23:59:59Z"}};
+    const aor_header h3[] = {{"x-ratelimit-remaining", "0"},
+                             {"x-ratelimit-reset", "99999999999999"}};
+    const aor_header h4[] = {{"x-ratelimit-remaining-requests", "0"},
+                             {"x-ratelimit-reset-requests", "1h"}};
+    const aor_header *hs[] = {h1, h2, h3};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(aor_usage_observe(u, "p", "k", 200, hs[i], 2, NOW, 86400), 1);
+        double until = 0;
+        assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, &until), 1);
+        assert_true(until == NOW + 86400);
+        assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 86400, NULL), 0);
+        aor_usage_forget(u, NULL, NULL);
+    }
+    /* Within the cap: as sent. Without a cap (0): as sent too. */
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h4, 2, NOW, 86400), 1);
+    double until = 0;
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, &until), 1);
+    assert_true(until == NOW + 3600);
+    assert_int_equal(aor_usage_observe(u, "p", "k", 200, h1, 2, NOW, 0), 1);
+    assert_int_equal(aor_usage_exhausted(u, "p", "k", NOW + 1, &until), 1);
+    assert_true(until == NOW + 9999999.0 * 3600);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -493,6 +524,7 @@ int main(void) {
         T(test_many_ratelimit_headers),
         T(test_openrouter_unsuffixed_headers),
         T(test_unsuffixed_reset_forms),
+        T(test_reset_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
