@@ -386,6 +386,14 @@ static int relock_state(const char *path, char *err, size_t errlen, void *arg) {
 int main(int argc, char **argv) {
     const char *config_arg = NULL;
     struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL, *ev_trim = NULL;
+    /* SIGHUP held until its handler is there: a reload asked for while aord starts (the CA,
+     * the state replay take a while) would otherwise kill it, silently, and a supervisor
+     * takes death by SIGHUP for a clean exit and leaves it down (QA; spec §9). It is
+     * delivered, as a reload, once the handler exists. */
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    sigprocmask(SIG_BLOCK, &hup, NULL);
     tune_malloc();
     raise_fd_limit();
     int check_only = 0;
@@ -556,7 +564,6 @@ int main(int argc, char **argv) {
     sigaddset(&ours, SIGTERM);
     sigaddset(&ours, SIGINT);
     sigaddset(&ours, SIGHUP);
-    sigprocmask(SIG_UNBLOCK, &ours, NULL);
     ev_term = evsignal_new(d.base, SIGTERM, on_stop, &d);
     ev_int = evsignal_new(d.base, SIGINT, on_stop, &d);
     ev_hup = evsignal_new(d.base, SIGHUP, on_reload, &d);
@@ -567,6 +574,7 @@ int main(int argc, char **argv) {
     evsignal_add(ev_term, NULL);
     evsignal_add(ev_int, NULL);
     evsignal_add(ev_hup, NULL);
+    sigprocmask(SIG_UNBLOCK, &ours, NULL); /* a SIGHUP held since the start: a reload now */
     struct timeval trim_every = {TRIM_EVERY_S, 0};
     ev_trim = event_new(d.base, -1, EV_PERSIST, on_trim_tick, &d);
     if (ev_trim)

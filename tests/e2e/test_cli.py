@@ -2040,6 +2040,33 @@ def test_run_started_aord_hears_signals_its_caller_blocked(env):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_reload_asked_for_while_aord_starts_does_not_kill_it(env):
+    """QA: a SIGHUP in aord's first milliseconds (the CA made, the state replayed, before
+    its handler existed) killed it with no line; systemd takes death by SIGHUP for a clean
+    exit and left the service down (spec §9 "reloads config on SIGHUP"). aord holds it
+    from the start of main() until the handler is there, then does it as a reload. The
+    test sends it inside that stretch (seen in /proc: 15-40 ms of a first start); before
+    the fix SIGHUP was never held, and one sent there killed aord."""
+    port, _ = setup(env, start=False)
+    d = env.start_daemon(wait=False)  # returns once aord was exec'd: its first start
+    held = False
+    end = time.monotonic() + 20
+    while time.monotonic() < end and d.proc.poll() is None and not _port_open(port):
+        try:
+            held = _sig_mask(d.proc.pid, "SigBlk") & (1 << (signal.SIGHUP - 1)) != 0
+        except (OSError, AttributeError):
+            held = False
+        if held:
+            break
+    check(held, "aord holds SIGHUP while it starts (stderr %r)" % d.stderr_text()[-400:])
+    os.kill(d.proc.pid, signal.SIGHUP)
+    aortest.wait_until(lambda: d.proc.poll() is not None or _port_open(port), timeout=20,
+                       what="aord to listen or stop")
+    eq(d.proc.poll(), None, "aord is running (stderr %r)" % d.stderr_text()[-400:])
+    aortest.wait_until(lambda: "SIGHUP: config reloaded" in d.stderr_text(), timeout=10,
+                       what="the held SIGHUP to be done as a reload")
+
+
 def test_run_strict_with_sigchld_ignored_sees_a_failed_start(env):
     """QA: with SIGCHLD ignored by the caller, the start helper's waitpid failed (ECHILD)
     and `aor run` waited 5 s, then took the failed start for a good one: AOR_STRICT=1 ran
