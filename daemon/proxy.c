@@ -866,10 +866,37 @@ static void send_buffered(aor_proxy *p, long status, hdr_set *hs, struct evbuffe
  * status the failure stands for (aor_verdict.status; for an error event in a 200 stream
  * the one its code maps to, so a stream's rate_limit_exceeded counts as the 429 it is:
  * QA, such streams opened the circuit for every key), 0 for a success. */
+/* 1 when cand's key got a new secret by a reload while this request ran on the old one
+ * (p->cfg is the configuration it started with): what that secret met says nothing about
+ * the new credential (QA: the revoked secret's 401, arriving after the reload, backed the
+ * new one off for 120 s). O(1) unless a reload happened meanwhile. */
+static int secret_replaced(const aor_proxy *p, const aor_candidate *cand) {
+    const aor_config *now = p->d->cfg;
+    if (cand->key < 0 || now == p->cfg)
+        return 0;
+    const char *was = p->cfg->keys[cand->key].secret;
+    for (size_t i = 0; i < now->nkeys; i++)
+        if (strcmp(now->keys[i].name, cand->key_name) == 0)
+            return (was == NULL) != (now->keys[i].secret == NULL) ||
+                   (was && strcmp(was, now->keys[i].secret) != 0);
+    return 0; /* no longer configured: its rows are not shown, and go at its return */
+}
+
 static void record_status(aor_proxy *p, const aor_candidate *cand, aor_kind kind, double hint_s,
                           long status) {
     flush_bookkeeping(p); /* an earlier success is recorded first */
     const aor_provider_cfg *pc = &p->cfg->providers[cand->provider];
+    if (secret_replaced(p, cand)) {
+        aor_info("%s/%s: %s with the key's secret a reload replaced: not recorded (a new "
+                 "credential)",
+                 pc->name, cand->key_name, aor_kind_name(kind));
+        if (p->probe_until > 0) { /* no result for the circuit: the next request probes */
+            aor_breaker_release_probe(aor_rstate_breaker(p->d->rs), pc->name,
+                                      p->model ? p->model : "", p->probe_until);
+            p->probe_until = 0;
+        }
+        return;
+    }
     int own = cand->key < 0 ? AOR_RSTATE_OWN : 0; /* the client's own credential (§3.3) */
     if (status == 429)
         own |= AOR_RSTATE_429; /* a throttle of the key (of the client's account when own) */
@@ -944,7 +971,7 @@ static void observe_usage(aor_proxy *p) {
     const aor_provider_cfg *pc = &p->cfg->providers[p->cand->provider];
     /* retry_after = ignore "never derives timing from its headers" (§4.3): usage resets
      * are timing from its headers too. */
-    if (pc->retry_after_ignore)
+    if (pc->retry_after_ignore || secret_replaced(p, p->cand))
         return;
     if (p->hdrs.n &&
         aor_usage_observe(aor_rstate_usage(p->d->rs), pc->name, p->cand->key_name, p->status,

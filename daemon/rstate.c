@@ -134,7 +134,15 @@ static void log_clamps(const clamp_note *n, const aor_store_limits *lim) {
              n->clock_back ? "; a failure in the future is taken as a failure now" : "");
 }
 
-static void sync_key_secrets(aor_rstate *rs, const aor_config *cfg, double now, int at_start);
+/* What sync_key_secrets does about a key whose secret changed. */
+typedef enum {
+    SYNC_START,  /* at start: a new credential, said "since aord last ran" */
+    SYNC_RELOAD, /* at SIGHUP: a new credential, said "SIGHUP: ..." */
+    SYNC_WRITE   /* only write the fingerprints (a new or recovered state file) */
+} sync_mode;
+
+static void sync_key_secrets(aor_rstate *rs, const aor_config *old, const aor_config *cfg,
+                             double now, sync_mode mode);
 
 aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double now, char *err,
                             size_t errlen) {
@@ -177,7 +185,7 @@ aor_rstate *aor_rstate_open(const aor_config *cfg, const char *db_path, double n
     }
     log_clamps(&note, &lim);
     aor_store_set_busy_timeout(rs->store, AOR_RSTATE_BUSY_MS);
-    sync_key_secrets(rs, cfg, now, 1);
+    sync_key_secrets(rs, NULL, cfg, now, SYNC_START);
     return rs;
 fail:
     aor_rstate_close(rs);
@@ -309,7 +317,7 @@ static void reopen_store(aor_rstate *rs, double now) {
     rs->replaced_logged_at = 0;
     /* The keys' fingerprints too: memory does not hold them, the new file has none, and
      * a key rotated before the next start would go unnoticed (QA). */
-    sync_key_secrets(rs, rs->cfg, now, 0);
+    sync_key_secrets(rs, NULL, rs->cfg, now, SYNC_WRITE);
     return;
 fail:;
     time_t t = time(NULL);
@@ -403,27 +411,6 @@ static int drop_key_rows(aor_rstate *rs, const char *key, double now) {
     return aor_backoff_reset_key(rs->backoff, NULL, key);
 }
 
-/* A key whose secret changed is a new credential: its backoff rows (every provider) and
- * usage snapshots say nothing about it (rstate.h). Written ahead like a reset. */
-static int forget_rotated_keys(aor_rstate *rs, const aor_config *old, const aor_config *cfg,
-                               double now) {
-    for (size_t i = 0; i < cfg->nkeys; i++) {
-        const aor_key_cfg *k = &cfg->keys[i];
-        for (size_t j = 0; j < old->nkeys; j++) {
-            const aor_key_cfg *o = &old->keys[j];
-            if (strcmp(o->name, k->name) != 0 || !secret_changed(o->secret, k->secret))
-                continue;
-            int n = drop_key_rows(rs, k->name, now);
-            int u = forget_usage(rs, NULL, k->name, now);
-            aor_info("SIGHUP: key '%s' has a new secret: a new credential, %d backoff row%s "
-                     "cleared%s",
-                     k->name, n, n == 1 ? "" : "s", u ? " and its exhausted usage window" : "");
-            break;
-        }
-    }
-    return 0;
-}
-
 /* The fingerprint of a secret kept in the store (store.h, docs/store.md): the first 32
  * hex digits of SHA-256 over a fixed label and the secret. -1 on ENOMEM. */
 static int key_fingerprint(const char *secret, char out[33]) {
@@ -443,31 +430,64 @@ static int key_fingerprint(const char *secret, char out[33]) {
     return 0;
 }
 
-/* Brings the store's key fingerprints up to cfg's secrets. at_start: a key whose stored
- * fingerprint differs got a new secret since aord last ran: a new credential, so its
- * backoff rows are dropped (written ahead as a key reset), as forget_rotated_keys does at
- * a SIGHUP (QA: a key rotated by a restart stayed backed off for the old secret's 401).
- * A key with none stored keeps its rows. Writes only what is new or changed; a store
+/* The secret of key name in cfg (NULL: none there, or cfg NULL). */
+static const char *secret_of(const aor_config *cfg, const char *name, int *found) {
+    *found = 0;
+    for (size_t j = 0; cfg && j < cfg->nkeys; j++)
+        if (strcmp(cfg->keys[j].name, name) == 0) {
+            *found = 1;
+            return cfg->keys[j].secret;
+        }
+    return NULL;
+}
+
+/* Brings the store's key fingerprints up to cfg's secrets. With mode SYNC_START or
+ * SYNC_RELOAD, a key whose secret changed is first treated as a new credential: its
+ * backoff rows with every provider (written ahead as a key reset, §4.5) and its usage
+ * snapshots are dropped, and the log names the key (never the secret). Changed: its
+ * stored fingerprint, that of the last secret aord saw under that name (at a start or a
+ * reload, also before the key left the config for a while), differs; or, when none is
+ * stored or the store cannot say, old (the config a reload replaces; NULL at start) had
+ * another secret under that name. QA: a key rotated by a restart, or removed by one
+ * reload and back with a new secret at the next, stayed backed off for the old secret's
+ * 401. SYNC_WRITE only writes (a new state file, a store that works again: the rows in
+ * memory are the current credential's). Writes only what is new or changed; a store
  * error is logged and changes nothing else. */
-static void sync_key_secrets(aor_rstate *rs, const aor_config *cfg, double now, int at_start) {
-    for (size_t i = 0; i < cfg->nkeys && rs->store; i++) {
+static void sync_key_secrets(aor_rstate *rs, const aor_config *old, const aor_config *cfg,
+                             double now, sync_mode mode) {
+    int store_ok = rs->store != NULL;
+    for (size_t i = 0; i < cfg->nkeys; i++) {
         const aor_key_cfg *k = &cfg->keys[i];
-        char fp[33], old[65];
-        if (!k->secret || !*k->secret || key_fingerprint(k->secret, fp) < 0)
-            continue;
-        int r = aor_store_key_fingerprint(rs->store, k->name, old, sizeof old);
+        char fp[33], stored[65];
+        int have_fp = k->secret && *k->secret && key_fingerprint(k->secret, fp) == 0;
+        int r = store_ok && have_fp
+                    ? aor_store_key_fingerprint(rs->store, k->name, stored, sizeof stored)
+                    : 0;
         if (r < 0) {
             aor_warn("state store: %s", aor_store_errmsg(rs->store));
-            return;
+            store_ok = 0;
+            r = 0;
         }
-        if (r == 1 && strcmp(old, fp) == 0)
-            continue;
-        if (r == 1 && at_start) {
+        int was, changed = 0;
+        const char *before = secret_of(old, k->name, &was);
+        if (r == 1)
+            changed = strcmp(stored, fp) != 0;
+        else if (was)
+            changed = secret_changed(before, k->secret);
+        if (changed && mode != SYNC_WRITE) {
             int n = drop_key_rows(rs, k->name, now);
-            aor_info("key '%s' has a new secret since aord last ran: a new credential, %d "
-                     "backoff row%s cleared",
-                     k->name, n, n == 1 ? "" : "s");
+            int u = forget_usage(rs, NULL, k->name, now);
+            if (mode == SYNC_RELOAD)
+                aor_info("SIGHUP: key '%s' has a new secret: a new credential, %d backoff row%s "
+                         "cleared%s",
+                         k->name, n, n == 1 ? "" : "s", u ? " and its exhausted usage window" : "");
+            else
+                aor_info("key '%s' has a new secret since aord last ran: a new credential, %d "
+                         "backoff row%s cleared",
+                         k->name, n, n == 1 ? "" : "s");
         }
+        if (!store_ok || !have_fp || (r == 1 && !changed))
+            continue;
         if (aor_store_set_key_fingerprint(wstore(rs, now), k->name, fp) < 0)
             store_failed(rs, "key fingerprint");
     }
@@ -488,10 +508,8 @@ int aor_rstate_set_config(aor_rstate *rs, const aor_config *cfg, double now) {
         rc = -1;
     }
     rs->cfg = cfg;
-    if (old && old != cfg && forget_rotated_keys(rs, old, cfg, now) < 0)
-        rc = -1;
     if (old != cfg)
-        sync_key_secrets(rs, cfg, now, 0); /* rotated ones were just cleared, and said */
+        sync_key_secrets(rs, old, cfg, now, SYNC_RELOAD);
     return rc;
 }
 
@@ -619,7 +637,7 @@ static void catch_up(aor_rstate *rs, double now) {
     if (aor_store_compact(rs->store, rs->backoff, rs->breaker, rs->sticky, now) < 0)
         return; /* still failing: said by store_failed */
     rs->lost = 0;
-    sync_key_secrets(rs, rs->cfg, now, 0); /* one may have failed to be written too */
+    sync_key_secrets(rs, NULL, rs->cfg, now, SYNC_WRITE); /* one may have failed too */
     rs->compacted_writes = aor_store_writes(rs->store);
     aor_info("state store: writes work again; the state in memory was written to it (the "
              "changes it could not take meanwhile are kept)");

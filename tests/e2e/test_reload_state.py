@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 
 import aortest
 from aortest import check, eq
@@ -110,6 +111,78 @@ def test_rotated_secret_clears_the_keys_backoff(env):
     eq(d.stop(), 0, "stopped")
     d = env.start_daemon(fake_clock=T0)
     eq(row(d, "A"), None, "still cleared after a restart")
+
+
+def _rotation_setup(env, keys_a=True):
+    """Provider p with keys A (KEY_A from an env_file, priority 0) and B; returns
+    (mock, daemon, env_file path, config writer: write(with_a))."""
+    mock = env.start_mock(tls=True)
+    port = aortest.free_port()
+    envfile = env.path("keys.env")
+    with open(envfile, "w") as f:
+        f.write("KEY_A=secret-A\n")
+    os.chmod(envfile, 0o600)
+    env.set_keys(KEY_B="secret-B")
+
+    def write(with_a):
+        env.write_config("[daemon]\nlisten = 127.0.0.1:%d\nenv_file = %s\n%s"
+                         '[key "B"]\nenv = KEY_B\npriority = 1\n'
+                         '[provider "p"]\ndialect = openai\nbase_url = %s\n'
+                         "intercept = api.openai.com\nca_file = %s\nkeys = %s\n"
+                         "models = gpt-4o-mini\n"
+                         % (port, envfile,
+                            '[key "A"]\nenv = KEY_A\npriority = 0\n' if with_a else "",
+                            mock.url, mock.ca_path, "A, B" if with_a else "B"))
+    write(keys_a)
+    return mock, env.start_daemon(fake_clock=T0), envfile, write
+
+
+def test_a_key_back_with_a_new_secret_is_a_new_credential(env):
+    """QA: a key removed by one reload and back with a new secret at the next kept the
+    old secret's backoff row (the reload compared with the config just before only), also
+    over a restart. The secret is compared with the last one aord saw under that name."""
+    mock, d, envfile, write = _rotation_setup(env)
+    mock.script("secret-A", [{"status": 401, "times": -1}])
+    eq(chat(env).headers.get("x-aor-key"), "B", "A refused, B answered")
+    eq(row(d, "A")["last_error_kind"], "auth", "A backed off for auth")
+    reload(env, d, lambda t: (write(False), open(env.config_path).read())[1])
+    with open(envfile, "w") as f:
+        f.write("KEY_A=secret-A-new\n")
+    reload(env, d, lambda t: (write(True), open(env.config_path).read())[1])
+    check("SIGHUP: key 'A' has a new secret: a new credential, 1 backoff row cleared"
+          in d.stderr_text(), "said: %s" % d.stderr_text()[-600:])
+    eq(row(d, "A"), None, "A's backoff row is cleared")
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A used with its new secret")
+    eq(d.stop(), 0, "stopped")
+    d = env.start_daemon(fake_clock=T0)
+    eq(row(d, "A"), None, "still cleared after a restart")
+    check("new secret" not in d.stderr_text(), "no rotation at the restart: the same secret")
+
+
+def test_an_answer_to_the_replaced_secret_is_not_recorded(env):
+    """QA: a request still waiting on the old (revoked) secret when a reload rotated the
+    key got its 401 after the reload, and it was recorded against the key: the new
+    credential was benched for 120 s and never tried."""
+    mock, d, envfile, write = _rotation_setup(env)
+    mock.script("secret-A", [{"status": 401, "delay_ms": 3000, "times": -1}])
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=chat(env)))
+    t.start()
+    aortest.wait_until(lambda: len(mock.requests(key="secret-A")) == 1,
+                       what="the request on the old secret to reach the mock")
+    with open(envfile, "w") as f:
+        f.write("KEY_A=secret-A-new\n")
+    reload(env, d, lambda t: t)
+    t.join(30)
+    eq((out["r"].status, out["r"].headers.get("x-aor-key")), (200, "B"),
+       "the old secret's 401, then B answered")
+    eq(row(d, "A"), None, "no backoff row for A: the 401 was the replaced secret's")
+    check("p/A: auth with the key's secret a reload replaced: not recorded" in d.stderr_text(),
+          "said: %s" % d.stderr_text()[-600:])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "A used at once with its new secret")
+    eq(len(mock.requests(key="secret-A-new")), 1, "sent with the new secret")
 
 
 def test_per_key_reset_route_and_cli(env):
