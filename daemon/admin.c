@@ -293,6 +293,11 @@ static void add_backoff(const aor_backoff_row *r, void *arg) {
 
 static void add_breaker(const aor_breaker_row *r, void *arg) {
     state_ctx *s = arg;
+    /* A provider a reload removed or renamed: its circuit, like its keys' rows, stays in
+     * the store but is not shown (QA: listed, and `aor backoff reset` of its name said
+     * "aord has no provider named ..."). */
+    if (aor_config_provider_index(s->cfg, r->provider) < 0)
+        return;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "provider", r->provider);
     cJSON_AddStringToObject(o, "model", r->model);

@@ -113,6 +113,24 @@ def test_rotated_secret_clears_the_keys_backoff(env):
     eq(row(d, "A"), None, "still cleared after a restart")
 
 
+def test_a_renamed_providers_circuit_is_not_shown(env):
+    """QA: after a reload renamed provider p to q, p's open circuit was still listed by
+    /admin/api/state and `aor status` (its backoff and sticky rows were not), and `aor
+    backoff reset p` refused it. Like those rows it stays stored, unshown."""
+    mock, d = setup(env, routing="breaker_failures = 2")
+    mock.script("secret-A", [{"status": 503, "times": -1}])
+    mock.script("secret-B", [{"status": 503, "times": -1}])
+    eq(chat(env).status, 503, "both keys failed")
+    eq([(b["provider"], b["state"]) for b in d.state()["breakers"]], [("p", "open")],
+       "p's circuit is open")
+    reload(env, d, lambda t: t.replace('[provider "p"]', '[provider "q"]'))
+    st = d.state()
+    eq((st["backoff"], st["breakers"]), ([], []), "p's rows and circuit are not shown")
+    mock.script("secret-A", [])
+    r = chat(env)
+    eq((r.status, r.headers.get("x-aor-provider")), (200, "q"), "q serves at once")
+
+
 def _rotation_setup(env, keys_a=True):
     """Provider p with keys A (KEY_A from an env_file, priority 0) and B; returns
     (mock, daemon, env_file path, config writer: write(with_a))."""
