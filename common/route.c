@@ -21,6 +21,7 @@ typedef struct {
     int kprio;    /* key priority (0 for the passthrough candidate) */
     uint64_t tie; /* aor_hash_pair64(client, "provider/key"); only computed (else 0) for
                      candidates that tie on both priorities */
+    size_t orig;  /* its place in the order before drop_unavailable */
 } cand;
 
 /* Breaker verdict per provider, computed at most once per selection. */
@@ -338,6 +339,7 @@ static size_t drop_unavailable(const aor_route_ctx *ctx, const char *model, doub
             }
         }
         if (!bo_blocked && !us_blocked && !br_blocked) {
+            cs[r].orig = r;
             cs[w++] = cs[r];
             continue;
         }
@@ -409,28 +411,49 @@ static int preferred_beats_sticky(const aor_config *cfg, const cand *cs, size_t 
     return 0;
 }
 
-/* Steps 5 + 6: sticky first (§5.4) or round-robin advance (§5.5). */
-static int apply_sticky(const aor_route_ctx *ctx, const char *model, const char *client, cand *cs,
-                        size_t n) {
+/* Where the client's sticky (provider, key) for model is in cs[0..n) (the order before
+ * drop_unavailable): its index, or n when it has none there (none stored, or no longer
+ * configured). *row gets the sticky row when there is one. */
+static size_t find_sticky(const aor_route_ctx *ctx, const char *model, const char *client,
+                          const cand *cs, size_t n, aor_sticky_row *row) {
     const aor_config *cfg = ctx->cfg;
-    aor_sticky_row row;
+    if (ctx->sticky == NULL || n == 0 || !aor_sticky_get(ctx->sticky, client, model, row))
+        return n;
     size_t j;
-
-    if (ctx->sticky == NULL || n == 0 || !aor_sticky_get(ctx->sticky, client, model, &row))
-        return 0;
     for (j = 0; j < n; j++) {
-        if (strcmp(cfg->providers[cs[j].c.provider].name, row.provider) == 0 &&
-            strcmp(cs[j].c.key_name, row.key) == 0)
+        if (strcmp(cfg->providers[cs[j].c.provider].name, row->provider) == 0 &&
+            strcmp(cs[j].c.key_name, row->key) == 0)
             break;
     }
-    if (j == n)
-        return 0; /* no longer configured, or dropped: the preferred order stands */
+    return j;
+}
+
+/* Steps 5 + 6: sticky first (§5.4) or round-robin advance (§5.5). cs[0..n) are the
+ * candidates kept; js is the sticky's place in the order before the drop (find_sticky;
+ * `all` when the client has none there), row its sticky row. */
+static int apply_sticky(const aor_config *cfg, const aor_sticky_row *row, size_t js, size_t all,
+                        cand *cs, size_t n) {
+    size_t j;
+    if (js >= all || n == 0)
+        return 0;
+    for (j = 0; j < n && cs[j].orig != js; j++)
+        ;
     if (cfg->strategy == AOR_STRATEGY_ROUND_ROBIN && n >= 2) {
-        if (row.streak >= 2)
+        if (j == n) {
+            /* The sticky one was dropped (backed off, open, exhausted): the rotation goes
+             * on at the candidate after it, not at the top of the order (QA: with A, B, C
+             * and the client on C, A backed off sent it back to C, and B waited). */
+            for (j = 0; j < n && cs[j].orig < js; j++)
+                ;
+            return j == n || j == 0 ? 0 : rotate_to(cs, n, j);
+        }
+        if (row->streak >= 2)
             return rotate_to(cs, n, (j + 1) % n);
         move_first(cs, j);
         return 0;
     }
+    if (j == n)
+        return 0; /* dropped: the preferred order stands */
     if (j > 0 && !preferred_beats_sticky(cfg, cs, j))
         move_first(cs, j);
     return 0;
@@ -480,8 +503,10 @@ int aor_route_select(const aor_route_ctx *ctx, const char *model, const char *cl
     nc = build_candidates(cfg, sel, nsel, client, out, cand_room, ROOM_CANDIDATES, &cs);
     if (nc < 0)
         goto fail_oom;
+    aor_sticky_row srow;
+    size_t js = find_sticky(ctx, model, client, cs, (size_t)nc, &srow);
     kept = drop_unavailable(ctx, model, now, cs, (size_t)nc, brstate, out);
-    if (apply_sticky(ctx, model, client, cs, kept) != 0)
+    if (apply_sticky(cfg, &srow, js, (size_t)nc, cs, kept) != 0)
         goto fail_oom;
 
     out->items = malloc((kept > 0 ? kept : 1) * sizeof *out->items);

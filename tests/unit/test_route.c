@@ -504,9 +504,21 @@ static int ref_preferred_beats_sticky(const aor_config *cfg, const ref_cand *cs,
     return 0;
 }
 
-/* Steps 5 + 6: sticky first (§5.4) or round-robin advance (§5.5). */
+/* The index in cs[0..n) of the candidate named (provider, key), or n. */
+static size_t ref_find(const aor_config *cfg, const ref_cand *cs, size_t n, const char *provider,
+                       const char *key) {
+    size_t j;
+    for (j = 0; j < n; j++)
+        if (strcmp(cfg->providers[cs[j].c.provider].name, provider) == 0 &&
+            strcmp(cs[j].c.key_name, key) == 0)
+            break;
+    return j;
+}
+
+/* Steps 5 + 6: sticky first (§5.4) or round-robin advance (§5.5). full[0..nfull): the
+ * candidates before the drop, in order (round-robin goes on after a dropped sticky). */
 static int ref_apply_sticky(const aor_route_ctx *ctx, const char *model, const char *client,
-                            ref_cand *cs, size_t n) {
+                            ref_cand *cs, size_t n, const ref_cand *full, size_t nfull) {
     const aor_config *cfg = ctx->cfg;
     aor_sticky_row row;
     size_t j;
@@ -517,6 +529,18 @@ static int ref_apply_sticky(const aor_route_ctx *ctx, const char *model, const c
         if (strcmp(cfg->providers[cs[j].c.provider].name, row.provider) == 0 &&
             strcmp(cs[j].c.key_name, row.key) == 0)
             break;
+    }
+    if (j == n && cfg->strategy == AOR_STRATEGY_ROUND_ROBIN && n >= 2) {
+        size_t js = ref_find(cfg, full, nfull, row.provider, row.key);
+        if (js == nfull)
+            return 0;                                 /* no longer configured */
+        for (size_t step = 1; step < nfull; step++) { /* the next kept one after it */
+            const ref_cand *f = &full[(js + step) % nfull];
+            size_t k = ref_find(cfg, cs, n, cfg->providers[f->c.provider].name, f->c.key_name);
+            if (k < n)
+                return k == 0 ? 0 : ref_rotate_to(cs, n, k);
+        }
+        return 0;
     }
     if (j == n)
         return 0; /* no longer configured, or dropped: the preferred order stands */
@@ -535,7 +559,7 @@ static int ref_route_select(const aor_route_ctx *ctx, const char *model, const c
                             const char *host, aor_dialect dialect, double now, aor_sequence *out) {
     size_t *sel = NULL;
     unsigned char *brstate = NULL;
-    ref_cand *cs = NULL;
+    ref_cand *cs = NULL, *full = NULL;
     long nc;
     size_t kept;
 
@@ -564,8 +588,12 @@ static int ref_route_select(const aor_route_ctx *ctx, const char *model, const c
     nc = ref_build_candidates(cfg, sel, nsel, client, out, &cs);
     if (nc < 0)
         goto fail_oom;
+    full = malloc(((size_t)nc + 1) * sizeof *full);
+    if (full == NULL)
+        goto fail_oom;
+    memcpy(full, cs, (size_t)nc * sizeof *full);
     kept = ref_drop_unavailable(ctx, model, now, cs, (size_t)nc, brstate, out);
-    if (ref_apply_sticky(ctx, model, client, cs, kept) != 0)
+    if (ref_apply_sticky(ctx, model, client, cs, kept, full, (size_t)nc) != 0)
         goto fail_oom;
 
     out->items = malloc((kept > 0 ? kept : 1) * sizeof *out->items);
@@ -574,12 +602,14 @@ static int ref_route_select(const aor_route_ctx *ctx, const char *model, const c
     for (size_t i = 0; i < kept; i++)
         out->items[i] = cs[i].c;
     out->n = kept;
+    free(full);
     free(cs);
     free(brstate);
     free(sel);
     return 0;
 
 fail_oom:
+    free(full);
     free(cs);
     free(brstate);
     free(sel);
@@ -1042,6 +1072,47 @@ static void test_round_robin(void **state) {
     }
 }
 
+/* round-robin: when the client's current key is dropped (backed off), the rotation goes
+ * on at the key after it, not at the top of the client's order (QA: with the client on
+ * the last key, the first one backed off sent it back to the last, and the middle one
+ * waited). */
+static void test_round_robin_after_a_dropped_key(void **state) {
+    world *w = *state;
+    add_key(w->cfg, "k0", 0);
+    add_key(w->cfg, "k1", 0);
+    add_key(w->cfg, "k2", 0);
+    add_provider(w->cfg, "P", AOR_DIALECT_OPENAI, "p.example", 0, "m", "k0,k1,k2", NULL);
+    w->cfg->strategy = AOR_STRATEGY_ROUND_ROBIN;
+    select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW);
+    char base[3][8];
+    for (int i = 0; i < 3; i++)
+        snprintf(base[i], sizeof base[i], "%s", w->seq.items[i].key_name);
+    /* On base[1] with one success; base[1] backed off: base[2] next, then base[0]. */
+    set_sticky(w, "cl", "m", "P", base[1], 1);
+    fail_key(w, "P", base[1], AOR_KIND_RATE, 100, NOW);
+    char want[64];
+    snprintf(want, sizeof want, "P/%s P/%s", base[2], base[0]);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW + 1), want);
+    /* On base[2] (the last), it and base[0] backed off, base[1] free again: base[1]
+     * only; with base[0] free too: after base[2] comes base[0] (the cycle wraps), then
+     * base[1]. */
+    set_sticky(w, "cl", "m", "P", base[2], 1);
+    aor_backoff_success(w->b, "P", base[1]);
+    fail_key(w, "P", base[2], AOR_KIND_RATE, 100, NOW);
+    fail_key(w, "P", base[0], AOR_KIND_RATE, 100, NOW);
+    snprintf(want, sizeof want, "P/%s", base[1]);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW + 1), want);
+    aor_backoff_success(w->b, "P", base[0]);
+    snprintf(want, sizeof want, "P/%s P/%s", base[0], base[1]);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW + 1), want);
+    /* On base[0], dropped: base[1] then base[2]. */
+    aor_backoff_success(w->b, "P", base[2]);
+    set_sticky(w, "cl", "m", "P", base[0], 2);
+    fail_key(w, "P", base[0], AOR_KIND_RATE, 100, NOW);
+    snprintf(want, sizeof want, "P/%s P/%s", base[1], base[2]);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW + 1), want);
+}
+
 /* round-robin ignores the priority thresholds: a sticky on a worse key stays there for
  * its two successes. */
 static void test_round_robin_priorities(void **state) {
@@ -1447,6 +1518,7 @@ int main(void) {
         T(test_duplicate_key_once),
         T(test_round_robin),
         T(test_round_robin_priorities),
+        T(test_round_robin_after_a_dropped_key),
         T(test_many_providers),
         T(test_many_keys_and_stickies),
         cmocka_unit_test(test_matches_reference),
