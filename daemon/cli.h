@@ -135,6 +135,12 @@ char *aor_cli_path_find(const char *cmd, int (*accept)(const char *path));
  * nothing. */
 int aor_cli_exists_not_runnable(const char *cmd);
 
+/* 1 when some process holds the single-instance lock on the state file at path (aord's
+ * flock, daemon/main.c): an aord runs on that state, whatever socket it serves. 0 when
+ * none does, or path is NULL, not a regular file or cannot be opened. The lock is taken
+ * for a moment only when free, and given back at once. Source: spec §4.5, §9. */
+int aor_cli_state_locked(const char *path);
+
 /* 1 when something accepts a connection on the Unix socket `path` (aord is up), else 0.
  * pid: when not NULL, receives the peer's pid (SO_PEERCRED) or 0 when unknown. */
 int aor_cli_socket_answers(const char *path, pid_t *pid);

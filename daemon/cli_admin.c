@@ -20,6 +20,7 @@
 typedef struct {
     char *socket_path;
     char *listen; /* NULL: listen = off */
+    char *state;  /* the state file, or NULL when unknown (a config with errors) */
     char token[TOKEN_LEN + 1];
     char token_err[512]; /* why the token could not be read ("" when it was) */
 } target;
@@ -34,6 +35,7 @@ typedef struct {
 static void target_free(target *t) {
     free(t->socket_path);
     free(t->listen);
+    free(t->state);
     memset(t, 0, sizeof *t);
 }
 
@@ -70,6 +72,27 @@ out:
     free(dir);
 }
 
+/* Says on f that nothing answers where the config says aord is. When an aord holds the
+ * config's state file all the same, it runs, started with another socket or listen
+ * address (a SIGHUP moves neither; QA: status said "down" and `aor run` then started
+ * another aord): that is said instead. */
+static void say_down(FILE *f, const target *t) {
+    const char *lp = t->listen ? " or http://" : "", *lv = t->listen ? t->listen : "";
+    if (aor_cli_state_locked(t->state)) {
+        fprintf(f,
+                "aord: running, but not where the config says: nothing answers on %s%s%s, and "
+                "an aord holds the state file %s\n"
+                "  it was started with another [daemon] socket or listen (or AOR_SOCKET); "
+                "aord keeps them until it restarts, also after a SIGHUP: restart it\n",
+                t->socket_path, lp, lv, t->state);
+        return;
+    }
+    fprintf(f,
+            "aord: down: nothing answers on %s%s%s\n"
+            "  start it with `aord`, `aor run CMD` or `aor install-service`\n",
+            t->socket_path, lp, lv);
+}
+
 /* 0; AOR_CLI_USAGE after printing when the chosen configuration file cannot be read or
  * the socket path is relative (configuration errors: the defaults could reach another
  * aord); -1 after printing (out of memory). The keys' variables need not be set here (no
@@ -87,7 +110,8 @@ static int target_open(aor_cli *c, target *t) {
     if (cfg) {
         t->socket_path = strdup(cfg->socket_path);
         t->listen = cfg->listen ? strdup(cfg->listen) : NULL;
-        if (!t->socket_path || (cfg->listen && !t->listen))
+        t->state = cfg->state_path ? strdup(cfg->state_path) : NULL;
+        if (!t->socket_path || (cfg->listen && !t->listen) || (cfg->state_path && !t->state))
             goto fail_oom;
         aor_config_free(cfg);
     } else {
@@ -512,7 +536,7 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
         snprintf(pidtxt, sizeof pidtxt, " (pid %ld)", (long)pid);
     if (!t.listen) {
         if (!sock_up) {
-            fprintf(json ? stderr : stdout, "aord: down: nothing answers on %s\n", t.socket_path);
+            say_down(json ? stderr : stdout, &t);
             goto out;
         }
         if (json) {
@@ -520,7 +544,9 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
             goto out;
         }
         printf("aord: up%s, socket %s\nsidecar: off (listen = off): no admin API, no "
-               "details\n",
+               "details\n"
+               "  (by the config file: an aord started with a listen address keeps serving it "
+               "until it restarts, also after a SIGHUP)\n",
                pidtxt, t.socket_path);
         rc = AOR_CLI_OK;
         goto out;
@@ -539,10 +565,7 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
                     "changed since, restart aord)\n",
                     pidtxt, t.socket_path, t.listen, err);
         else
-            fprintf(f,
-                    "aord: down: nothing answers on %s or http://%s\n"
-                    "  start it with `aord`, `aor run CMD` or `aor install-service`\n",
-                    t.socket_path, t.listen);
+            say_down(f, &t);
         goto out;
     }
     if (g < 0)

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -197,18 +196,6 @@ static void say_where(const char *log_hint, off_t log_was) {
                 log_hint);
 }
 
-/* 1 when some process holds the single-instance lock on the state file at path (aord's
- * flock, daemon/main.c), 0 when none does or the file cannot be opened. The lock is taken
- * for a moment only when free, and given back at once. */
-static int state_locked(const char *path) {
-    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : -1;
-    if (fd < 0)
-        return 0;
-    int held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd); /* lets go of the lock when this took it */
-    return held;
-}
-
 static void start_helper(const char *aord, const char *config_abs, const char *sock,
                          const char *state, const char *log_hint) {
     struct stat lst;
@@ -226,7 +213,7 @@ static void start_helper(const char *aord, const char *config_abs, const char *s
             if (WIFEXITED(status) && WEXITSTATUS(status) == AORD_EXIT_RUNNING) {
                 /* Started again only once the other one has let go of the state file:
                  * not every 0.5 s, each start a line in aord.log (QA: 65 of them). */
-                while (mono_s() <= held_end && state_locked(state)) {
+                while (mono_s() <= held_end && aor_cli_state_locked(state)) {
                     sleep_poll();
                     if (aor_cli_socket_answers(sock, NULL))
                         _exit(START_UP);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -525,4 +526,15 @@ const char *aor_cli_duration(double s, char *buf, size_t cap) {
     else
         snprintf(buf, cap, "%ld h %02ld min", t / 3600, (t % 3600) / 60);
     return buf;
+}
+
+int aor_cli_state_locked(const char *path) {
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    int held = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) != 0 &&
+               errno == EWOULDBLOCK;
+    close(fd); /* lets go of the lock when this took it */
+    return held;
 }

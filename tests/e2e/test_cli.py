@@ -2040,6 +2040,33 @@ def test_run_started_aord_hears_signals_its_caller_blocked(env):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_status_finds_an_aord_the_config_no_longer_points_at(env):
+    """QA: with [daemon] socket and listen moved in the file (aord keeps the ones it
+    started with until it restarts, also after a SIGHUP), `aor status` said "aord: down
+    ... start it", and starting one as told made a second aord when the state moved too.
+    An aord holding the config's state file is reported as running elsewhere."""
+    port, d = setup(env)
+    text = open(env.config_path).read()
+    other = env.path("moved", "aor.sock")
+    open(env.config_path, "w").write(text.replace(
+        "listen = 127.0.0.1:%d" % port,
+        "listen = 127.0.0.1:%d\nsocket = %s" % (aortest.free_port(), other)))
+    rc, out, err = aor(env, "status")
+    eq(rc, 1, "status fails (%r %r)" % (out, err))
+    check("aord: running, but not where the config says" in out and env.db_path in out
+          and "restart it" in out, "says an aord runs on the state file: %r" % out)
+    open(env.config_path, "w").write(text.replace("listen = 127.0.0.1:%d" % port, "listen = off"))
+    rc, out, err = aor(env, "status")
+    eq(rc, 0, "the socket answers (%r %r)" % (out, err))
+    check("keeps serving it until it restarts" in out, "says the sidecar may still run: %r" % out)
+    eq(d.stop(), 0, "stopped")
+    open(env.config_path, "w").write(text)
+    rc, out, err = aor(env, "status")
+    eq(rc, 1, "down")
+    check(out.startswith("aord: down: nothing answers on %s or http://127.0.0.1:%d"
+                         % (env.socket_path, port)), "down when none runs: %r" % out)
+
+
 def test_a_reload_asked_for_while_aord_starts_does_not_kill_it(env):
     """QA: a SIGHUP in aord's first milliseconds (the CA made, the state replayed, before
     its handler existed) killed it with no line; systemd takes death by SIGHUP for a clean
