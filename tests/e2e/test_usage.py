@@ -38,6 +38,21 @@ def test_exhausted_window_skips_key_until_reset(env):
     skipped_until_reset(env, EXHAUSTED_30S, 30)
 
 
+def test_a_reset_past_the_cap_holds_the_key_until_the_cap(env):
+    """QA: a reset of "9999999h" (or the year 9999) held the key for centuries, every
+    request a 429 with Retry-After 35999996400. It is capped at backoff_max_s (here
+    3600 s), as a retry hint over the cap is (§4.3)."""
+    mock, d = setup(env, routing="backoff_max_s = 3600")
+    mock.script("secret-A", [{"status": 200, "headers": {
+        "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "9999999h"}}])
+    eq(chat(env).headers.get("x-aor-key"), "A", "A answered")
+    eq(chat(env).headers.get("x-aor-key"), "B", "then A is held back")
+    d.advance(3599)
+    eq(chat(env).headers.get("x-aor-key"), "B", "1 s before the cap")
+    d.advance(1)
+    eq(chat(env).headers.get("x-aor-key"), "A", "A used again at the cap")
+
+
 def test_openrouter_remaining_zero_skips_key_until_reset(env):
     """OpenRouter's unsuffixed x-ratelimit-remaining / -reset (epoch milliseconds); QA:
     they were ignored, so remaining 0 never held the key back."""
