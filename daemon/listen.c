@@ -337,6 +337,17 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
     return 0;
 }
 
+/* The NETLINK_SOCK_DIAG socket aor_listen_peer asks through (-1: none yet), and the
+ * sequence number of its last question. Event loop thread only. */
+static int g_diag_fd = -1;
+static unsigned g_diag_seq;
+
+static void diag_close(void) {
+    if (g_diag_fd >= 0)
+        close(g_diag_fd);
+    g_diag_fd = -1;
+}
+
 int aor_listen_peer(int fd, unsigned *uid, int *held) {
     struct sockaddr_storage local, peer;
     socklen_t ll = sizeof local, pl = sizeof peer;
@@ -373,12 +384,19 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
         errno = EAFNOSUPPORT;
         return -1;
     }
-    int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    /* One socket for every question, opened at the first and kept: a new one per
+     * connection needed a descriptor more than the connection itself, so with aord one
+     * descriptor short of its limit every sidecar client was accepted and then closed
+     * unanswered (QA). A socket that failed is closed and made again at the next. */
+    if (g_diag_fd < 0)
+        g_diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    int nl = g_diag_fd;
     if (nl < 0)
         return -1;
+    req.nlh.nlmsg_seq = ++g_diag_seq;
     struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
     if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(nl);
+        diag_close();
         return -1;
     }
     long buf[2048];
@@ -387,11 +405,14 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
         ssize_t n = recv(nl, buf, sizeof buf, 0);
         if (n <= 0) { /* the kernel could not be asked: not a sign that the peer is gone */
             err = n < 0 && errno != ENOENT ? errno : EIO;
+            diag_close();
             break;
         }
         struct nlmsghdr *h = (struct nlmsghdr *)buf;
         int done = 0;
         for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_seq != g_diag_seq)
+                continue; /* the rest of an earlier question's answer */
             if (h->nlmsg_type == NLMSG_ERROR) {
                 const struct nlmsgerr *e = NLMSG_DATA(h);
                 /* -ENOENT: no such socket; anything else (ENOMEM...) is the query's */
@@ -418,7 +439,6 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
         if (done)
             break;
     }
-    close(nl);
     if (!found) {
         errno = err;
         return -1;
@@ -427,6 +447,7 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
 }
 
 void aor_listen_close(aor_daemon *d) {
+    diag_close();
     if (d->accept_pause_ev) {
         event_free(d->accept_pause_ev);
         d->accept_pause_ev = NULL;

@@ -30,7 +30,9 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen);
  * keeps it held: that is how a close and a half-close, alike on the wire until a write
  * fails, are told apart. Either pointer may be NULL. Returns 0, or -1 with errno: ENOENT
  * (no such socket any more), ENOTCONN (fd's connection is gone), EAFNOSUPPORT (fd is
- * not TCP over IPv4 or IPv6), or a socket call's. */
+ * not TCP over IPv4 or IPv6), or a socket call's. Asks through one netlink socket kept
+ * open from the first call until aor_listen_close (it needs no descriptor per call).
+ * Event loop thread only. */
 int aor_listen_peer(int fd, unsigned *uid, int *held);
 
 /* Closes both listeners and removes the socket file (when it is still a socket). */

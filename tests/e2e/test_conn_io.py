@@ -861,3 +861,39 @@ def test_sse_events_ended_by_any_line_ending_are_forwarded_as_they_come(env):
         got += _read_until(s, b"[DONE]", 10)
         check(b"[DONE]" in got, "separator %r: the stream completed: %r" % (sep, got[-80:]))
         s.close()
+
+
+def test_sidecar_clients_wait_while_aord_is_out_of_descriptors(env):
+    """QA: with aord one descriptor short of its limit, accept() took the last one and
+    the owner check (a NETLINK_SOCK_DIAG socket per connection) could not open its own:
+    every waiting sidecar client was accepted and closed unanswered, one after another.
+    The check asks through one socket kept open; clients wait in the backlog until
+    descriptors are free, then are served."""
+    import resource
+    mock, d = _idle_world(env)
+    eq(d.healthz(), 200, "up")  # the owner check's socket is open now
+    used = len(os.listdir("/proc/%d/fd" % d.proc.pid))
+    soft, hard = resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (used + 4, hard))
+    clients = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(12)]
+    try:
+        time.sleep(1)  # aord accepts what it can
+        for s in clients:
+            s.setblocking(False)
+        closed = 0
+        for s in clients:
+            try:
+                closed += s.recv(1) == b""
+            except BlockingIOError:
+                pass
+        eq(closed, 0, "no waiting client was closed unanswered")
+        for s in clients[:6]:
+            s.setblocking(True)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        for i, s in enumerate(clients[:6]):
+            got = _read_until(s, b"\r\n\r\n", 10)
+            check(got.startswith(b"HTTP/1.1 200"), "client %d answered: %r" % (i, got[:40]))
+    finally:
+        for s in clients:
+            s.close()
