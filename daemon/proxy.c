@@ -7,6 +7,7 @@
 #include "log.h"
 #include "pool.h"
 #include "route.h"
+#include "sse_peek.h"
 #include "textfind.h"
 #include "upstream_h1.h"
 
@@ -132,6 +133,7 @@ struct aor_proxy {
     /* A forwarded 2xx SSE answer: has the terminator of its endpoint's streams gone by?
      * (sse_end.h; kind NONE for endpoints without one, and before the commit) */
     aor_sse_end_scan end_scan;
+    aor_sse_peek peek; /* MODE_SSE_PEEK: where the first event is (sse_peek.h) */
     /* The end of a forwarded answer that could be the start of the configured secret
      * (write_stream): held back until the next bytes tell, rd_len bytes in rd_hold. */
     char *rd_hold;
@@ -1073,6 +1075,7 @@ static void on_up_header(void *arg, const char *line, size_t len) {
         } else if (IS_TYPE(ct, "text/event-stream") && p->req->method != HTTP_HEAD) {
             observe_usage(p);
             p->mode = MODE_SSE_PEEK;
+            aor_sse_peek_init(&p->peek);
         } else {
             /* (a 304 is not 2xx: it is buffered, then sent without a body, send_buffered) */
             p->no_body = p->req->method == HTTP_HEAD || p->status == 204;
@@ -1140,24 +1143,6 @@ static int event_is_comment(const char *ev, size_t len) {
         s += ll + term;
     }
     return 1;
-}
-
-/* Finds the first SSE event of held that is not only comments. Returns 1 with *off and
- * *len set, or 0 when none is complete yet. */
-static int first_event(struct evbuffer *held, size_t *off, size_t *len) {
-    size_t at = 0, n;
-    while ((n = event_len_at(held, at)) > 0) {
-        const char *ev = (const char *)evbuffer_pullup(held, (ssize_t)(at + n));
-        if (!ev)
-            return 0;
-        if (!event_is_comment(ev + at, n)) {
-            *off = at;
-            *len = n;
-            return 1;
-        }
-        at += n;
-    }
-    return 0;
 }
 
 /* 1 when the SSE event ev (evlen bytes) is an error event of p's dialect, with its
@@ -1491,7 +1476,7 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
         /* The first event that is not only comments decides (§5.3); comments and blank
          * lines before it are held and forwarded with it. */
         size_t evoff = 0, evlen = 0;
-        if (!first_event(p->held, &evoff, &evlen)) {
+        if (!aor_sse_peek_feed(&p->peek, data, len, &evoff, &evlen)) {
             if (evbuffer_get_length(p->held) > SSE_PEEK_MAX)
                 evlen = evbuffer_get_length(p->held); /* no event boundary: just go on */
             else
