@@ -52,6 +52,8 @@ typedef struct aor_daemon {
     int stopping;                      /* SIGTERM/SIGINT seen: draining (daemon/main.c) */
     struct event *accept_pause_ev;     /* listeners paused: out of descriptors (listen.c) */
     long accept_warned_at;             /* time() of the last such warning */
+    long foreign_warned_at;            /* time() of the last "refused uid" warning */
+    unsigned long foreign_quiet;       /* refusals not said since then */
     struct event *drain_ev;            /* the drain's check, every 100 ms */
     double drain_until;                /* CLOCK_MONOTONIC seconds: the drain's end */
 } aor_daemon;

@@ -111,6 +111,16 @@ def test_sidecar_refuses_other_uids(env):
     check(out.strip() in ("b''",) or "Connection reset" in err, "refused: %r %r" % (out, err))
     check("refused a connection of uid 65534" in d.stderr_text(), "logged")
     eq(d.healthz(), 200, "own uid served")
+    # QA: each refusal was a log line, any local user could fill the disk with them. At
+    # most one a minute now; /metrics counts every one.
+    flood = ("import socket\nfor i in range(30):\n"
+             "    s=socket.create_connection(('127.0.0.1',%d))\n"
+             "    s.settimeout(5)\n    s.recv(10)\n    s.close()\n" % d.port)
+    rc, out, err = env.run_client(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   "python3", "-c", flood], preload=False)
+    eq(rc, 0, "the other user's client ran (%r)" % err)
+    eq(d.stderr_text().count("refused a connection of uid 65534"), 1, "one line for 31 refusals")
+    check("aor_rejected_peers_total 31" in d.metrics(), "every refusal counted")
 
 
 def test_admin_routes_refuse_pages_of_other_local_origins(env):
