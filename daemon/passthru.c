@@ -5,12 +5,15 @@
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define PIPE_HIGH (1024 * 1024) /* bytes queued toward one side before reading pauses */
+#define HUP_CHECK_S 1           /* how often a half-closed client is looked at */
 
 typedef struct pipe_pair {
     struct pipe_pair *prev, *next; /* every open pair, for aor_passthru_close_all */
@@ -18,6 +21,7 @@ typedef struct pipe_pair {
     int eof[2];                    /* side i sent EOF: nothing more to read from it */
     int shut[2];                   /* side i's sending direction was shut down (SHUT_WR) */
     int broken;                    /* a side failed: flush what is queued, then close all */
+    struct event *hup_ev;          /* after the client's EOF: is it gone for good? */
 } pipe_pair;
 
 static pipe_pair *g_pairs; /* aord's one event-loop thread only */
@@ -29,6 +33,8 @@ static void pair_free(pipe_pair *pp) {
         g_pairs = pp->next;
     if (pp->next)
         pp->next->prev = pp->prev;
+    if (pp->hup_ev)
+        event_free(pp->hup_ev);
     for (int i = 0; i < 2; i++) {
         if (pp->side[i])
             bufferevent_free(pp->side[i]);
@@ -85,6 +91,35 @@ static void on_write(struct bufferevent *bev, void *arg) {
         bufferevent_enable(pp->side[1 - i], EV_READ);
 }
 
+/* 1 when the client (side 0, the shim's Unix socket) closed its connection, not only
+ * its sending side: a Unix socket shows POLLHUP once its peer is closed. */
+static int client_gone(pipe_pair *pp) {
+    struct pollfd pfd = {.fd = bufferevent_getfd(pp->side[0]), .events = 0};
+    return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
+}
+
+/* Side i is gone both ways (an error, a timeout, a client closed for good): what it sent
+ * goes on to the other side, then the pair is closed. Returns 1 when it was freed. */
+static int side_broken(pipe_pair *pp, int i) {
+    struct bufferevent *bev = pp->side[i], *other = pp->side[1 - i];
+    pp->broken = 1;
+    bufferevent_disable(bev, EV_READ | EV_WRITE);
+    evbuffer_drain(bufferevent_get_output(bev), queued(pp, i));
+    bufferevent_disable(other, EV_READ);
+    return settle(pp, 1 - i);
+}
+
+/* Every HUP_CHECK_S after the client's EOF: a client that closed for good takes the pair
+ * with it (QA: a target that kept its side open and silent held both descriptors of
+ * every such connection for as long as it liked). */
+static void on_hup_check(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    pipe_pair *pp = arg;
+    if (!pp->broken && client_gone(pp))
+        side_broken(pp, 0);
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg) {
     pipe_pair *pp = arg;
     int i = index_of(pp, bev);
@@ -95,19 +130,24 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
     /* Move what is left toward the other side. */
     struct bufferevent *other = pp->side[1 - i];
     evbuffer_add_buffer(bufferevent_get_output(other), bufferevent_get_input(bev));
-    if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && !(what & BEV_EVENT_ERROR)) {
+    if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && !(what & BEV_EVENT_ERROR) &&
+        !(i == 0 && client_gone(pp))) {
         /* A half-close: the other direction stays open until its sender ends too. */
         pp->eof[i] = 1;
         bufferevent_disable(bev, EV_READ);
-        settle(pp, 1 - i);
+        if (settle(pp, 1 - i))
+            return;
+        if (i == 0 && !pp->hup_ev) {
+            pp->hup_ev = event_new(bufferevent_get_base(bev), -1, EV_PERSIST, on_hup_check, pp);
+            struct timeval tv = {HUP_CHECK_S, 0};
+            if (pp->hup_ev)
+                event_add(pp->hup_ev, &tv);
+        }
         return;
     }
-    /* An error (or a timeout): side i is gone both ways. Flush the rest, then close. */
-    pp->broken = 1;
-    bufferevent_disable(bev, EV_READ | EV_WRITE);
-    evbuffer_drain(bufferevent_get_output(bev), queued(pp, i));
-    bufferevent_disable(other, EV_READ);
-    settle(pp, 1 - i);
+    /* An error (or a timeout, or a client closed for good): side i is gone both ways.
+     * Flush the rest, then close. */
+    side_broken(pp, i);
 }
 
 void aor_passthru_start(aor_daemon *d, int fd, const char *ip, int port) {

@@ -19,6 +19,7 @@ import ssl
 import struct
 import sys
 import threading
+import time
 
 import aortest
 from aortest import check, eq
@@ -388,3 +389,44 @@ def test_a_preamble_then_silence_is_not_a_bad_preamble(env):
     eq(bad(), before, "not a malformed preamble")
     check("did not come whole within 10 s after the preamble" in d.stderr_text(),
           "said: %s" % d.stderr_text()[-500:])
+
+
+def test_a_passed_through_connection_ends_with_its_client(env):
+    """QA: a shim client passed through (an SNI aor does not serve) that closed its
+    connection left both of aord's descriptors open for as long as the target kept its
+    side open and silent. A client closed for good (not only its sending side) ends the
+    pass-through; a half-closed one keeps the other direction."""
+    mock, d = setup(env)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held = []
+    threading.Thread(target=lambda: [held.append(srv.accept()[0]) for _ in range(11)],
+                     daemon=True).start()
+    fds = lambda: len(os.listdir("/proc/%d/fd" % d.pid))  # noqa: E731
+    before = fds()
+    hello = client_hello("other.example")
+    port = srv.getsockname()[1]
+    for _ in range(10):
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        u.connect(env.socket_path)
+        u.sendall(preamble(None, port) + hello)
+        aortest.wait_until(lambda: len(held) >= _ + 1, 10, what="the target to be reached")
+        u.close()
+    aortest.wait_until(lambda: fds() <= before, 10,
+                       what="aord to let go of closed clients' pass-throughs (%d fds, %d before)"
+                       % (fds(), before))
+    # Half-closed: the target's answer still reaches the client.
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.connect(env.socket_path)
+    u.sendall(preamble(None, port) + hello)
+    u.shutdown(socket.SHUT_WR)
+    aortest.wait_until(lambda: len(held) == 11, 10, what="the target to be reached")
+    time.sleep(1.5)  # past a look at whether the client is gone
+    held[10].sendall(b"ANSWER")
+    u.settimeout(10)
+    eq(u.recv(100), b"ANSWER", "a half-closed client still gets the answer")
+    u.close()
+    for c in held:
+        c.close()
+    srv.close()
