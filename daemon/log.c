@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,19 @@ void aor_log_set_level(aor_log_level level) {
 
 static const char *const names[] = {"debug", "info", "warn", "error"};
 
+static unsigned long stderr_lost; /* lines not written to stderr since the last one */
+
+/* 1 when a log line can go to stderr without waiting: a pipe or socket whose reader
+ * stopped reading would otherwise stop aord's one event loop at the next line, SIGTERM
+ * included (QA: `aord 2>&1 | cmd` with cmd stuck). A line is at most ~1 KiB, under
+ * PIPE_BUF: room for it is what POLLOUT says. Files and terminals are always ready; a
+ * reader that is gone (POLLERR) gets the write, whose EPIPE is ignored. */
+static int stderr_ready(void) {
+    struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP)) &&
+           !(p.revents & POLLNVAL);
+}
+
 static void to_file(aor_log_level level, const char *msg) {
     if (log_file) {
         char ts[32];
@@ -54,7 +68,18 @@ void aor_log(aor_log_level level, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap); /* truncation is fine for a log line */
     va_end(ap);
-    fprintf(stderr, "aord: %s: %s\n", names[level], msg);
+    if (stderr_ready()) {
+        if (stderr_lost) {
+            fprintf(stderr,
+                    "aord: warn: %lu log line%s not written here: this stderr was not being "
+                    "read (aord.log has them)\n",
+                    stderr_lost, stderr_lost == 1 ? " was" : "s were");
+            stderr_lost = 0;
+        }
+        fprintf(stderr, "aord: %s: %s\n", names[level], msg);
+    } else {
+        stderr_lost++;
+    }
     to_file(level, msg);
 }
 

@@ -357,3 +357,35 @@ def test_connect_then_close_is_not_a_warning_each(env):
     eq(d.healthz(), 200, "aord still serves")
     n = d.stderr_text().count("cannot tell the owner")
     check(n == 0, "warnings for connections that were gone: %d" % n)
+
+
+def test_a_stderr_nobody_reads_does_not_stop_aord(env):
+    """QA: aord writes each log line to stderr too; with stderr a pipe whose reader
+    stopped reading (`aord 2>&1 | cmd`, cmd stuck), the 64 KiB pipe filled and aord's one
+    event loop stopped at the next line: no answers, and SIGTERM went unheard. Lines that
+    cannot go to stderr without waiting are left out there (counted, and said once it
+    reads again); aord.log has them all."""
+    port = aortest.free_port()
+    env.write_config("[daemon]\nlisten = 127.0.0.1:%d\n" % port)
+    r, w = os.pipe()
+    aord = subprocess.Popen([os.path.join(env.build, "aord")], env=env.env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w)
+    os.close(w)
+    try:
+        aortest.wait_until(lambda: aortest._healthz_ok(port), 30, what="aord to start")
+        bad = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"  # no Host
+        for _ in range(1200):  # a warning line each, ~110 bytes: twice the pipe's room
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(bad)
+            s.recv(4096)
+            s.close()
+        check(aortest._healthz_ok(port), "aord still answers")
+        aord.send_signal(signal.SIGTERM)
+        eq(aord.wait(15), 0, "SIGTERM stops it cleanly")
+        log = open(os.path.join(env.env["XDG_STATE_HOME"], "aor", "aord.log")).read()
+        check(log.count("bad request from client") >= 1200, "aord.log has every line")
+    finally:
+        if aord.poll() is None:
+            aord.kill()
+            aord.wait()
+        os.close(r)
