@@ -124,18 +124,23 @@ $(BUILD)/libaor.so: $(SHIM_OBJS)
 	$(CC) -shared -o $@ $^ -ldl -lpthread -Wl,-z,defs
 
 # Unit tests: test_shim_* link the shim objects, test_daemon_* the daemon objects,
-# the rest the common library.
+# the rest the common library. A test reads a row its call fills only when it returns 1,
+# after asserting that it did; cmocka's failed assert leaves the test by longjmp, which
+# gcc's LTO at -O2 does not see: its "may be used uninitialized" is a false alarm there
+# (the release build of the tests, `make testbins`, failed on it), so it is not an error
+# in test code. Product code keeps every warning an error.
+UNIT_CFLAGS = $(CFLAGS_ALL) -Wno-error=maybe-uninitialized -Wno-maybe-uninitialized
 $(BUILD)/tests/test_shim_%: tests/unit/test_shim_%.c $(SHIM_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka -ldl -lpthread
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ -lcmocka -ldl -lpthread
 
 $(BUILD)/tests/test_daemon_%: tests/unit/test_daemon_%.c $(DAEMON_LIB_OBJS) $(BUILD)/libaorcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka $(PKG_LIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ -lcmocka $(PKG_LIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libaorcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ -lcmocka $(PKG_LIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ -lcmocka $(PKG_LIBS)
 
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
 	@mkdir -p $(dir $@)

@@ -244,7 +244,10 @@ int aor_usage_observe(aor_usage *u, const char *provider, const char *key, long 
             strncasecmp(nm, "anthropic-ratelimit-", 20) != 0)
             continue;
         if (nrl == sizeof few / sizeof few[0] && rl == few) {
-            rl = malloc(n * sizeof *rl); /* n >= nrl + 1 here */
+            /* n >= nrl + 1 here; the max says so to the compiler too (gcc's LTO warned of
+             * a 256-byte copy into 32 bytes for a caller with 2 headers). */
+            size_t room = n > nrl ? n : nrl + 1;
+            rl = malloc(room * sizeof *rl);
             if (!rl)
                 goto fail_oom;
             memcpy(rl, few, sizeof few);
