@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,9 +162,39 @@ struct h1_xfer {
  * section, which is not passed on (on_header has no place for it after the empty line). */
 enum { LS_NONE = 0, LS_STATUS_START, LS_STATUS, LS_FIELD, LS_VALUE, LS_TRAILER };
 
+/* Which /etc/resolv.conf the resolver read: a file changed in place (DHCP, a VPN) or
+ * replaced has another size, time or inode. known 0: there was none. */
+typedef struct {
+    int known;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim;
+} resolv_id;
+
+#define RESOLV_CONF "/etc/resolv.conf" /* what evdns reads (EVDNS_BASE_INITIALIZE_...) */
+
+static void resolv_id_of(resolv_id *id) {
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(RESOLV_CONF, &st) != 0)
+        return;
+    id->known = 1;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    id->size = st.st_size;
+    id->mtim = st.st_mtim;
+}
+
+static int resolv_same(const resolv_id *a, const resolv_id *b) {
+    return a->known == b->known && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtim.tv_sec == b->mtim.tv_sec && a->mtim.tv_nsec == b->mtim.tv_nsec;
+}
+
 struct aor_h1 {
     struct event_base *base;
     struct evdns_base *dns; /* made on the first host name to resolve */
+    resolv_id resolv;       /* the resolv.conf dns was set up from */
     h1_origin *origins;
     h1_trust *trusts; /* loaded verify stores; dropped on a trust reload (SIGHUP) */
     h1_xfer *xfers;
@@ -185,6 +216,30 @@ struct aor_h1 {
 
 static void conn_close(h1_conn *c);
 static void conn_start(aor_h1 *h, h1_xfer *x);
+/* Reads /etc/resolv.conf again into h's resolver when it changed since it was read:
+ * aord's upstream lookups follow the system's name servers, as glibc's do (QA: after a
+ * network change rewrote it, every new upstream connection failed with "the DNS server
+ * failed" until a restart, and the failures backed the keys off). Lookups in flight are
+ * sent again to the new servers. One stat(2) per lookup, and lookups happen for new
+ * upstream connections only. */
+static void dns_follow_resolv_conf(aor_h1 *h) {
+    resolv_id now;
+    resolv_id_of(&now);
+    if (resolv_same(&now, &h->resolv))
+        return;
+    h->resolv = now;
+    evdns_base_clear_nameservers_and_suspend(h->dns);
+    evdns_base_search_clear(h->dns);
+    int r = evdns_base_resolv_conf_parse(h->dns, DNS_OPTIONS_ALL, RESOLV_CONF);
+    evdns_base_resume(h->dns);
+    if (r != 0)
+        aor_warn("upstream DNS: %s changed and could not be read whole (evdns error %d); "
+                 "the name servers it names, or 127.0.0.1, are used",
+                 RESOLV_CONF, r);
+    else
+        aor_info("upstream DNS: %s changed: its name servers are used from now on", RESOLV_CONF);
+}
+
 static void xfer_fail_later(h1_xfer *x, CURLcode code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -1380,6 +1435,7 @@ static void conn_start(aor_h1 *h, h1_xfer *x) {
         return;
     }
     if (!h->dns) {
+        resolv_id_of(&h->resolv);
         h->dns = evdns_base_new(h->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                              EVDNS_BASE_DISABLE_WHEN_INACTIVE);
         if (!h->dns) {
@@ -1387,6 +1443,8 @@ static void conn_start(aor_h1 *h, h1_xfer *x) {
                             "could not resolve host %s: no resolver (/etc/resolv.conf)", o->host);
             return;
         }
+    } else {
+        dns_follow_resolv_conf(h);
     }
     hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
     struct timeval tv = {(time_t)(x->connect_timeout_ms / 1000),

@@ -201,8 +201,8 @@ class NetNS:
         return errors
 
 
-def _dns_answers(host):
-    """True when 127.0.0.1:53 answers an A query for host (one UDP packet, 0.3 s)."""
+def _dns_answers(host, server="127.0.0.1"):
+    """True when server:53 answers an A query for host (one UDP packet, 0.3 s)."""
     qid = 0x4A4F
     q = b"".join(bytes([len(p)]) + p.encode() for p in host.split(".")) + b"\0"
     # header: id, flags RD, 1 question; question: name, type A, class IN
@@ -210,7 +210,7 @@ def _dns_answers(host):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(0.3)
         try:
-            s.sendto(pkt, ("127.0.0.1", 53))
+            s.sendto(pkt, (server, 53))
             data = s.recv(512)
         except OSError:
             return False

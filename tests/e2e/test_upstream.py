@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import socket
+import subprocess
 import threading
 import urllib.parse
 
@@ -499,3 +500,53 @@ def test_libevent_messages_are_aord_log_lines(env):
         check("[msg]" not in d.stderr_text(), "no bare libevent line: %s" % d.stderr_text()[-800:])
         log = open(os.path.join(env.env["XDG_STATE_HOME"], "aor", "aord.log")).read()
         check("libevent: Nameserver" in log, "in aord.log too")
+
+
+def test_upstream_lookups_follow_a_changed_resolv_conf(env):
+    """QA: aord's resolver read /etc/resolv.conf once; after a network change rewrote it
+    (DHCP, a VPN), every new upstream connection failed ("the DNS server failed") until a
+    restart, while the rest of the system resolved. A private namespace: its name server
+    at 127.0.0.1 stops, another at 127.0.0.2 starts, resolv.conf is rewritten in place."""
+    import netns
+    why = netns.unavailable()
+    if why:
+        raise aortest.Skip(why)
+    recs = {"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"]}
+    with netns.NetNS(env, recs) as ns:
+        mock = env.start_mock(tls=False)
+        mport = int(mock.url.rsplit(":", 1)[1])
+        port = aortest.free_port()
+        env.set_keys(KEY_A="secret-A")
+        env.write_config(
+            '[daemon]\nlisten = 127.0.0.1:%d\n[key "A"]\nenv = KEY_A\n'
+            '[provider "pa"]\ndialect = openai\nbase_url = http://a.test:%d\nkeys = A\n'
+            "models = m1\n"
+            '[provider "pb"]\ndialect = openai\nbase_url = http://b.test:%d\nkeys = A\n'
+            "models = m2\n" % (port, mport, mport))
+        d = env.start_daemon()
+
+        def ask(model):
+            return d.http("POST", "/v1/chat/completions",
+                          json.dumps({"model": model, "messages": []}).encode(),
+                          {"authorization": "Bearer c", "content-type": "application/json"})
+
+        st, _, body = ask("m1")
+        eq(st, 200, "a.test through the first name server (%r)" % body[:200])
+        ns._dnsmasq.kill()
+        ns._dnsmasq.wait()
+        other = subprocess.Popen(
+            [netns.DNSMASQ, "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv",
+             "--no-hosts", "--bind-interfaces", "--listen-address=127.0.0.2", "--port=53",
+             "--user=root", "--pid-file=", "--host-record=b.test,127.0.0.1"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            aortest.wait_until(lambda: netns._dns_answers("b.test", "127.0.0.2"), 10,
+                               what="the second name server")
+            with open(ns.resolv, "w") as f:  # in place: the bind mount keeps the inode
+                f.write("nameserver 127.0.0.2\noptions timeout:1 attempts:1\n")
+            st, _, body = ask("m2")
+            eq(st, 200, "b.test, a new upstream, through the new name server (%r)" % body[:200])
+            check("upstream DNS: /etc/resolv.conf changed" in d.stderr_text(), "said")
+        finally:
+            other.kill()
+            other.wait()
