@@ -369,6 +369,43 @@ static int resolve_names(char *const *names, size_t n, unsigned char *ok, pub_ad
     return 0;
 }
 
+/* 1 when the cache (under lock) holds exactly the addresses got[0..ngot) for host. */
+static int same_addrs_locked(const char *host, const pub_addr *got, size_t ngot) {
+    size_t have = 0;
+    for (size_t i = 0; i < naddrs; i++) {
+        if (strcmp(addrs[i].host, host) != 0)
+            continue;
+        int found = 0;
+        for (size_t k = 0; k < ngot && !found; k++)
+            found = strcmp(got[k].ip, addrs[i].ip) == 0;
+        if (!found)
+            return 0;
+        have++;
+    }
+    return have == ngot;
+}
+
+#define LOOKUP_STACK (256 * 1024) /* a lookup thread's stack: getaddrinfo and NSS modules */
+
+/* Looks one name up (no lock held) and publishes its addresses when they changed. */
+static void *lookup_one(void *arg) {
+    char *name = arg;
+    unsigned char ok = 0;
+    pub_addr *got = NULL;
+    size_t ngot = 0;
+    if (resolve_names(&name, 1, &ok, &got, &ngot) < 0)
+        return NULL; /* out of memory: the cache keeps its last addresses */
+    pthread_mutex_lock(&lock);
+    if (!ok || same_addrs_locked(name, got, ngot)) {
+        free_addrs(got, ngot);
+    } else {
+        merge_locked(&name, &ok, 1, got, ngot);
+        write_locked();
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
 static void *resolver(void *arg) {
     pthread_mutex_lock(&lock);
     for (;;) {
@@ -377,19 +414,36 @@ static void *resolver(void *arg) {
         size_t nnames = 0;
         int r = names_locked(&names, &nnames);
         pthread_mutex_unlock(&lock);
-        unsigned char *ok = r == 0 && nnames ? calloc(nnames, 1) : NULL;
-        pub_addr *got = NULL;
-        size_t ngot = 0;
-        if (r == 0 && nnames && (!ok || resolve_names(names, nnames, ok, &got, &ngot) < 0))
-            r = -1;
+        /* Every name looked up at once, each in a thread of its own, and published as
+         * soon as its own lookup is back: one after the other, a name whose DNS is slow
+         * (split DNS, the offline case) held back every later one, a local base_url host
+         * too, for 18-90 s (QA). */
+        pthread_t *tids = r == 0 && nnames ? calloc(nnames, sizeof *tids) : NULL;
+        unsigned char *running = r == 0 && nnames ? calloc(nnames, 1) : NULL;
+        pthread_attr_t attr;
+        int attr_ok = pthread_attr_init(&attr) == 0;
+        if (attr_ok)
+            pthread_attr_setstacksize(&attr, LOOKUP_STACK);
+        for (size_t i = 0; r == 0 && i < nnames; i++) {
+            if (tids && running && attr_ok &&
+                pthread_create(&tids[i], &attr, lookup_one, names[i]) == 0)
+                running[i] = 1;
+            else
+                lookup_one(names[i]); /* no thread: here, in turn */
+        }
+        for (size_t i = 0; running && i < nnames; i++)
+            if (running[i])
+                pthread_join(tids[i], NULL);
+        if (attr_ok)
+            pthread_attr_destroy(&attr);
+        free(tids);
+        free(running);
         pthread_mutex_lock(&lock);
-        if (r == 0)
-            merge_locked(names, ok, nnames, got, ngot);
+        merge_locked(NULL, NULL, 0, NULL, 0); /* hosts gone from the list meanwhile */
         write_locked();
         for (size_t i = 0; i < nnames; i++)
             free(names[i]);
         free(names);
-        free(ok);
         /* Until the refresh, or at once when the list changed meanwhile (also while the
          * names were being looked up: the flag, unlike the signal, is not lost). */
         struct timespec ts;
