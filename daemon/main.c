@@ -395,7 +395,24 @@ static int relock_state(const char *path, char *err, size_t errlen, void *arg) {
     return 0;
 }
 
+/* Opens /dev/null on whichever of fds 0, 1 and 2 is closed: a file aord opens later
+ * (the state file's lock) would otherwise get that number, and every log line written to
+ * "stderr" would land in it (QA: `aord >&- 2>&-` wrote its log over aor.db's header, and
+ * the state was lost at the next start). */
+static void standard_fds_open(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (n >= 0 && n != fd) { /* a lower one was closed too and took n: placed later */
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
+    standard_fds_open();
     const char *config_arg = NULL;
     struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL, *ev_trim = NULL;
     /* SIGHUP held until its handler is there: a reload asked for while aord starts (the CA,

@@ -640,3 +640,34 @@ def test_key_rotation_is_seen_after_the_state_file_was_removed(env):
     d = env.start_daemon(fake_clock=T0 + 2)
     eq(d.state()["backoff"], [], "the rotated key is a new credential")
     check("key 'A' has a new secret since aord last ran" in d.stderr_text(), "said")
+
+
+def test_aord_with_its_standard_fds_closed_writes_no_log_into_the_state_file(env):
+    """QA: started with stdout and stderr closed (`aord >&- 2>&-`), aord's lock on the
+    state file took fd 2, and every log line went into aor.db over SQLite's header: after
+    a kill -9 the state was lost. Closed standard fds are opened on /dev/null first."""
+    import signal as sig
+    import sqlite3
+    import subprocess
+    port = aortest.free_port()
+    env.write_config("[daemon]\nlisten = 127.0.0.1:%d\n" % port)
+    aord = os.path.join(env.build, "aord")
+    p = subprocess.Popen("exec %s >&- 2>&-" % aord, shell=True, env=env.env,
+                         stdin=subprocess.DEVNULL)
+    try:
+        aortest.wait_until(lambda: aortest._healthz_ok(port), 30, what="aord to start")
+        eq(os.readlink("/proc/%d/fd/2" % p.pid), "/dev/null", "fd 2 is /dev/null")
+        for _ in range(50):  # a warning line each (a browser's Origin)
+            aortest.http("POST", "http://127.0.0.1:%d/v1/chat/completions" % port, b"{}",
+                         {"origin": "http://evil.example", "content-type": "application/json"})
+        with open(env.db_path, "rb") as f:
+            eq(f.read(16), b"SQLite format 3\0", "aor.db starts as a database")
+        p.send_signal(sig.SIGKILL)
+        p.wait(10)
+        con = sqlite3.connect(env.db_path)
+        eq(con.execute("pragma integrity_check").fetchone()[0], "ok", "the state file is whole")
+        con.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
