@@ -11,6 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A key's name and the fingerprint of the last secret aord saw under it (sync_key_secrets). */
+typedef struct {
+    char *name;
+    char fp[33];
+} key_fp;
+
 struct aor_rstate {
     const aor_config *cfg;
     aor_store *store;
@@ -32,6 +38,8 @@ struct aor_rstate {
     int sticky_full_said;      /* the sticky table was full once: said in the log */
     int lost;                  /* an event could not be written: memory is ahead of the store */
     time_t lost_tried_at;      /* when memory was last written over it (real time) */
+    key_fp *fps;               /* the last secret seen under each key name (fingerprints) */
+    size_t nfps;
 };
 
 #define FAILURES_MAX 4096 /* pairs kept by aor_rstate_note_failure */
@@ -217,6 +225,9 @@ void aor_rstate_close(aor_rstate *rs) {
     aor_sticky_free(rs->sticky);
     aor_usage_free(rs->usage);
     aor_map_free(rs->failures, failure_free);
+    for (size_t i = 0; i < rs->nfps; i++)
+        free(rs->fps[i].name);
+    free(rs->fps);
     free(rs);
 }
 
@@ -430,6 +441,30 @@ static int key_fingerprint(const char *secret, char out[33]) {
     return 0;
 }
 
+/* The remembered fingerprint of key name, or NULL. */
+static key_fp *fp_of(aor_rstate *rs, const char *name) {
+    for (size_t i = 0; i < rs->nfps; i++)
+        if (strcmp(rs->fps[i].name, name) == 0)
+            return &rs->fps[i];
+    return NULL;
+}
+
+/* Remembers fp as name's (mem: its entry, or NULL for a new one). 1, or 0 on ENOMEM. */
+static int fp_remember(aor_rstate *rs, key_fp *mem, const char *name, const char *fp) {
+    if (!mem) {
+        key_fp *n = realloc(rs->fps, (rs->nfps + 1) * sizeof *n);
+        if (!n)
+            return 0;
+        rs->fps = n;
+        mem = &rs->fps[rs->nfps];
+        if (!(mem->name = strdup(name)))
+            return 0;
+        rs->nfps++;
+    }
+    memcpy(mem->fp, fp, sizeof mem->fp);
+    return 1;
+}
+
 /* The secret of key name in cfg (NULL: none there, or cfg NULL). */
 static const char *secret_of(const aor_config *cfg, const char *name, int *found) {
     *found = 0;
@@ -444,15 +479,16 @@ static const char *secret_of(const aor_config *cfg, const char *name, int *found
 /* Brings the store's key fingerprints up to cfg's secrets. With mode SYNC_START or
  * SYNC_RELOAD, a key whose secret changed is first treated as a new credential: its
  * backoff rows with every provider (written ahead as a key reset, §4.5) and its usage
- * snapshots are dropped, and the log names the key (never the secret). Changed: its
- * stored fingerprint, that of the last secret aord saw under that name (at a start or a
- * reload, also before the key left the config for a while), differs; or, when none is
- * stored or the store cannot say, old (the config a reload replaces; NULL at start) had
- * another secret under that name. QA: a key rotated by a restart, or removed by one
- * reload and back with a new secret at the next, stayed backed off for the old secret's
- * 401. SYNC_WRITE only writes (a new state file, a store that works again: the rows in
- * memory are the current credential's). Writes only what is new or changed; a store
- * error is logged and changes nothing else. */
+ * snapshots are dropped, and the log names the key (never the secret). Changed: the
+ * fingerprint of the last secret aord saw under that name (at a start or a reload, also
+ * before the key left the config for a while) differs: the one it remembers (rs->fps;
+ * QA: with the store write-locked, a stale stored one made every reload a rotation),
+ * else the stored one; or, when neither is known, old (the config a reload replaces;
+ * NULL at start) had another secret under that name. QA: a key rotated by a restart, or removed by
+ * one reload and back with a new secret at the next, stayed backed off for the old secret's 401.
+ * SYNC_WRITE only writes (a new state file, a store that works again: the rows in memory are the
+ * current credential's). Writes only what is new or changed; a store error is logged and changes
+ * nothing else. */
 static void sync_key_secrets(aor_rstate *rs, const aor_config *old, const aor_config *cfg,
                              double now, sync_mode mode) {
     int store_ok = rs->store != NULL;
@@ -470,10 +506,15 @@ static void sync_key_secrets(aor_rstate *rs, const aor_config *old, const aor_co
         }
         int was, changed = 0;
         const char *before = secret_of(old, k->name, &was);
-        if (r == 1)
+        key_fp *mem = have_fp ? fp_of(rs, k->name) : NULL;
+        if (mem) /* memory first: a store that could not take the last one is behind */
+            changed = strcmp(mem->fp, fp) != 0;
+        else if (r == 1)
             changed = strcmp(stored, fp) != 0;
         else if (was)
             changed = secret_changed(before, k->secret);
+        if (have_fp && !fp_remember(rs, mem, k->name, fp))
+            aor_warn("out of memory keeping key '%s''s fingerprint", k->name);
         if (changed && mode != SYNC_WRITE) {
             int n = drop_key_rows(rs, k->name, now);
             int u = forget_usage(rs, NULL, k->name, now);
@@ -486,7 +527,7 @@ static void sync_key_secrets(aor_rstate *rs, const aor_config *old, const aor_co
                          "backoff row%s cleared",
                          k->name, n, n == 1 ? "" : "s");
         }
-        if (!store_ok || !have_fp || (r == 1 && !changed))
+        if (!store_ok || !have_fp || (r == 1 && strcmp(stored, fp) == 0))
             continue;
         if (aor_store_set_key_fingerprint(wstore(rs, now), k->name, fp) < 0)
             store_failed(rs, "key fingerprint");

@@ -178,6 +178,31 @@ def test_a_key_back_with_a_new_secret_is_a_new_credential(env):
     check("new secret" not in d.stderr_text(), "no rotation at the restart: the same secret")
 
 
+def test_a_reload_that_changes_nothing_keeps_a_rotated_keys_backoff(env):
+    """QA: with the state file write-locked by another process, a rotated key's new
+    fingerprint could not be stored; every later reload that changed nothing compared with
+    the stale stored one, said "has a new secret" again and dropped the backoff the new
+    secret had earned. aord remembers each key's fingerprint in memory too."""
+    mock, d, envfile, write = _rotation_setup(env)
+    db = sqlite3.connect(env.db_path, isolation_level=None, timeout=0.1)
+    try:
+        db.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        with open(envfile, "w") as f:
+            f.write("KEY_A=secret-A-new\n")
+        reload(env, d, lambda t: t)
+        check("SIGHUP: key 'A' has a new secret" in d.stderr_text(), "the rotation is seen")
+        mock.script("secret-A-new", [{"status": 429, "headers": {"retry-after": "600"}}])
+        eq(chat(env).headers.get("x-aor-key"), "B", "the new secret throttled, B answered")
+        eq(row(d, "A")["window_s"], 600, "A backed off for 600 s")
+        n = d.stderr_text().count("has a new secret")
+        reload(env, d, lambda t: t)  # nothing changed
+        eq(d.stderr_text().count("has a new secret"), n, "no rotation said again")
+        eq(row(d, "A")["window_s"], 600, "A's backoff kept")
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+
+
 def test_an_answer_to_the_replaced_secret_is_not_recorded(env):
     """QA: a request still waiting on the old (revoked) secret when a reload rotated the
     key got its 401 after the reload, and it was recorded against the key: the new
