@@ -83,6 +83,8 @@ static void on_unix_accept(struct evconnlistener *l, evutil_socket_t fd, struct 
     aor_conn_accept_unix(d, fd);
 }
 
+static void diag_open(void);
+
 static void on_tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                           int salen, void *arg) {
     aor_daemon *d = arg;
@@ -336,6 +338,7 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
         return -1;
     }
     freeaddrinfo(res);
+    diag_open(); /* before the first client: it may come with aord at its fd limit (QA) */
     evconnlistener_set_error_cb(d->tcp_listener, on_accept_error);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -356,6 +359,20 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen) {
  * sequence number of its last question. Event loop thread only. */
 static int g_diag_fd = -1;
 static unsigned g_diag_seq;
+
+static void diag_open(void) {
+    if (g_diag_fd < 0)
+        g_diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+}
+
+/* Closes a socket that failed and opens the next one at once, while a descriptor is
+ * free (the next connection's may not be). */
+static void diag_renew(void) {
+    if (g_diag_fd >= 0)
+        close(g_diag_fd);
+    g_diag_fd = -1;
+    diag_open();
+}
 
 static void diag_close(void) {
     if (g_diag_fd >= 0)
@@ -403,15 +420,16 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
      * connection needed a descriptor more than the connection itself, so with aord one
      * descriptor short of its limit every sidecar client was accepted and then closed
      * unanswered (QA). A socket that failed is closed and made again at the next. */
-    if (g_diag_fd < 0)
-        g_diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    diag_open();
     int nl = g_diag_fd;
     if (nl < 0)
         return -1;
     req.nlh.nlmsg_seq = ++g_diag_seq;
     struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
     if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        diag_close();
+        int e = errno;
+        diag_renew();
+        errno = e;
         return -1;
     }
     long buf[2048];
@@ -420,7 +438,7 @@ int aor_listen_peer(int fd, unsigned *uid, int *held) {
         ssize_t n = recv(nl, buf, sizeof buf, 0);
         if (n <= 0) { /* the kernel could not be asked: not a sign that the peer is gone */
             err = n < 0 && errno != ENOENT ? errno : EIO;
-            diag_close();
+            diag_renew();
             break;
         }
         struct nlmsghdr *h = (struct nlmsghdr *)buf;

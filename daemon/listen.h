@@ -31,7 +31,8 @@ int aor_listen_tcp(aor_daemon *d, char *err, size_t errlen);
  * fails, are told apart. Either pointer may be NULL. Returns 0, or -1 with errno: ENOENT
  * (no such socket any more), ENOTCONN (fd's connection is gone), EAFNOSUPPORT (fd is
  * not TCP over IPv4 or IPv6), or a socket call's. Asks through one netlink socket kept
- * open from the first call until aor_listen_close (it needs no descriptor per call).
+ * open from aor_listen_tcp (or the first call) until aor_listen_close (it needs no
+ * descriptor per call; one that fails is replaced at once).
  * Event loop thread only. */
 int aor_listen_peer(int fd, unsigned *uid, int *held);
 
