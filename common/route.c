@@ -447,10 +447,12 @@ static int apply_sticky(const aor_config *cfg, const aor_sticky_row *row, size_t
                 ;
             return j == n || j == 0 ? 0 : rotate_to(cs, n, j);
         }
+        /* The rotation's own order after the first too: when the current key fails in
+         * this request, the walk goes on at the key after it (QA: its 429 sent the
+         * retry to the top of the client's order, back to a key it had just left). */
         if (row->streak >= 2)
             return rotate_to(cs, n, (j + 1) % n);
-        move_first(cs, j);
-        return 0;
+        return j == 0 ? 0 : rotate_to(cs, n, j);
     }
     if (j == n)
         return 0; /* dropped: the preferred order stands */

@@ -547,8 +547,7 @@ static int ref_apply_sticky(const aor_route_ctx *ctx, const char *model, const c
     if (cfg->strategy == AOR_STRATEGY_ROUND_ROBIN && n >= 2) {
         if (row.streak >= 2)
             return ref_rotate_to(cs, n, (j + 1) % n);
-        ref_move_first(cs, j);
-        return 0;
+        return ref_rotate_to(cs, n, j);
     }
     if (j > 0 && !ref_preferred_beats_sticky(cfg, cs, j))
         ref_move_first(cs, j);
@@ -1087,8 +1086,14 @@ static void test_round_robin_after_a_dropped_key(void **state) {
     char base[3][8];
     for (int i = 0; i < 3; i++)
         snprintf(base[i], sizeof base[i], "%s", w->seq.items[i].key_name);
-    /* On base[1] with one success; base[1] backed off: base[2] next, then base[0]. */
+    /* On base[1] with one success: it first, then the keys after it in the rotation,
+     * so that when it fails in this request the walk goes on at base[2], not back at
+     * base[0] (QA). */
     set_sticky(w, "cl", "m", "P", base[1], 1);
+    char all[64];
+    snprintf(all, sizeof all, "P/%s P/%s P/%s", base[1], base[2], base[0]);
+    assert_string_equal(select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW), all);
+    /* base[1] backed off: base[2] next, then base[0]. */
     fail_key(w, "P", base[1], AOR_KIND_RATE, 100, NOW);
     char want[64];
     snprintf(want, sizeof want, "P/%s P/%s", base[2], base[0]);
