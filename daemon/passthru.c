@@ -14,6 +14,7 @@
 
 #define PIPE_HIGH (1024 * 1024) /* bytes queued toward one side before reading pauses */
 #define HUP_CHECK_S 1           /* how often a half-closed client is looked at */
+#define FLUSH_MAX_S 60          /* how long a broken pair flushes toward the other side */
 
 typedef struct pipe_pair {
     struct pipe_pair *prev, *next; /* every open pair, for aor_passthru_close_all */
@@ -21,7 +22,9 @@ typedef struct pipe_pair {
     int eof[2];                    /* side i sent EOF: nothing more to read from it */
     int shut[2];                   /* side i's sending direction was shut down (SHUT_WR) */
     int broken;                    /* a side failed: flush what is queued, then close all */
-    struct event *hup_ev;          /* after the client's EOF: is it gone for good? */
+    struct event *hup_ev;          /* after the client's EOF, or while its reading is paused:
+                                      is it gone for good? */
+    int hup_ticks;                 /* ticks since the pair broke with bytes still queued */
 } pipe_pair;
 
 static pipe_pair *g_pairs; /* aord's one event-loop thread only */
@@ -72,13 +75,18 @@ static int settle(pipe_pair *pp, int i) {
     return 0;
 }
 
+static void watch_client(pipe_pair *pp);
+
 static void on_read(struct bufferevent *bev, void *arg) {
     pipe_pair *pp = arg;
     int i = index_of(pp, bev);
     struct bufferevent *other = pp->side[1 - i];
     evbuffer_add_buffer(bufferevent_get_output(other), bufferevent_get_input(bev));
-    if (evbuffer_get_length(bufferevent_get_output(other)) > PIPE_HIGH)
+    if (evbuffer_get_length(bufferevent_get_output(other)) > PIPE_HIGH) {
         bufferevent_disable(bev, EV_READ);
+        if (i == 0)
+            watch_client(pp); /* not read now: its close would go unseen (QA) */
+    }
 }
 
 /* Everything queued toward side i is written. */
@@ -106,7 +114,10 @@ static int side_broken(pipe_pair *pp, int i) {
     bufferevent_disable(bev, EV_READ | EV_WRITE);
     evbuffer_drain(bufferevent_get_output(bev), queued(pp, i));
     bufferevent_disable(other, EV_READ);
-    return settle(pp, 1 - i);
+    if (settle(pp, 1 - i))
+        return 1;
+    watch_client(pp); /* bounds the flush of what is left (on_hup_check) */
+    return 0;
 }
 
 /* Every HUP_CHECK_S after the client's EOF: a client that closed for good takes the pair
@@ -116,8 +127,26 @@ static void on_hup_check(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     pipe_pair *pp = arg;
-    if (!pp->broken && client_gone(pp))
-        side_broken(pp, 0);
+    if (!pp->broken) {
+        if (client_gone(pp))
+            side_broken(pp, 0);
+        return;
+    }
+    /* Broken, and what the client sent is still queued toward a target that does not
+     * read it: given up after FLUSH_MAX_S, as the kernel gives up on an orphaned socket
+     * (QA: both descriptors and 2 MB were kept for good). */
+    if (++pp->hup_ticks * HUP_CHECK_S >= FLUSH_MAX_S)
+        pair_free(pp);
+}
+
+/* Looks at the client every HUP_CHECK_S from now on (once started, until the pair ends). */
+static void watch_client(pipe_pair *pp) {
+    if (pp->hup_ev)
+        return;
+    pp->hup_ev = event_new(bufferevent_get_base(pp->side[0]), -1, EV_PERSIST, on_hup_check, pp);
+    struct timeval tv = {HUP_CHECK_S, 0};
+    if (pp->hup_ev)
+        event_add(pp->hup_ev, &tv);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg) {
@@ -137,12 +166,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
         bufferevent_disable(bev, EV_READ);
         if (settle(pp, 1 - i))
             return;
-        if (i == 0 && !pp->hup_ev) {
-            pp->hup_ev = event_new(bufferevent_get_base(bev), -1, EV_PERSIST, on_hup_check, pp);
-            struct timeval tv = {HUP_CHECK_S, 0};
-            if (pp->hup_ev)
-                event_add(pp->hup_ev, &tv);
-        }
+        if (i == 0)
+            watch_client(pp);
         return;
     }
     /* An error (or a timeout, or a client closed for good): side i is gone both ways.
