@@ -21,11 +21,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -411,6 +414,33 @@ static void standard_fds_open(void) {
     }
 }
 
+/* Tells a supervisor that aord serves: the sd_notify(3) protocol, one "READY=1" datagram
+ * to the AF_UNIX socket $NOTIFY_SOCKET names ('@': an abstract one), as systemd sets it for
+ * a Type=notify unit (the one `aor install-service` writes). `systemctl start` then
+ * returns once aord answers, and systemd sends no reload (SIGHUP) before that (QA: a
+ * SIGHUP in the first milliseconds, before the program could hold it, killed aord).
+ * Nothing without the variable; a failure is only logged. */
+static void notify_ready(void) {
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (!path || (path[0] != '/' && path[0] != '@'))
+        return;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path) {
+        aor_warn("NOTIFY_SOCKET is too long for a socket address; not notifying");
+        return;
+    }
+    memcpy(sa.sun_path, path, n);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0';
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || sendto(fd, "READY=1", 7, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+        aor_warn("cannot notify the supervisor at %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
 int main(int argc, char **argv) {
     standard_fds_open();
     const char *config_arg = NULL;
@@ -637,6 +667,7 @@ int main(int argc, char **argv) {
              nk == 1 ? "" : "s", cfg->source ? cfg->source : "<embedded default>",
              aor_clock_is_fake() ? ", TEST CLOCK" : "");
     log_config_warnings(cfg);
+    notify_ready();
     event_base_dispatch(d.base);
     rc = 0;
     aor_info("stopped");

@@ -2067,6 +2067,27 @@ def test_status_finds_an_aord_the_config_no_longer_points_at(env):
                          % (env.socket_path, port)), "down when none runs: %r" % out)
 
 
+def test_aord_tells_systemd_it_is_ready(env):
+    """The unit install-service writes is Type=notify: aord sends "READY=1" to
+    $NOTIFY_SOCKET (sd_notify(3)) once it serves, so systemd returns from `start` then
+    and sends no reload before aord can take one (QA: a SIGHUP in the first milliseconds
+    of the process, before main(), killed it). Also to an abstract socket ("@name")."""
+    for abstract in (False, True):
+        port, _ = setup(env, start=False)
+        name = "@aor-notify-%d-%d" % (os.getpid(), abstract) if abstract else env.path("notify")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.bind("\0" + name[1:] if abstract else name)
+        s.settimeout(30)
+        try:
+            d = env.start_daemon(extra_env={"NOTIFY_SOCKET": name}, wait=False)
+            msg = s.recv(100)
+            eq(msg, b"READY=1", "the notification")
+            check(_port_open(port), "aord serves when it says so")
+            eq(d.stop(), 0, "stopped")
+        finally:
+            s.close()
+
+
 def test_a_reload_asked_for_while_aord_starts_does_not_kill_it(env):
     """QA: a SIGHUP in aord's first milliseconds (the CA made, the state replayed, before
     its handler existed) killed it with no line; systemd takes death by SIGHUP for a clean
