@@ -1989,7 +1989,8 @@ static int is_admin_cookie(const char *item, size_t n) {
 
 /* The request headers for the upstream of cand, as one block of lines (upstream.h):
  * the client's headers minus hop-by-hop ones, Accept-Encoding and (with a configured
- * key) the client's credentials, plus the key's auth header. 0, or -1 on ENOMEM. */
+ * key) the client's credentials, plus "Accept-Encoding: identity" and the key's auth
+ * header. 0, or -1 on ENOMEM. */
 static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_candidate *cand,
                          hblock *hb) {
     const aor_http_request *req = p->req;
@@ -2045,6 +2046,12 @@ static int build_headers(aor_proxy *p, const aor_provider_cfg *pc, const aor_can
         if (hb_line(hb, name, strlen(name), value, strlen(value)) < 0)
             goto fail;
     }
+    /* The answer is read (classified, its first SSE event looked at, the key redacted),
+     * so it must come as it is: without Accept-Encoding an upstream may pick any coding
+     * (RFC 9110 §12.5.3), and a gzip'd 429 insufficient_quota was read as a rate limit,
+     * a gzip'd 401 quoting the key reached the client unredacted (QA). */
+    if (hb_raw(hb, "Accept-Encoding: identity") < 0)
+        goto fail;
     if (cand->key >= 0) {
         if (hb_auth(hb, pc->dialect, p->cfg->keys[cand->key].secret) < 0)
             goto fail;

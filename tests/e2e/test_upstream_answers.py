@@ -5,6 +5,7 @@ Regressions from a hostile review of the direct upstream path (docs/architecture
 a 101 is not an answer, curl's h2c upgrade offer is answered in HTTP/1.1, and headers a
 client names in Connection stay with aor."""
 import hashlib
+import json
 import re
 import socket
 import threading
@@ -1070,3 +1071,35 @@ def test_stream_cut_after_its_terminator_is_recorded_once(env):
     check(b"data: [DONE]" in raw, "the client got [DONE]: %r" % raw[-80:])
     eq(_writes(d) - before, 1, "one state write for the attempt")
     eq(d.state()["backoff"], [], "not backed off as well")
+
+
+def test_the_upstream_is_asked_for_an_answer_without_content_coding(env):
+    """QA: aord dropped the client's Accept-Encoding and sent none, which lets an upstream
+    pick any coding (RFC 9110 §12.5.3); it reads the answer (classification, the first SSE
+    event, redaction of the key) without decoding it: a gzip'd 429 insufficient_quota
+    was a rate limit, a gzip'd 401 quoting the key reached the client unredacted. It asks
+    for `Accept-Encoding: identity`, on both upstream paths. The upstream here gzips
+    whenever that is not asked, as a server may."""
+    import gzip
+    heads = []
+
+    def handler(up, s, n):
+        head, _ = up.read_request(s)
+        heads.append(head)
+        body = json.dumps({"error": {"message": "You exceeded your current quota",
+                                     "type": "insufficient_quota",
+                                     "code": "insufficient_quota"}}).encode()
+        coding = b""
+        if not re.search(rb"(?im)^accept-encoding:\s*identity\s*$", head):
+            body, coding = gzip.compress(body), b"Content-Encoding: gzip\r\n"
+        s.sendall(b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n" +
+                  coding + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    for backend, d, answer in on_both_backends(env, handler):
+        check(re.search(rb"(?im)^accept-encoding: identity\r?$", heads[-1]) is not None,
+              "%s: asked for identity: %r" % (backend, heads[-1][:400]))
+        status, _, body = answer
+        eq(status, 429, backend + ": status (%r)" % body[:300])
+        check(b"insufficient_quota" in body, backend + ": the body as it is: %r" % body[:200])
+        rows = d.state()["backoff"]
+        eq([r["last_error_kind"] for r in rows], ["quota"], backend + ": read as quota")
