@@ -710,8 +710,9 @@ aor_dialect aor_dialect_of_path(const char *path) {
         return AOR_DIALECT_ANTHROPIC;
     if (has_prefix_seg(path, plen, "/v1beta/openai"))
         return AOR_DIALECT_OPENAI; /* Gemini's OpenAI-compatible endpoint */
-    if (plen >= 8 && memcmp(path, "/v1beta/", 8) == 0)
-        return AOR_DIALECT_GEMINI;
+    if ((plen >= 8 && memcmp(path, "/v1beta/", 8) == 0) ||
+        (plen >= 9 && memcmp(path, "/v1alpha/", 9) == 0))
+        return AOR_DIALECT_GEMINI; /* v1alpha: Gemini's preview API (QA: sent to OpenAI) */
     /* Gemini v1: /v1/models/{model}:method; OpenAI /v1/models/{id} has no ':' */
     if (plen > 11 && memcmp(path, "/v1/models/", 11) == 0 &&
         memchr(path + 11, ':', plen - 11) != NULL)

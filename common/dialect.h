@@ -115,7 +115,7 @@ char *aor_dialect_error_body(aor_dialect d, int status, const char *code, const 
 
 /* Dialect of a sidecar/intercepted request path (query ignored): /v1/messages and below
  * -> anthropic; /v1beta/openai/... (Gemini's OpenAI-compatible API) -> openai; other
- * /v1beta/... and /v1/models/{model}:{method} -> gemini; everything else (including
+ * /v1beta/..., /v1alpha/... and /v1/models/{model}:{method} -> gemini; everything else (including
  * /v1/models and /v1/models/{id}) -> openai. NULL -> openai. */
 aor_dialect aor_dialect_of_path(const char *path);
 

@@ -343,6 +343,8 @@ static void test_dialect_of_path(void **state) {
         {"/v1/messagesx", AOR_DIALECT_OPENAI},
         {"/v1beta/models/gemini-2.0-flash:generateContent", AOR_DIALECT_GEMINI},
         {"/v1beta/models", AOR_DIALECT_GEMINI},
+        {"/v1alpha/models/gemini-2.0-flash:generateContent", AOR_DIALECT_GEMINI},
+        {"/v1alphax/models", AOR_DIALECT_OPENAI},
         {"/v1/models/gemini-1.5-pro:generateContent", AOR_DIALECT_GEMINI},
         {"/v1beta/openai/chat/completions", AOR_DIALECT_OPENAI},
         {"/v1/models", AOR_DIALECT_OPENAI},
