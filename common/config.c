@@ -170,6 +170,17 @@ out:
     free(used);
 }
 
+/* 1 when id is what aor_dialect_path_set_model puts in a Gemini path: [A-Za-z0-9._~-]+. */
+static int gemini_segment_ok(const char *id) {
+    if (!*id)
+        return 0;
+    for (const char *q = id; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+              strchr("._~-", *q)))
+            return 0;
+    return 1;
+}
+
 static void check_providers(aor_cfg_parse_ctx *c) {
     aor_config *cfg = c->cfg;
     char b[AOR_CFG_SHOWBUF];
@@ -245,6 +256,20 @@ static void check_providers(aor_cfg_parse_ctx *c) {
                         "%s has no models: add models = * (any model) or a list such as "
                         "models = gpt-4o, fast=gpt-4o-mini",
                         label);
+        /* A Gemini model is a path segment (models/{id}:method): an upstream id that is
+         * not one cannot be put in the path, and the alias would go unused, the
+         * canonical name sent instead (QA: tunedModels/x passed check-config). */
+        for (size_t m = 0; p->dialect == AOR_DIALECT_GEMINI && m < p->nmodels; m++) {
+            const char *up = p->models[m].upstream;
+            if (strcmp(up, p->models[m].canonical) == 0 || gemini_segment_ok(up))
+                continue;
+            char ub[AOR_CFG_SHOWBUF];
+            aor_cfg_err(c->errs, s->seen[P_MODELS],
+                        "provider \"%s\": models: upstream id \"%s\" cannot be a Gemini model "
+                        "path segment (letters, digits, '.', '_', '~', '-' only; a tuned "
+                        "model's tunedModels/... path is not served)",
+                        p->name, aor_cfg_show(up, ub, sizeof ub));
+        }
     }
     free(key_names);
     warn_unused_keys(c);

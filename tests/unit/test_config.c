@@ -581,6 +581,20 @@ static void test_messages_name_the_real_problem(void **state) {
     assert_err(errs, path, 7, "\"a b=c\": \"a b\" is not a model name");
     free(errs);
     free(path);
+    /* QA: a Gemini alias to an id that cannot be a path segment passed check-config and
+     * was never applied (the canonical name went upstream). An OpenAI one may have '/'. */
+    errs = load_err("[key \"a\"]\nenv = TEST_KEY_A\n"
+                    "[provider \"g\"]\ndialect = gemini\n"
+                    "base_url = https://generativelanguage.googleapis.com\nkeys = a\n"
+                    "models = t=tunedModels/my-tuned, f=gemini-2.0-flash\n"
+                    "[provider \"o\"]\ndialect = openai\nbase_url = https://api.example.com\n"
+                    "keys = a\nmodels = x=accounts/fireworks/models/y\n",
+                    &path);
+    assert_err(errs, path, 7, "upstream id \"tunedModels/my-tuned\" cannot be a Gemini model");
+    assert_null(strstr(errs, "gemini-2.0-flash"));
+    assert_null(strstr(errs, "accounts/fireworks"));
+    free(errs);
+    free(path);
 }
 
 static void test_base_url_rejects_credentials_without_echo(void **state) {
