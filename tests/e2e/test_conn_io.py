@@ -671,9 +671,9 @@ def test_end_that_comes_with_the_last_bytes_is_seen(env):
 # --- the client connection's idle timer (daemon/conn.c on_idle) -------------------------
 
 
-def _idle_world(env):
+def _idle_world(env, extra_env=None):
     """aord in front of a mock provider, the client idle period cut to 2 s (the test hook
-    AOR_CLIENT_IDLE_S; 300 s otherwise)."""
+    AOR_CLIENT_IDLE_S; 300 s otherwise), or with extra_env instead."""
     mock = env.start_mock(tls=True)
     port = aortest.free_port()
     env.set_keys(KEY_A="secret-A")
@@ -681,7 +681,7 @@ def _idle_world(env):
         "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\n"
         "dialect = openai\nbase_url = %s\nintercept = api.openai.com\nca_file = %s\n"
         "keys = A\nmodels = gpt-4o-mini\n" % (port, mock.url, mock.ca_path))
-    d = env.start_daemon(extra_env={"AOR_CLIENT_IDLE_S": "2"})
+    d = env.start_daemon(extra_env=extra_env or {"AOR_CLIENT_IDLE_S": "2"})
     return mock, d
 
 
@@ -922,14 +922,7 @@ def test_freed_heap_goes_back_while_a_client_stays_connected(env):
     quarantine hold freed memory, so the test runs with a release build (AOR_BUILD=build)."""
     if _sanitized(env):
         raise aortest.Skip("aord is built with AddressSanitizer, which keeps freed memory")
-    mock = env.start_mock(tls=True)
-    port = aortest.free_port()
-    env.set_keys(KEY_A="secret-A")
-    env.write_config(
-        "[daemon]\nlisten = 127.0.0.1:%d\n[key \"A\"]\nenv = KEY_A\n[provider \"p\"]\n"
-        "dialect = openai\nbase_url = %s\nca_file = %s\nkeys = A\nmodels = gpt-4o-mini\n"
-        % (port, mock.url, mock.ca_path))
-    d = env.start_daemon(extra_env={"AOR_TRIM_EVERY_S": "1"})
+    mock, d = _idle_world(env, {"AOR_TRIM_EVERY_S": "1"})
     keep = socket.create_connection(("127.0.0.1", d.port))
     keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     check(_read_until(keep, b"ok", 10).startswith(b"HTTP/1.1 200"), "the kept client served")

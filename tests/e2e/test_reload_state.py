@@ -76,9 +76,9 @@ def test_sighup_applies_breaker_failures_and_logs_circuits(env):
           "the closing is logged: %s" % d.stderr_text()[-600:])
 
 
-def test_rotated_secret_clears_the_keys_backoff(env):
-    """A revoked key replaced in env_file (same key name, new value) is a new credential:
-    SIGHUP clears its backoff rows (durably: written ahead) and logs the key by name."""
+def _rotation_setup(env, keys_a=True):
+    """Provider p with keys A (KEY_A from an env_file, priority 0) and B; returns
+    (mock, daemon, env_file path, config writer: write(with_a))."""
     mock = env.start_mock(tls=True)
     port = aortest.free_port()
     envfile = env.path("keys.env")
@@ -86,12 +86,24 @@ def test_rotated_secret_clears_the_keys_backoff(env):
         f.write("KEY_A=secret-A\n")
     os.chmod(envfile, 0o600)
     env.set_keys(KEY_B="secret-B")
-    env.write_config("[daemon]\nlisten = 127.0.0.1:%d\nenv_file = %s\n"
-                     '[key "A"]\nenv = KEY_A\npriority = 0\n[key "B"]\nenv = KEY_B\npriority = 1\n'
-                     '[provider "p"]\ndialect = openai\nbase_url = %s\nintercept = api.openai.com\n'
-                     "ca_file = %s\nkeys = A, B\nmodels = gpt-4o-mini\n"
-                     % (port, envfile, mock.url, mock.ca_path))
-    d = env.start_daemon(fake_clock=T0)
+
+    def write(with_a):
+        env.write_config("[daemon]\nlisten = 127.0.0.1:%d\nenv_file = %s\n%s"
+                         '[key "B"]\nenv = KEY_B\npriority = 1\n'
+                         '[provider "p"]\ndialect = openai\nbase_url = %s\n'
+                         "intercept = api.openai.com\nca_file = %s\nkeys = %s\n"
+                         "models = gpt-4o-mini\n"
+                         % (port, envfile,
+                            '[key "A"]\nenv = KEY_A\npriority = 0\n' if with_a else "",
+                            mock.url, mock.ca_path, "A, B" if with_a else "B"))
+    write(keys_a)
+    return mock, env.start_daemon(fake_clock=T0), envfile, write
+
+
+def test_rotated_secret_clears_the_keys_backoff(env):
+    """A revoked key replaced in env_file (same key name, new value) is a new credential:
+    SIGHUP clears its backoff rows (durably: written ahead) and logs the key by name."""
+    mock, d, envfile, write = _rotation_setup(env)
     mock.script("secret-A", [{"status": 401, "times": -1}])
     eq(chat(env).headers.get("x-aor-key"), "B", "A refused, B answered")
     eq(row(d, "A")["last_error_kind"], "auth", "A backed off for auth")
@@ -129,30 +141,6 @@ def test_a_renamed_providers_circuit_is_not_shown(env):
     mock.script("secret-A", [])
     r = chat(env)
     eq((r.status, r.headers.get("x-aor-provider")), (200, "q"), "q serves at once")
-
-
-def _rotation_setup(env, keys_a=True):
-    """Provider p with keys A (KEY_A from an env_file, priority 0) and B; returns
-    (mock, daemon, env_file path, config writer: write(with_a))."""
-    mock = env.start_mock(tls=True)
-    port = aortest.free_port()
-    envfile = env.path("keys.env")
-    with open(envfile, "w") as f:
-        f.write("KEY_A=secret-A\n")
-    os.chmod(envfile, 0o600)
-    env.set_keys(KEY_B="secret-B")
-
-    def write(with_a):
-        env.write_config("[daemon]\nlisten = 127.0.0.1:%d\nenv_file = %s\n%s"
-                         '[key "B"]\nenv = KEY_B\npriority = 1\n'
-                         '[provider "p"]\ndialect = openai\nbase_url = %s\n'
-                         "intercept = api.openai.com\nca_file = %s\nkeys = %s\n"
-                         "models = gpt-4o-mini\n"
-                         % (port, envfile,
-                            '[key "A"]\nenv = KEY_A\npriority = 0\n' if with_a else "",
-                            mock.url, mock.ca_path, "A, B" if with_a else "B"))
-    write(keys_a)
-    return mock, env.start_daemon(fake_clock=T0), envfile, write
 
 
 def test_a_key_back_with_a_new_secret_is_a_new_credential(env):

@@ -1031,19 +1031,24 @@ static void test_duplicate_key_once(void **state) {
     assert_string_not_equal(w->seq.items[0].key_name, w->seq.items[1].key_name);
 }
 
-/* round-robin: 2 successes per key, then the next key in the client's order. */
-static void test_round_robin(void **state) {
-    world *w = *state;
+/* Provider P with equal keys k0, k1, k2 serving "m", strategy round-robin; base gets the
+ * keys in client "cl"'s own order (the consistent hash of §5.2). */
+static void three_equal_keys_rr(world *w, char base[3][8]) {
     add_key(w->cfg, "k0", 0);
     add_key(w->cfg, "k1", 0);
     add_key(w->cfg, "k2", 0);
     add_provider(w->cfg, "P", AOR_DIALECT_OPENAI, "p.example", 0, "m", "k0,k1,k2", NULL);
     w->cfg->strategy = AOR_STRATEGY_ROUND_ROBIN;
-
     select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW);
-    char base[3][8];
     for (int i = 0; i < 3; i++)
-        snprintf(base[i], sizeof base[i], "%s", w->seq.items[i].key_name);
+        snprintf(base[i], 8, "%s", w->seq.items[i].key_name);
+}
+
+/* round-robin: 2 successes per key, then the next key in the client's order. */
+static void test_round_robin(void **state) {
+    world *w = *state;
+    char base[3][8];
+    three_equal_keys_rr(w, base);
 
     const int expect[] = {0, 0, 1, 1, 2, 2, 0, 0, 1};
     for (size_t r = 0; r < sizeof expect / sizeof expect[0]; r++) {
@@ -1077,15 +1082,8 @@ static void test_round_robin(void **state) {
  * waited). */
 static void test_round_robin_after_a_dropped_key(void **state) {
     world *w = *state;
-    add_key(w->cfg, "k0", 0);
-    add_key(w->cfg, "k1", 0);
-    add_key(w->cfg, "k2", 0);
-    add_provider(w->cfg, "P", AOR_DIALECT_OPENAI, "p.example", 0, "m", "k0,k1,k2", NULL);
-    w->cfg->strategy = AOR_STRATEGY_ROUND_ROBIN;
-    select_order(w, "m", "cl", NULL, AOR_DIALECT_OPENAI, NOW);
     char base[3][8];
-    for (int i = 0; i < 3; i++)
-        snprintf(base[i], sizeof base[i], "%s", w->seq.items[i].key_name);
+    three_equal_keys_rr(w, base);
     /* On base[1] with one success: it first, then the keys after it in the rotation,
      * so that when it fails in this request the walk goes on at base[2], not back at
      * base[0] (QA). */
