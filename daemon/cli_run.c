@@ -87,6 +87,9 @@ static void exec_aord(const char *aord, const char *config_abs, int errfd) {
     close_inherited_fds(errfd); /* and nul, when it is above 2 */
 
     unsetenv("LD_PRELOAD"); /* the daemon never routes itself (spec §2) */
+    /* The caller's service manager is not aord's: a Type=notify unit running `aor run`
+     * would get aord's READY=1 as its own (QA). */
+    unsetenv("NOTIFY_SOCKET");
     /* A daemon starts with no signal blocked or ignored (daemon(7)): the caller's mask
      * and ignored signals would carry over exec (QA: SIGTERM and SIGHUP blocked). */
     sigset_t none;

@@ -2088,6 +2088,32 @@ def test_aord_tells_systemd_it_is_ready(env):
             s.close()
 
 
+def test_the_aord_aor_run_starts_does_not_notify_the_callers_service_manager(env):
+    """QA: the aord that `aor run` starts inherited the caller's NOTIFY_SOCKET and sent
+    READY=1 there: a Type=notify unit running `aor run -- agent` would be told it is
+    ready by a process that is not it. The program run keeps the variable."""
+    setup(env, start=False)
+    path = env.path("caller-notify")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.settimeout(1)
+    pid = None
+    try:
+        rc, out, err = aor(env, "run", "--", "sh", "-c", "echo ${NOTIFY_SOCKET:-unset}",
+                           extra_env={"NOTIFY_SOCKET": path})
+        eq((rc, out.strip()), (0, path), "the program keeps the variable (%r)" % err)
+        pid = peer_pid(env.socket_path)
+        try:
+            got = s.recv(100)
+        except socket.timeout:
+            got = None
+        eq(got, None, "nothing sent to the caller's notify socket")
+    finally:
+        s.close()
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGTERM)
+
+
 def test_a_reload_asked_for_while_aord_starts_does_not_kill_it(env):
     """QA: a SIGHUP in aord's first milliseconds (the CA made, the state replayed, before
     its handler existed) killed it with no line; systemd takes death by SIGHUP for a clean
