@@ -93,6 +93,27 @@ static void say_down(FILE *f, const target *t) {
             t->socket_path, lp, lv);
 }
 
+/* Says on f why the admin API at t->listen did not answer (err: the transfer's error):
+ * aord is up on its socket but keeps another listen address, or it is down (say_down).
+ * For status and backoff alike (QA: backoff printed only the transfer's error, "aord is
+ * not reachable", with aord up). */
+static void say_unreachable(FILE *f, const target *t, const char *err) {
+    pid_t pid = 0;
+    if (!aor_cli_socket_answers(t->socket_path, &pid)) {
+        say_down(f, t);
+        return;
+    }
+    char pidtxt[48] = "";
+    if (pid > 0)
+        snprintf(pidtxt, sizeof pidtxt, " (pid %ld)", (long)pid);
+    fprintf(f,
+            "aord: up%s, socket %s, but its admin API at http://%s does not answer: %s\n"
+            "  (aor takes that address from the config file; aord keeps the one it started "
+            "with until it restarts, also after a SIGHUP: if [daemon] listen changed since, "
+            "restart aord)\n",
+            pidtxt, t->socket_path, t->listen, err);
+}
+
 /* 0; AOR_CLI_USAGE after printing when the chosen configuration file cannot be read or
  * the socket path is relative (configuration errors: the defaults could reach another
  * aord); -1 after printing (out of memory). The keys' variables need not be set here (no
@@ -555,17 +576,7 @@ int aor_cli_cmd_status(aor_cli *c, int argc, char **argv) {
     char err[CURL_ERROR_SIZE + 64];
     int g = get_state(&t, &a, err, sizeof err);
     if (g == 1) {
-        FILE *f = json ? stderr : stdout;
-        if (sock_up)
-            fprintf(f,
-                    "aord: up%s, socket %s, but its admin API at http://%s does not answer: "
-                    "%s\n"
-                    "  (aor takes that address from the config file; aord keeps the one it "
-                    "started with until it restarts, also after a SIGHUP: if [daemon] listen "
-                    "changed since, restart aord)\n",
-                    pidtxt, t.socket_path, t.listen, err);
-        else
-            say_down(f, &t);
+        say_unreachable(json ? stderr : stdout, &t, err);
         goto out;
     }
     if (g < 0)
@@ -609,7 +620,7 @@ static int backoff_list(const target *t, int json) {
     char err[CURL_ERROR_SIZE + 64];
     int g = get_state(t, &a, err, sizeof err);
     if (g == 1) {
-        fprintf(stderr, "aor: aord is not reachable at http://%s: %s\n", t->listen, err);
+        say_unreachable(stderr, t, err);
         return AOR_CLI_FAIL;
     }
     if (g < 0)
@@ -656,7 +667,7 @@ static int backoff_post(const target *t, const char *provider, const char *key) 
     answer a;
     char err[CURL_ERROR_SIZE + 64];
     if (request(t, "POST", path, &a, err, sizeof err) < 0) {
-        fprintf(stderr, "aor: aord is not reachable at http://%s: %s\n", t->listen, err);
+        say_unreachable(stderr, t, err);
         return AOR_CLI_FAIL;
     }
     int rc = AOR_CLI_FAIL;

@@ -2055,6 +2055,19 @@ def test_status_finds_an_aord_the_config_no_longer_points_at(env):
     eq(rc, 1, "status fails (%r %r)" % (out, err))
     check("aord: running, but not where the config says" in out and env.db_path in out
           and "restart it" in out, "says an aord runs on the state file: %r" % out)
+    # aor backoff says the same (QA: only "aord is not reachable at ...: Couldn't connect").
+    for args in (("backoff",), ("backoff", "clear")):
+        rc, out, err = aor(env, *args)
+        eq(rc, 1, "%s fails" % (args,))
+        check("aord: running, but not where the config says" in err, "%s: %r" % (args, err))
+    # Only listen moved: aord answers on its socket, and keeps its old listen.
+    open(env.config_path, "w").write(text.replace(
+        "listen = 127.0.0.1:%d" % port, "listen = 127.0.0.1:%d" % aortest.free_port()))
+    for args in (("status",), ("backoff",)):
+        rc, out, err = aor(env, *args)
+        eq(rc, 1, "%s fails" % (args,))
+        check("does not answer" in out + err and "restart aord" in out + err,
+              "%s says aord is up and keeps its listen: %r" % (args, out + err))
     open(env.config_path, "w").write(text.replace("listen = 127.0.0.1:%d" % port, "listen = off"))
     rc, out, err = aor(env, "status")
     eq(rc, 0, "the socket answers (%r %r)" % (out, err))
