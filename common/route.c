@@ -505,7 +505,7 @@ int aor_route_select(const aor_route_ctx *ctx, const char *model, const char *cl
     nc = build_candidates(cfg, sel, nsel, client, out, cand_room, ROOM_CANDIDATES, &cs);
     if (nc < 0)
         goto fail_oom;
-    aor_sticky_row srow;
+    aor_sticky_row srow = {0}; /* read only when find_sticky found one */
     size_t js = find_sticky(ctx, model, client, cs, (size_t)nc, &srow);
     kept = drop_unavailable(ctx, model, now, cs, (size_t)nc, brstate, out);
     if (apply_sticky(cfg, &srow, js, (size_t)nc, cs, kept) != 0)
