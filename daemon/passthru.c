@@ -120,9 +120,10 @@ static int side_broken(pipe_pair *pp, int i) {
     return 0;
 }
 
-/* Every HUP_CHECK_S after the client's EOF: a client that closed for good takes the pair
- * with it (QA: a target that kept its side open and silent held both descriptors of
- * every such connection for as long as it liked). */
+/* Every HUP_CHECK_S once watch_client started it (after the client's EOF, while its
+ * reading is paused, or once the pair broke): a client that closed for good takes the
+ * pair with it (QA: a target that kept its side open and silent held both descriptors of
+ * every such connection for as long as it liked), and a broken pair's flush is bounded. */
 static void on_hup_check(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
