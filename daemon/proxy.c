@@ -225,10 +225,14 @@ static void hset_poison(const hdr_set *s, int poison) {
         aor_pool_mark(s->mem->data, s->mem->cap, poison);
 }
 
-/* Headers of an upstream answer that go to the client: not hop-by-hop, not x-aor-*.
- * name is nl bytes (strlen). */
+/* Headers of an upstream answer that go to the client: not hop-by-hop, not x-aor-*, not
+ * Alt-Svc. name is nl bytes (strlen). */
 static int forward_header(const char *name, size_t nl) {
     if (aor_http_is_hop_header_len(name, nl))
+        return 0;
+    /* Alt-Svc (RFC 7838) offers the provider's HTTP/3 over UDP: a client that took it up
+     * would go around the shim, which redirects TCP connections only (QA). */
+    if (nl == 7 && (name[0] | 0x20) == 'a' && strncasecmp(name, "alt-svc", 7) == 0)
         return 0;
     /* x-ratelimit-* and x-request-id are common: they differ at the third letter. */
     if (nl >= 6 && (name[0] | 0x20) == 'x' && name[1] == '-' && (name[2] | 0x20) == 'a' &&

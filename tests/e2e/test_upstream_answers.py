@@ -1103,3 +1103,19 @@ def test_the_upstream_is_asked_for_an_answer_without_content_coding(env):
         check(b"insufficient_quota" in body, backend + ": the body as it is: %r" % body[:200])
         rows = d.state()["backoff"]
         eq([r["last_error_kind"] for r in rows], ["quota"], backend + ": read as quota")
+
+
+def test_alt_svc_does_not_reach_the_client(env):
+    """An upstream's Alt-Svc (OpenAI's edge sends `h3=":443"`) offers HTTP/3 over UDP: a
+    shim client that took it up would go around aor, which redirects TCP connections
+    only (QA). It is not forwarded; the other headers are, on both upstream paths."""
+    def handler(up, s, n):
+        up.read_request(s)
+        s.sendall(b"HTTP/1.1 200 OK\r\nAlt-Svc: h3=\":443\"; ma=86400\r\nX-Kept: yes\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+    for backend, d, answer in on_both_backends(env, handler):
+        status, head, body = answer
+        eq((status, body), (200, b"{}"), backend + ": the answer")
+        check(b"alt-svc" not in head.lower(), backend + ": no Alt-Svc: %r" % head)
+        check(b"x-kept: yes" in head.lower(), backend + ": other headers kept: %r" % head)
