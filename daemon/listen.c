@@ -365,19 +365,17 @@ static void diag_open(void) {
         g_diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 }
 
-/* Closes a socket that failed and opens the next one at once, while a descriptor is
- * free (the next connection's may not be). */
-static void diag_renew(void) {
-    if (g_diag_fd >= 0)
-        close(g_diag_fd);
-    g_diag_fd = -1;
-    diag_open();
-}
-
 static void diag_close(void) {
     if (g_diag_fd >= 0)
         close(g_diag_fd);
     g_diag_fd = -1;
+}
+
+/* Closes a socket that failed and opens the next one at once, while a descriptor is
+ * free (the next connection's may not be). */
+static void diag_renew(void) {
+    diag_close();
+    diag_open();
 }
 
 int aor_listen_peer(int fd, unsigned *uid, int *held) {

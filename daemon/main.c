@@ -403,15 +403,10 @@ static int relock_state(const char *path, char *err, size_t errlen, void *arg) {
  * "stderr" would land in it (QA: `aord >&- 2>&-` wrote its log over aor.db's header, and
  * the state was lost at the next start). */
 static void standard_fds_open(void) {
-    for (int fd = 0; fd <= 2; fd++) {
-        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
-            continue;
-        int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-        if (n >= 0 && n != fd) { /* a lower one was closed too and took n: placed later */
-            dup2(n, fd);
-            close(n);
-        }
-    }
+    /* In ascending order, so each open takes the lowest free number: fd itself. */
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF)
+            (void)open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 }
 
 /* Tells a supervisor that aord serves: the sd_notify(3) protocol, one "READY=1" datagram
