@@ -315,10 +315,10 @@ static int names_locked(char ***out, size_t *nout) {
     return 0;
 }
 
-/* Adds (host, ip) to list unless it is among the entries from index `first` on (this
- * host's). Returns 0, or -1 (ENOMEM). */
-static int add_addr(pub_addr **list, size_t *n, size_t first, const char *host, const char *ip) {
-    for (size_t i = first; i < *n; i++) {
+/* Adds (host, ip) to list (one host's addresses) unless ip is there already (the same
+ * address for another socket type). Returns 0, or -1 (ENOMEM). */
+static int add_addr(pub_addr **list, size_t *n, const char *host, const char *ip) {
+    for (size_t i = 0; i < *n; i++) {
         if (strcmp((*list)[i].ip, ip) == 0)
             return 0;
     }
@@ -334,19 +334,15 @@ static int add_addr(pub_addr **list, size_t *n, size_t first, const char *host, 
     return 0;
 }
 
-/* Looks every name up (no lock held: DNS may take long). Sets ok[i] when names[i] gave at
- * least one address; *out gets them all (malloc'd). Returns 0, or -1 (ENOMEM: nothing
+/* Looks name up (no lock held: DNS may take long); *out gets its addresses (malloc'd,
+ * *nout of them; none when the lookup failed). Returns 0, or -1 (ENOMEM: nothing
  * allocated). */
-static int resolve_names(char *const *names, size_t n, unsigned char *ok, pub_addr **out,
-                         size_t *nout) {
+static int resolve_name(const char *name, pub_addr **out, size_t *nout) {
     pub_addr *list = NULL;
     size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct addrinfo hints = {0}, *res = NULL;
-        hints.ai_socktype = SOCK_STREAM;
-        if (getaddrinfo(names[i], NULL, &hints, &res) != 0)
-            continue;
-        size_t first = len;
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(name, NULL, &hints, &res) == 0) {
         for (struct addrinfo *a = res; a; a = a->ai_next) {
             char ip[INET6_ADDRSTRLEN];
             const void *src = a->ai_family == AF_INET
@@ -355,12 +351,11 @@ static int resolve_names(char *const *names, size_t n, unsigned char *ok, pub_ad
             if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) ||
                 !inet_ntop(a->ai_family, src, ip, sizeof ip))
                 continue;
-            if (add_addr(&list, &len, first, names[i], ip) < 0) {
+            if (add_addr(&list, &len, name, ip) < 0) {
                 freeaddrinfo(res);
                 free_addrs(list, len);
                 return -1;
             }
-            ok[i] = 1;
         }
         freeaddrinfo(res);
     }
@@ -390,11 +385,11 @@ static int same_addrs_locked(const char *host, const pub_addr *got, size_t ngot)
 /* Looks one name up (no lock held) and publishes its addresses when they changed. */
 static void *lookup_one(void *arg) {
     char *name = arg;
-    unsigned char ok = 0;
     pub_addr *got = NULL;
     size_t ngot = 0;
-    if (resolve_names(&name, 1, &ok, &got, &ngot) < 0)
+    if (resolve_name(name, &got, &ngot) < 0)
         return NULL; /* out of memory: the cache keeps its last addresses */
+    unsigned char ok = ngot > 0;
     pthread_mutex_lock(&lock);
     if (!ok || same_addrs_locked(name, got, ngot)) {
         free_addrs(got, ngot);
