@@ -11,6 +11,8 @@
 #include "textfind.h"
 #include "upstream_h1.h"
 
+#include <event2/event.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -24,6 +26,7 @@
 #define HELD_CUT_SIZE 1              /* aor_proxy.held_cut: over ERROR_BODY_MAX */
 #define HELD_CUT_STREAM 2            /* ... a stream that ended before its first event */
 #define SSE_PEEK_MAX (256 * 1024)    /* bytes held while looking for the first event */
+#define PRELUDE_HOLD_S 3             /* seconds an SSE answer's opening events are held at most */
 #define SSE_TAIL_MAX 4096 /* bytes of a forwarded SSE answer's end kept for its last event */
 #define OUT_HIGH_WATERMARK (1024 * 1024)
 /* Header lines of an answer kept; both upstream paths refuse an answer with more. */
@@ -134,6 +137,11 @@ struct aor_proxy {
      * (sse_end.h; kind NONE for endpoints without one, and before the commit) */
     aor_sse_end_scan end_scan;
     aor_sse_peek peek; /* MODE_SSE_PEEK: where the first event is (sse_peek.h) */
+    /* MODE_SSE_PEEK: opening events held (aor_sse_peek_prelude), sent with the first event
+     * that counts or when prelude_ev fires, PRELUDE_HOLD_S after the first of them. */
+    int prelude_held;
+    struct event *prelude_ev; /* made at the first hold, freed with the request */
+    int out_broken;           /* the timer's send failed (out of memory): the attempt ends */
     /* The end of a forwarded answer that could be the start of the configured secret
      * (write_stream): held back until the next bytes tell, rd_len bytes in rd_hold. */
     char *rd_hold;
@@ -392,6 +400,9 @@ static void proxy_free(aor_proxy *p) {
         free(p->cred_own);
     }
     free(p->upstream_body);
+    if (p->prelude_ev)
+        event_free(p->prelude_ev);
+    p->prelude_ev = NULL;
     free(p->sse_tail);
     p->sse_tail = NULL;
     if (p->rd_hold) {
@@ -926,7 +937,12 @@ static void record(aor_proxy *p, const aor_candidate *cand, aor_kind kind, doubl
 
 /* ---- upstream callbacks ------------------------------------------------------- */
 
+static void prelude_stop(aor_proxy *p);
+
 static void reset_attempt(aor_proxy *p) {
+    prelude_stop(p);
+    p->prelude_held = 0;
+    p->out_broken = 0;
     hset_reset(&p->hdrs);
     p->status = 0;
     p->mode = MODE_HEADERS;
@@ -1440,8 +1456,99 @@ static int starts_as_html(const char *data, size_t len) {
            (len - i >= 5 && strncasecmp(data + i, "<html", 5) == 0);
 }
 
+/* Sends the held start of a 2xx SSE answer (the first event that counts and what came
+ * before it) and forwards the rest as it comes (MODE_STREAM): from here on the walk is
+ * over (§5.3). Returns -1 when out of memory (the answer then ends unfinished). */
+static int sse_commit(aor_proxy *p) {
+    prelude_stop(p);
+    p->mode = MODE_STREAM;
+    p->ok_at_end = 1; /* usage was observed with the head; success at the clean end */
+    probe_answered(p);
+    redact_stream_headers(p, &p->hdrs);
+    write_head(p, p->status, &p->hdrs, p->cand, -1);
+    if (!p->sse_tail)
+        p->sse_tail = malloc(SSE_TAIL_MAX);
+    p->tail_total = 0;
+    aor_sse_end_scan_init(&p->end_scan, aor_sse_end_of(p->dialect, p->path));
+    p->end_scan.epoch = aor_sse_ends_epoch(p->d->sse_ends);
+    size_t hl = evbuffer_get_length(p->held);
+    const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
+    if (h) {
+        if (p->sse_tail)
+            tail_add(p, h, hl);
+        aor_sse_end_scan_feed(&p->end_scan, h, hl);
+        record_at_terminator(p);
+    }
+    return write_stream_buffer(p, p->held) < 0 ? -1 : 0;
+}
+
+/* The hold of an SSE answer's opening events ran PRELUDE_HOLD_S: they go to the client
+ * (a model that thinks long before its first output must not leave the client without
+ * even the answer's head). */
+static void prelude_timeout(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    aor_proxy *p = arg;
+    if (p->mode == MODE_SSE_PEEK && !p->committed && sse_commit(p) < 0)
+        p->out_broken = 1;
+}
+
+/* Holds an opening event (aor_sse_peek_prelude): arms the timer at the first one.
+ * Returns 0, or -1 when no timer can be made (then the answer goes on at once, as it
+ * would without the hold). */
+static int prelude_hold(aor_proxy *p) {
+    if (!p->prelude_ev)
+        p->prelude_ev = evtimer_new(p->d->base, prelude_timeout, p);
+    if (!p->prelude_ev)
+        return -1;
+    if (!p->prelude_held) {
+        struct timeval tv = {PRELUDE_HOLD_S, 0};
+        if (evtimer_add(p->prelude_ev, &tv) < 0)
+            return -1;
+        p->prelude_held = 1;
+    }
+    return 0;
+}
+
+static void prelude_stop(aor_proxy *p) {
+    if (p->prelude_ev)
+        evtimer_del(p->prelude_ev);
+}
+
+/* Looks at the len new bytes at data (already added to held) of a 2xx SSE answer for the
+ * first event that counts: not only comments (sse_peek.h), not an opening event that tells
+ * the client nothing yet (aor_sse_peek_prelude: Anthropic's message_start and ping come
+ * before its overloaded_error; QA: those were sent on at once, so such an error right
+ * after them was never walked past). Returns 0 while it has not come (the bytes are
+ * held), 1 when the answer goes to the client, -1 when an error event came before it or
+ * with it (§5.3: a failed attempt; the verdict in sse_verdict). */
+static int sse_peek_decide(aor_proxy *p, const char *data, size_t len) {
+    size_t done = 0;
+    for (;;) {
+        size_t before = p->peek.pos, evoff = 0, evlen = 0;
+        int found = aor_sse_peek_feed(&p->peek, data + done, len - done, &evoff, &evlen);
+        done += p->peek.pos - before;
+        if (!found) {
+            size_t hl = evbuffer_get_length(p->held);
+            if (hl <= SSE_PEEK_MAX)
+                return 0;
+            evoff = p->peek.ev_start; /* no event boundary: just go on */
+            evlen = hl - evoff;
+        } else {
+            const char *h = (const char *)evbuffer_pullup(p->held, (ssize_t)(evoff + evlen));
+            if (h && aor_sse_peek_prelude(p->dialect, h + evoff, evlen) && prelude_hold(p) == 0) {
+                aor_sse_peek_next(&p->peek);
+                continue;
+            }
+        }
+        return held_events_have_error(p, evoff, evlen) ? -1 : 1;
+    }
+}
+
 static size_t on_up_data(void *arg, const char *data, size_t len) {
     aor_proxy *p = arg;
+    if (p->out_broken)
+        return 0; /* the held start could not be sent (prelude_timeout): end the attempt */
     /* Flow control: a paused transfer keeps the bytes and delivers them again on resume
      * (libcurl's CURL_WRITEFUNC_PAUSE), so pause before writing, never after. */
     if (p->mode == MODE_STREAM && aor_conn_output_len(p->c) > OUT_HIGH_WATERMARK)
@@ -1477,39 +1584,15 @@ static size_t on_up_data(void *arg, const char *data, size_t len) {
             p->cut = 1;
             return 0; /* end this attempt: a configuration error (on_done) */
         }
-        /* The first event that is not only comments decides (§5.3); comments and blank
-         * lines before it are held and forwarded with it. */
-        size_t evoff = 0, evlen = 0;
-        if (!aor_sse_peek_feed(&p->peek, data, len, &evoff, &evlen)) {
-            if (evbuffer_get_length(p->held) > SSE_PEEK_MAX)
-                evlen = evbuffer_get_length(p->held); /* no event boundary: just go on */
-            else
-                return len;
-        }
-        if (held_events_have_error(p, evoff, evlen)) {
+        int decided = sse_peek_decide(p, data, len);
+        if (decided == 0)
+            return len;
+        if (decided < 0) {
             p->sse_error = 1;
             p->cut = 1;
             return 0; /* end this attempt; on_done walks on */
         }
-        p->mode = MODE_STREAM;
-        p->ok_at_end = 1; /* usage was observed with the head; success at the clean end */
-        probe_answered(p);
-        redact_stream_headers(p, &p->hdrs);
-        write_head(p, p->status, &p->hdrs, p->cand, -1);
-        if (!p->sse_tail)
-            p->sse_tail = malloc(SSE_TAIL_MAX);
-        p->tail_total = 0;
-        aor_sse_end_scan_init(&p->end_scan, aor_sse_end_of(p->dialect, p->path));
-        p->end_scan.epoch = aor_sse_ends_epoch(p->d->sse_ends);
-        size_t hl = evbuffer_get_length(p->held);
-        const char *h = hl ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
-        if (h) {
-            if (p->sse_tail)
-                tail_add(p, h, hl);
-            aor_sse_end_scan_feed(&p->end_scan, h, hl);
-            record_at_terminator(p);
-        }
-        if (write_stream_buffer(p, p->held) < 0)
+        if (sse_commit(p) < 0)
             return 0; /* out of memory: the answer ends unfinished (on_up_done) */
         break;
     }
@@ -1567,6 +1650,13 @@ static void classify_held(aor_proxy *p, aor_verdict *v) {
     const char *body = blen ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
     aor_classify(pc->dialect, p->status, p->hdrs.h, p->hdrs.n, body, blen, aor_clock_now(),
                  pc->retry_after_ignore, v);
+    if (v->kind == AOR_KIND_CONFIG && p->status >= 400 && p->req->method == HTTP_HEAD) {
+        /* An answer to HEAD has no body to tell a wrong base_url's "no such page" from the
+         * API's own answer: the status is the client's, as a GET's would be (QA: HEAD on
+         * a path the provider does not have got 502 "wrong base_url?"). */
+        v->kind = AOR_KIND_CLIENT;
+        snprintf(v->reason, sizeof v->reason, "%ld answer to HEAD", p->status);
+    }
 }
 
 /* 1 for curl errors that are aor's fault, not the upstream's. */
@@ -1607,8 +1697,24 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     p->x = NULL;
     const aor_candidate *cand = p->cand;
     const char *prov = cand_provider(p, cand);
+    prelude_stop(p);
     if (p->mode == MODE_HEAD_HELD && rc == CURLE_OK)
         commit_2xx(p); /* a 2xx that ended cleanly without a body byte */
+    if (p->mode == MODE_SSE_PEEK && rc == CURLE_OK && !p->cut && p->prelude_held) {
+        /* A stream that ended cleanly after its opening events: an error event after
+         * them without the blank line that ends an event fails the attempt (as for a
+         * first event, below); else it is the client's, as it would have been had they
+         * been sent on, and its end is judged as a forwarded stream's (its terminator). */
+        size_t hl = evbuffer_get_length(p->held), at = p->peek.ev_start;
+        const char *h = hl > at ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
+        if (h && !event_is_comment(h + at, hl - at) &&
+            event_is_error(p, h + at, hl - at, &p->sse_verdict)) {
+            p->sse_error = 1;
+        } else if (sse_commit(p) < 0) {
+            abort_client(p);
+            return;
+        }
+    }
     if (p->committed && rc != CURLE_OK && p->end_scan.seen && !hset_content_length(&p->hdrs)) {
         /* The stream's terminator came, then its framing broke (a reset instead of the
          * last chunk): the answer is whole, so it ends as it would have. */

@@ -51,3 +51,48 @@ int aor_sse_peek_feed(aor_sse_peek *s, const char *data, size_t len, size_t *evo
     *evlen = s->pos - s->ev_start;
     return 1;
 }
+
+void aor_sse_peek_next(aor_sse_peek *s) {
+    s->found = 0;
+    s->field = 0;
+    s->ev_start = s->pos;
+}
+
+static const char *const prelude_anthropic[] = {"message_start", "ping", "content_block_start",
+                                                NULL};
+static const char *const prelude_openai[] = {"response.created",
+                                             "response.queued",
+                                             "response.in_progress",
+                                             "response.output_item.added",
+                                             "response.content_part.added",
+                                             NULL};
+
+int aor_sse_peek_prelude(aor_dialect d, const char *ev, size_t len) {
+    const char *const *names = d == AOR_DIALECT_ANTHROPIC ? prelude_anthropic
+                               : d == AOR_DIALECT_OPENAI  ? prelude_openai
+                                                          : NULL;
+    if (!names)
+        return 0;
+    const char *s = ev, *end = ev + len;
+    int prelude = 0;
+    while (s < end) {
+        const char *e = s;
+        while (e < end && *e != '\n' && *e != '\r')
+            e++;
+        size_t ll = (size_t)(e - s);
+        if (ll >= 6 && memcmp(s, "event:", 6) == 0) {
+            const char *v = s + 6;
+            if (v < e && *v == ' ')
+                v++; /* one space after the colon is not part of the value */
+            size_t vl = (size_t)(e - v);
+            prelude = 0;
+            for (size_t i = 0; names[i]; i++)
+                if (strlen(names[i]) == vl && memcmp(names[i], v, vl) == 0)
+                    prelude = 1;
+            if (!prelude)
+                return 0;
+        }
+        s = e < end && *e == '\r' && e + 1 < end && e[1] == '\n' ? e + 2 : e + 1;
+    }
+    return prelude;
+}

@@ -11,6 +11,8 @@
 #ifndef AOR_SSE_PEEK_H
 #define AOR_SSE_PEEK_H
 
+#include "types.h"
+
 #include <stddef.h>
 
 /* Scanner state; set up with aor_sse_peek_init, fed with aor_sse_peek_feed. */
@@ -33,5 +35,21 @@ void aor_sse_peek_init(aor_sse_peek *s);
  * terminator of its empty line: the comments before it come first. 0 while it has not
  * ended. Can't fail. */
 int aor_sse_peek_feed(aor_sse_peek *s, const char *data, size_t len, size_t *evoff, size_t *evlen);
+
+/* After aor_sse_peek_feed found an event: looks for the next one that is not only
+ * comments, from the byte after it. Feed on with the bytes the last call did not read
+ * (it stops at the event's end: s->pos counts what it read). */
+void aor_sse_peek_next(aor_sse_peek *s);
+
+/* 1 when the whole SSE event at ev (len bytes) is one a provider sends before the model's
+ * first output, which tells the client nothing yet: Anthropic's message_start, ping and
+ * content_block_start (a block's empty start); the OpenAI Responses API's
+ * response.created, response.queued, response.in_progress, response.output_item.added
+ * and response.content_part.added. Told by the event's "event:" field (both send one
+ * with each event; Anthropic "Streaming Messages", OpenAI "Streaming events" of the
+ * Responses API). 0 for any other event, and for other dialects. The proxy holds such
+ * events with the first one that counts, so that an error event right after them is
+ * still a failed attempt the walk goes past (spec §5.3). */
+int aor_sse_peek_prelude(aor_dialect d, const char *ev, size_t len);
 
 #endif

@@ -114,7 +114,8 @@ def test_node_anthropic_sdk_sees_a_mid_stream_overloaded_error(env):
     raises the provider's error (an overloaded_error it can retry), not a bare
     connection error."""
     mock = start_anthropic(env, two_keys=False)
-    mock.script("ant-a-secret", [{"kind": "sse_error_after", "events": 2, "times": -1}])
+    # message_start, content_block_start, ping, a delta: the error comes after content
+    mock.script("ant-a-secret", [{"kind": "sse_error_after", "events": 4, "times": -1}])
     code = r"""
 const Anthropic = require('@anthropic-ai/sdk');
 const client = new Anthropic({ apiKey: 'client-token', maxRetries: 0 });

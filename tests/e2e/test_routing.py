@@ -352,7 +352,8 @@ def test_anthropic_overloaded_error_mid_stream_backs_the_key_off(env):
     the provider ended its stream cleanly (§5.3: an upstream failure after the first byte
     is never a clean end; it was passed on as one)."""
     mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="claude-x")
-    mock.script("secret-A", [{"kind": "sse_error_after", "events": 2}])
+    # message_start, content_block_start, ping, a delta: the error comes after content
+    mock.script("secret-A", [{"kind": "sse_error_after", "events": 4}])
     args = anthropic_stream_args()
     r = env.curl(args)
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "the stream came from A")
@@ -713,6 +714,58 @@ def test_error_event_behind_a_good_first_event_in_one_read_walks_on(env):
     r = chat(env, stream=True)
     eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "good events in one read")
     check(r.body.startswith("event: response.created") and "[DONE]" in r.body, r.body)
+
+
+def test_error_event_after_opening_events_in_later_reads_walks_on(env):
+    """QA: Anthropic streams open with message_start (then content_block_start, ping) and
+    the Responses API with response.created, response.in_progress; an overloaded_error or
+    error event right after them, in a later read, went to the client as a committed 200:
+    those events were sent on at once, so no error after them was walked past. They tell
+    the client nothing yet: aord holds them with the first event that counts (§5.3)."""
+    mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="claude-x")
+    args = anthropic_stream_args()
+    for n in (1, 3):  # message_start; message_start, content_block_start, ping
+        mock.script("secret-A", [{"kind": "sse_error_after", "events": n, "interval_ms": 150}])
+        r = env.curl(args)
+        eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")),
+           (200, "B", "2"), "overloaded_error after %d opening events -> next key" % n)
+        check("overloaded_error" not in r.body and "message_stop" in r.body,
+              "a clean stream from B: %r" % r.body[-300:])
+        eq(r.rc, 0, "and a clean end (%s)" % r.stderr.strip())
+        eq(row(d, "A")["last_error_kind"], "rate", "A backed off as rate")
+        d.admin("POST", "/admin/api/backoff/clear")
+    # A good stream whose events come apart is forwarded whole and unchanged.
+    mock.script("secret-A", [{"interval_ms": 100}])
+    r = env.curl(args)
+    eq((r.status, r.headers.get("x-aor-key"), r.rc), (200, "A", 0), "good stream from A")
+    check(r.body.startswith("event: message_start") and r.body.count("event: ping") == 1
+          and "message_stop" in r.body, "every event, in order: %r" % r.body)
+    # The Responses API: response.created, response.in_progress, then an error event.
+    d.stop()
+    mock2, d2 = setup(env)
+    mock2.script("secret-A", [{"kind": "sse_error_after", "events": 2, "interval_ms": 150}])
+    body = json.dumps({"model": "gpt-4o-mini", "input": "hi", "stream": True})
+    r = env.curl(["https://api.openai.com/v1/responses", "-H", "Authorization: Bearer c",
+                  "-H", "Content-Type: application/json", "-d", body])
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")),
+       (200, "B", "2"), "error after response.created, response.in_progress -> next key")
+    check("server_error" not in r.body and "response.completed" in r.body,
+          "a clean stream from B: %r" % r.body[-300:])
+
+
+def test_opening_events_are_held_for_3_s_at_most(env):
+    """The hold of the opening events (above) is bounded: a model that takes long before
+    its first output must not leave the client without even the answer's head. After 3 s
+    they go out, and an error after that is one after the first byte: no walk, the
+    response ends unfinished (§5.3)."""
+    mock, d = setup(env, dialect="anthropic", host="api.anthropic.com", models="claude-x")
+    mock.script("secret-A", [{"kind": "sse_error_after", "events": 1, "interval_ms": 4500}])
+    r = env.curl(anthropic_stream_args())
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")),
+       (200, "A", "1"), "the opening event went out after 3 s: no walk")
+    check(r.body.startswith("event: message_start") and "overloaded_error" in r.body,
+          "message_start, then the error: %r" % r.body)
+    eq(r.rc, 18, "curl: partial transfer (%s)" % r.stderr.strip())
 
 
 # --- §5.2 models ------------------------------------------------------------------

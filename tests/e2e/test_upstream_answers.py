@@ -1031,7 +1031,9 @@ def test_responses_failed_split_across_reads_is_a_failure(env):
     """a88f886 recorded a stream's success at its terminator line; `event:
     response.failed` is one, and when its data came in a later read the failure was
     recorded as a success (QA). A success is recorded only at a success's terminator,
-    once its event is whole."""
+    once its event is whole. Since 2026-12-03 response.created is held with the event after
+    it (an opening event: sse_peek.h), so the failure is one before the first byte: the
+    walk, over with the one key, returns the answer as it came (§5.6)."""
     created = b'event: response.created\ndata: {"type":"response.created","response":{}}\n\n'
     failed_data = (b'data: {"type":"response.failed","response":{"error":{"code":"server_error",'
                    b'"message":"boom"}}}\n\n')
@@ -1040,10 +1042,10 @@ def test_responses_failed_split_across_reads_is_a_failure(env):
     s = socket.create_connection(("127.0.0.1", d.port))
     s.sendall(request(body=b'{"model":"gpt-4o","input":"hi","stream":true}',
                       path=b"/v1/responses"))
-    raw = read_to_eof(s)
+    status, head, body = read_answer(s)
     s.close()
-    check(raw.startswith(b"HTTP/1.1 200"), "the stream started: %r" % raw[:100])
-    check(not raw.endswith(b"0\r\n\r\n"), "it ends unfinished: %r" % raw[-60:])
+    eq(status, 200, "the last answer as it came: %r" % head)
+    check(body.startswith(created) and b'"message":"boom"' in body, "its events: %r" % body)
     eq([(b["key"], b["last_error_kind"]) for b in d.state()["backoff"]], [("a", "transient")],
        "the failure recorded")
     eq(d.state()["sticky"], [], "no success")
@@ -1119,3 +1121,29 @@ def test_alt_svc_does_not_reach_the_client(env):
         eq((status, body), (200, b"{}"), backend + ": the answer")
         check(b"alt-svc" not in head.lower(), backend + ": no Alt-Svc: %r" % head)
         check(b"x-kept: yes" in head.lower(), backend + ": other headers kept: %r" % head)
+
+
+def test_head_answered_with_an_error_status_is_passed_on(env):
+    """QA: HEAD on a path the provider does not have got 502 "wrong base_url?" (and an
+    error line in the log): an answer to HEAD has no body, so the provider's JSON error
+    shape could not be seen and the 404 was taken for a web server that is not the API.
+    The status is the client's, as a GET's is: returned as it came, no walk, no backoff."""
+    body = b'{"error":{"message":"Unknown request URL","type":"invalid_request_error"}}'
+
+    def handler(s, n):
+        while True:
+            head, _ = up.read_request(s)
+            if head is None:
+                return
+            s.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) +
+                      (b"" if head.startswith(b"HEAD ") else body))
+
+    up = RawUpstream(handler)
+    d = start(env, up)
+    for method in ("GET", "HEAD"):
+        st, hdrs, got = d.http(method, "/v1/nosuchpath", None, {"authorization": "Bearer c"})
+        eq((st, hdrs.get("x-aor-attempts")), (404, "1"), "%s: the provider's 404" % method)
+        eq(got, body if method == "GET" else b"", "%s: its body" % method)
+    eq(d.state()["backoff"], [], "no backoff")
+    check("wrong base_url" not in d.stderr_text(), "no configuration error said")

@@ -94,11 +94,68 @@ static void test_many_comments(void **state) {
     assert_int_equal(len, 9);
 }
 
+/* aor_sse_peek_next: the events after the first, in any cut of the bytes, also when a
+ * "\r\n" is split between the event's end and the next read. */
+static void test_next_events(void **state) {
+    (void)state;
+    static const char text[] = "event: a\r\ndata: 1\r\n\r\n: c\n\nevent: b\ndata: 2\n\ndata: 3\n\n";
+    size_t n = sizeof text - 1;
+    for (size_t cut = 1; cut <= n; cut++) {
+        aor_sse_peek s;
+        aor_sse_peek_init(&s);
+        size_t offs[3], lens[3], found = 0, at = 0;
+        while (at < n && found < 3) {
+            size_t k = n - at < cut ? n - at : cut, before = s.pos, off = 0, len = 0;
+            int f = aor_sse_peek_feed(&s, text + at, k, &off, &len);
+            at += s.pos - before;
+            if (f) {
+                offs[found] = off;
+                lens[found] = len;
+                found++;
+                aor_sse_peek_next(&s);
+            }
+        }
+        assert_int_equal(found, 3);
+        assert_int_equal(offs[0], 0);
+        assert_int_equal(lens[0], 20); /* to the empty line's CR: its LF is skipped */
+        assert_memory_equal(text + offs[1], "event: b\ndata: 2\n\n", lens[1]);
+        assert_int_equal(lens[1], 18);
+        assert_memory_equal(text + offs[2], "data: 3\n\n", lens[2]);
+        assert_int_equal(lens[2], 9);
+    }
+}
+
+/* The opening events by their event: field, per dialect. */
+static void test_prelude(void **state) {
+    (void)state;
+#define PRE(d, t) aor_sse_peek_prelude(d, t, sizeof t - 1)
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: message_start\ndata: {}\n\n"), 1);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event:ping\r\ndata: {}\r\n\r\n"), 1);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "data: {}\nevent: content_block_start\n\n"), 1);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: content_block_delta\ndata: {}\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: error\ndata: {}\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: message_started\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: message_star\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event:  ping\n\n"), 0); /* value " ping" */
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "data: {\"type\":\"ping\"}\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: response.created\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_OPENAI, "event: response.created\ndata: {}\n\n"), 1);
+    assert_int_equal(PRE(AOR_DIALECT_OPENAI, "event: response.in_progress\n\n"), 1);
+    assert_int_equal(PRE(AOR_DIALECT_OPENAI, "event: response.output_text.delta\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_OPENAI, "event: response.failed\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_OPENAI, "event: ping\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_OPENAI, "data: {\"choices\":[]}\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_GEMINI, "event: message_start\n\n"), 0);
+    /* The last event: field is the event's type (WHATWG): a later other one ends it. */
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: ping\nevent: error\n\n"), 0);
+#undef PRE
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_event),
-        cmocka_unit_test(test_found_stays),
-        cmocka_unit_test(test_many_comments),
+        cmocka_unit_test(test_first_event),   cmocka_unit_test(test_found_stays),
+        cmocka_unit_test(test_many_comments), cmocka_unit_test(test_next_events),
+        cmocka_unit_test(test_prelude),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
