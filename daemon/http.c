@@ -323,6 +323,10 @@ static int on_headers_complete(llhttp_t *p) {
         return fail(r, 400, "more than one Host header");
     /* RFC 9112 §6.1: a transfer coding aor does not know (gzip, chunked) gets 501; only
      * chunked is decoded (and the body forwarded with a Content-Length). */
+    if ((p->flags & F_TRANSFER_ENCODING) && p->http_minor == 0)
+        return fail(r, 400,
+                    "Transfer-Encoding in an HTTP/1.0 request: its framing cannot "
+                    "be trusted (RFC 9112 section 6.1)");
     if (p->flags & F_TRANSFER_ENCODING) {
         const char *te = aor_http_request_field(q, "transfer-encoding");
         if (!te || strcasecmp(te, "chunked") != 0)

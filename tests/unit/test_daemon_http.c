@@ -246,6 +246,11 @@ static void test_version_and_host_count(void **state) {
     assert_int_equal(expect_error(h2, sizeof h2 - 1, 0, BODY_MAX, &why), 400);
     assert_non_null(strstr(why, "Host"));
     assert_int_equal(expect_error(h2, sizeof h2 - 1, 1, BODY_MAX, &why), 400);
+    /* RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing. */
+    const char te10[] = "POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\n"
+                        "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+    assert_int_equal(expect_error(te10, sizeof te10 - 1, 0, BODY_MAX, &why), 400);
+    assert_non_null(strstr(why, "HTTP/1.0"));
     /* HTTP/1.0 and one Host are fine. */
     aor_http_request *req = parse_str("GET /healthz HTTP/1.0\r\nHost: a\r\n\r\n");
     assert_int_equal(req->http_minor, 0);
