@@ -42,6 +42,9 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 # aord does not link libcurl (it loads it only when a proxy needs it: daemon/curl_api.h)
 # nor libevent_openssl (its TLS sockets are read and written with OpenSSL directly).
 AORD_LIBS  = $(shell pkg-config --libs $(filter-out libcurl libevent_openssl,$(PKGS)) 2>/dev/null) -lm
+# aord's marker in its dynamic symbol table: a preloaded libaor.so finds it and stays out
+# of aord's way whatever aord's file is called (daemon/main.c, shim/env.c; spec §2).
+AORD_LIBS += $(if $(filter Darwin,$(shell uname -s)),,-Wl,--export-dynamic-symbol=aor_daemon_marker)
 CFLAGS_ALL = $(BASE_CFLAGS) $(EXE_CFLAGS) $(LTO_FLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
 # The shim lives inside other programs: libc, libdl and pthread only, never sanitized.
 SHIM_CFLAGS = $(BASE_CFLAGS) -fPIC -fvisibility=hidden $(CFLAGS)

@@ -5,6 +5,7 @@
 #include "fdtab.h"
 #include "real.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -67,10 +68,13 @@ void aor_env_load(void) {
     aor_env_debug = g_env.debug;
     g_env.strict = aor_envflag_on(getenv("AOR_STRICT"));
     g_env.no_trust = aor_envflag_on(getenv("AOR_NO_TRUST"));
-    /* The daemon never routes itself (spec §2): by name, or by the variable aord sets. */
+    /* The daemon never routes itself (spec §2): by the marker in aord's symbol table
+     * (daemon/main.c: whatever its file is called), by name, or by the variable aord
+     * sets for what it starts. */
     g_env.disabled = aor_envflag_on(getenv("AOR_DISABLE")) ||
                      aor_envflag_on(getenv("AOR_DAEMON")) ||
-                     strcmp(program_invocation_short_name, "aord") == 0;
+                     strcmp(program_invocation_short_name, "aord") == 0 ||
+                     dlsym(RTLD_DEFAULT, "aor_daemon_marker") != NULL;
     g_env.sock_ok = aor_env_paths(getenv("AOR_SOCKET"), getenv("XDG_RUNTIME_DIR"),
                                   (unsigned)getuid(), g_env.sock_path, sizeof(g_env.sock_path),
                                   g_env.hosts_path, sizeof(g_env.hosts_path)) == 0;

@@ -209,7 +209,8 @@ static void init_once(void) {
     pthread_atfork(fork_prepare, fork_release, fork_child);
     const aor_shim_env *env = aor_env();
     if (env->disabled)
-        aor_debug("libaor loaded, disabled (AOR_DISABLE, AOR_DAEMON or aord): pass-through");
+        aor_debug(
+            "libaor loaded, disabled (AOR_DISABLE, AOR_DAEMON, or aord itself): pass-through");
     else
         aor_debug("libaor loaded, daemon socket %s%s%s", env->sock_path,
                   env->sock_ok         ? ""

@@ -505,9 +505,11 @@ class Env:
         return m
 
     def start_daemon(
-        self, extra_env=None, fake_clock=None, args=(), wait=True, timeout=START_TIMEOUT_S
-    ):
-        """Starts $AOR_BUILD/aord with this env; returns a Daemon once it is ready.
+        self, extra_env=None, fake_clock=None, args=(), wait=True, timeout=START_TIMEOUT_S,
+        binary=None,
+    ):  # fmt: skip
+        """Starts $AOR_BUILD/aord (or binary: a copy of it) with this env; returns a
+        Daemon once it is ready.
 
         Ready = GET /healthz on the configured `listen` answers 200 (skipped
         with listen = off) and the Unix socket exists.  The listen address and
@@ -516,7 +518,7 @@ class Env:
         sets AOR_FAKE_CLOCK.  stderr goes to a file (Daemon.stderr_text()).
         Raises HarnessError when aord exits or is not ready within timeout s.
         """
-        aord = os.path.join(self.build, "aord")
+        aord = binary or os.path.join(self.build, "aord")
         if not os.access(aord, os.X_OK):
             raise HarnessError("no aord at %s (build it: make BUILD=%s)" % (aord, self.build))
         env = dict(self.env)

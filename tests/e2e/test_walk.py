@@ -13,11 +13,13 @@ T0 = 1800000000
 CHAT = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
 
 
-def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False, daemon_env=None):
+def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False, daemon_env=None,
+                  daemon_bin=None):
     """aord with provider "openai" (keys A, then B; secrets key-a-secret, key-b-secret)
     in front of a mock provider (started here with TLS unless given; a plain-only mock
     gives a plain http:// base_url), intercepting api.openai.com.
-    debug: AOR_DEBUG=1 for aord and every client; daemon_env: more variables for aord.
+    debug: AOR_DEBUG=1 for aord and every client; daemon_env: more variables for aord;
+    daemon_bin: the aord binary to start (default $AOR_BUILD/aord).
     Returns (mock, daemon)."""
     if mock is None:
         mock = env.start_mock(tls=True)
@@ -43,7 +45,7 @@ def two_key_setup(env, fake_clock=T0, extra="", mock=None, debug=False, daemon_e
         models = gpt-4o-mini
         {extra}
         """)
-    d = env.start_daemon(fake_clock=fake_clock, extra_env=daemon_env)
+    d = env.start_daemon(fake_clock=fake_clock, extra_env=daemon_env, binary=daemon_bin)
     return mock, d
 
 
