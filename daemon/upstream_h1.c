@@ -162,8 +162,8 @@ struct h1_xfer {
  * section, which is not passed on (on_header has no place for it after the empty line). */
 enum { LS_NONE = 0, LS_STATUS_START, LS_STATUS, LS_FIELD, LS_VALUE, LS_TRAILER };
 
-/* Which /etc/resolv.conf the resolver read: a file changed in place (DHCP, a VPN) or
- * replaced has another size, time or inode. known 0: there was none. */
+/* Which /etc/resolv.conf or /etc/hosts the resolver read: a file changed in place (DHCP,
+ * a VPN, an edit) or replaced has another size, time or inode. known 0: there was none. */
 typedef struct {
     int known;
     dev_t dev;
@@ -173,11 +173,12 @@ typedef struct {
 } resolv_id;
 
 #define RESOLV_CONF "/etc/resolv.conf" /* what evdns reads (EVDNS_BASE_INITIALIZE_...) */
+#define HOSTS_FILE "/etc/hosts"        /* what it reads with it (DNS_OPTION_HOSTSFILE) */
 
-static void resolv_id_of(resolv_id *id) {
+static void resolv_id_of(const char *path, resolv_id *id) {
     struct stat st;
     memset(id, 0, sizeof *id);
-    if (stat(RESOLV_CONF, &st) != 0)
+    if (stat(path, &st) != 0)
         return;
     id->known = 1;
     id->dev = st.st_dev;
@@ -195,6 +196,7 @@ struct aor_h1 {
     struct event_base *base;
     struct evdns_base *dns; /* made on the first host name to resolve */
     resolv_id resolv;       /* the resolv.conf dns was set up from */
+    resolv_id hosts;        /* the /etc/hosts it read */
     h1_origin *origins;
     h1_trust *trusts; /* loaded verify stores; dropped on a trust reload (SIGHUP) */
     h1_xfer *xfers;
@@ -220,24 +222,37 @@ static void conn_start(aor_h1 *h, h1_xfer *x);
  * aord's upstream lookups follow the system's name servers, as glibc's do (QA: after a
  * network change rewrote it, every new upstream connection failed with "the DNS server
  * failed" until a restart, and the failures backed the keys off). Lookups in flight are
- * sent again to the new servers. One stat(2) per lookup, and lookups happen for new
- * upstream connections only. */
-static void dns_follow_resolv_conf(aor_h1 *h) {
-    resolv_id now;
-    resolv_id_of(&now);
-    if (resolv_same(&now, &h->resolv))
-        return;
-    h->resolv = now;
-    evdns_base_clear_nameservers_and_suspend(h->dns);
-    evdns_base_search_clear(h->dns);
-    int r = evdns_base_resolv_conf_parse(h->dns, DNS_OPTIONS_ALL, RESOLV_CONF);
-    evdns_base_resume(h->dns);
-    if (r != 0)
-        aor_warn("upstream DNS: %s changed and could not be read whole (evdns error %d); "
-                 "the name servers it names, or 127.0.0.1, are used",
-                 RESOLV_CONF, r);
-    else
-        aor_info("upstream DNS: %s changed: its name servers are used from now on", RESOLV_CONF);
+ * sent again to the new servers. The same for /etc/hosts, whose entries evdns answers
+ * from (QA: a host added there was published to the shim, which redirected to aord,
+ * while aord's own lookup of it failed until a restart). Two stat(2) per lookup, and
+ * lookups happen for new upstream connections only. */
+static void dns_follow_system_files(aor_h1 *h) {
+    resolv_id now, hosts;
+    resolv_id_of(RESOLV_CONF, &now);
+    resolv_id_of(HOSTS_FILE, &hosts);
+    if (!resolv_same(&now, &h->resolv)) {
+        h->resolv = now;
+        h->hosts = hosts;
+        evdns_base_clear_nameservers_and_suspend(h->dns);
+        evdns_base_search_clear(h->dns);
+        /* The parse reads /etc/hosts too, adding to the entries it has: start empty. */
+        evdns_base_clear_host_addresses(h->dns);
+        int r = evdns_base_resolv_conf_parse(h->dns, DNS_OPTIONS_ALL, RESOLV_CONF);
+        evdns_base_resume(h->dns);
+        if (r != 0)
+            aor_warn("upstream DNS: %s changed and could not be read whole (evdns error %d); "
+                     "the name servers it names, or 127.0.0.1, are used",
+                     RESOLV_CONF, r);
+        else
+            aor_info("upstream DNS: %s changed: its name servers are used from now on",
+                     RESOLV_CONF);
+    } else if (!resolv_same(&hosts, &h->hosts)) {
+        h->hosts = hosts;
+        evdns_base_clear_host_addresses(h->dns);
+        /* Missing or unreadable: evdns then adds the localhost entries alone. */
+        evdns_base_load_hosts(h->dns, hosts.known ? HOSTS_FILE : NULL);
+        aor_info("upstream DNS: %s changed: its entries are used from now on", HOSTS_FILE);
+    }
 }
 
 static void xfer_fail_later(h1_xfer *x, CURLcode code, const char *fmt, ...)
@@ -1435,7 +1450,8 @@ static void conn_start(aor_h1 *h, h1_xfer *x) {
         return;
     }
     if (!h->dns) {
-        resolv_id_of(&h->resolv);
+        resolv_id_of(RESOLV_CONF, &h->resolv);
+        resolv_id_of(HOSTS_FILE, &h->hosts);
         h->dns = evdns_base_new(h->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                              EVDNS_BASE_DISABLE_WHEN_INACTIVE);
         if (!h->dns) {
@@ -1444,7 +1460,7 @@ static void conn_start(aor_h1 *h, h1_xfer *x) {
             return;
         }
     } else {
-        dns_follow_resolv_conf(h);
+        dns_follow_system_files(h);
     }
     hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
     struct timeval tv = {(time_t)(x->connect_timeout_ms / 1000),

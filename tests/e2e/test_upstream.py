@@ -502,6 +502,47 @@ def test_libevent_messages_are_aord_log_lines(env):
         check("libevent: Nameserver" in log, "in aord.log too")
 
 
+def test_upstream_lookups_follow_a_changed_etc_hosts(env):
+    """QA: aord's resolver read /etc/hosts once: a provider host added there later was
+    published to the shim (its lookups use getaddrinfo), which redirected to aord, while
+    aord's own lookup of it failed ("could not resolve host") until a restart, and backed
+    the key off. A private namespace whose /etc/hosts is a copy, edited in place."""
+    import netns
+    why = netns.unavailable()
+    if why:
+        raise aortest.Skip(why)
+    with netns.NetNS(env, {"other.test": ["127.0.0.1"]}):
+        hosts = env.path("hosts")
+        with open("/etc/hosts") as f:
+            orig = f.read()
+        with open(hosts, "w") as f:
+            f.write(orig)
+        subprocess.run(["mount", "--bind", hosts, "/etc/hosts"], check=True)
+        mock = env.start_mock(tls=False)
+        mport = int(mock.url.rsplit(":", 1)[1])
+        port = aortest.free_port()
+        env.set_keys(KEY_A="secret-A")
+        env.write_config(
+            '[daemon]\nlisten = 127.0.0.1:%d\n[key "A"]\nenv = KEY_A\n'
+            '[provider "pa"]\ndialect = openai\nbase_url = http://late.test:%d\nkeys = A\n'
+            "models = m1\n" % (port, mport))
+        d = env.start_daemon()
+
+        def ask():
+            return d.http("POST", "/v1/chat/completions",
+                          json.dumps({"model": "m1", "messages": []}).encode(),
+                          {"authorization": "Bearer c", "content-type": "application/json"})
+
+        st, _, body = ask()
+        eq(st, 502, "late.test is not known yet (%r)" % body[:200])
+        d.admin("POST", "/admin/api/backoff/clear")
+        with open(hosts, "a") as f:  # in place: the bind mount keeps the inode
+            f.write("\n127.0.0.1 late.test\n")
+        st, _, body = ask()
+        eq(st, 200, "late.test through the edited /etc/hosts (%r)" % body[:200])
+        check("upstream DNS: /etc/hosts changed" in d.stderr_text(), "said")
+
+
 def test_upstream_lookups_follow_a_changed_resolv_conf(env):
     """QA: aord's resolver read /etc/resolv.conf once; after a network change rewrote it
     (DHCP, a VPN), every new upstream connection failed ("the DNS server failed") until a
