@@ -734,6 +734,13 @@ def test_error_event_after_opening_events_in_later_reads_walks_on(env):
         eq(r.rc, 0, "and a clean end (%s)" % r.stderr.strip())
         eq(row(d, "A")["last_error_kind"], "rate", "A backed off as rate")
         d.admin("POST", "/admin/api/backoff/clear")
+    # A stream cut after its opening events: nothing reached the client, transient, walk on.
+    mock.script("secret-A", [{"kind": "cut_after", "events": 2, "interval_ms": 150}])
+    r = env.curl(args)
+    eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts"), r.rc),
+       (200, "B", "2", 0), "cut after message_start, content_block_start -> next key")
+    eq(row(d, "A")["last_error_kind"], "transient", "A backed off as transient")
+    d.admin("POST", "/admin/api/backoff/clear")
     # A good stream whose events come apart is forwarded whole and unchanged.
     mock.script("secret-A", [{"interval_ms": 100}])
     r = env.curl(args)
