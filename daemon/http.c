@@ -321,12 +321,13 @@ static int on_headers_complete(llhttp_t *p) {
         return fail(r, 505, "HTTP version not supported: aor speaks HTTP/1.x");
     if (hosts > 1)
         return fail(r, 400, "more than one Host header");
-    /* RFC 9112 §6.1: a transfer coding aor does not know (gzip, chunked) gets 501; only
-     * chunked is decoded (and the body forwarded with a Content-Length). */
+    /* RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing. */
     if ((p->flags & F_TRANSFER_ENCODING) && p->http_minor == 0)
         return fail(r, 400,
                     "Transfer-Encoding in an HTTP/1.0 request: its framing cannot "
                     "be trusted (RFC 9112 section 6.1)");
+    /* RFC 9112 §6.1: a transfer coding aor does not know (gzip, chunked) gets 501; only
+     * chunked is decoded (and the body forwarded with a Content-Length). */
     if (p->flags & F_TRANSFER_ENCODING) {
         const char *te = aor_http_request_field(q, "transfer-encoding");
         if (!te || strcasecmp(te, "chunked") != 0)

@@ -1510,6 +1510,7 @@ static int prelude_hold(aor_proxy *p) {
     return 0;
 }
 
+/* Disarms the hold's timer (the hold ended: committed, failed, or the attempt is over). */
 static void prelude_stop(aor_proxy *p) {
     if (p->prelude_ev)
         evtimer_del(p->prelude_ev);
@@ -1536,7 +1537,10 @@ static int sse_peek_decide(aor_proxy *p, const char *data, size_t len) {
             evlen = hl - evoff;
         } else {
             const char *h = (const char *)evbuffer_pullup(p->held, (ssize_t)(evoff + evlen));
-            if (h && aor_sse_peek_prelude(p->dialect, h + evoff, evlen) && prelude_hold(p) == 0) {
+            /* An error in an event named as an opening one is still an error (QA: a ping
+             * whose data was an overloaded_error was held, then sent as a success). */
+            if (h && aor_sse_peek_prelude(p->dialect, h + evoff, evlen) &&
+                !event_is_error(p, h + evoff, evlen, &p->sse_verdict) && prelude_hold(p) == 0) {
                 aor_sse_peek_next(&p->peek);
                 continue;
             }
@@ -1650,10 +1654,12 @@ static void classify_held(aor_proxy *p, aor_verdict *v) {
     const char *body = blen ? (const char *)evbuffer_pullup(p->held, -1) : NULL;
     aor_classify(pc->dialect, p->status, p->hdrs.h, p->hdrs.n, body, blen, aor_clock_now(),
                  pc->retry_after_ignore, v);
-    if (v->kind == AOR_KIND_CONFIG && p->status >= 400 && p->req->method == HTTP_HEAD) {
+    if (v->kind == AOR_KIND_CONFIG && p->status >= 400 && p->status != 407 &&
+        p->req->method == HTTP_HEAD) {
         /* An answer to HEAD has no body to tell a wrong base_url's "no such page" from the
          * API's own answer: the status is the client's, as a GET's would be (QA: HEAD on
-         * a path the provider does not have got 502 "wrong base_url?"). */
+         * a path the provider does not have got 502 "wrong base_url?"). A 407 is aord's
+         * own proxy's, never the client's. */
         v->kind = AOR_KIND_CLIENT;
         snprintf(v->reason, sizeof v->reason, "%ld answer to HEAD", p->status);
     }
@@ -1698,6 +1704,14 @@ static void on_up_done(void *arg, CURLcode rc, long status, const char *errtext)
     const aor_candidate *cand = p->cand;
     const char *prov = cand_provider(p, cand);
     prelude_stop(p);
+    if (p->out_broken) {
+        /* The held start could not be sent (prelude_timeout): the client's answer is
+         * missing bytes, so it must not end cleanly (§5.3). */
+        if (!p->end_recorded)
+            record_stream_end(p, cand, AOR_KIND_TRANSIENT);
+        abort_client(p);
+        return;
+    }
     if (p->mode == MODE_HEAD_HELD && rc == CURLE_OK)
         commit_2xx(p); /* a 2xx that ended cleanly without a body byte */
     if (p->mode == MODE_SSE_PEEK && rc == CURLE_OK && !p->cut && p->prelude_held) {

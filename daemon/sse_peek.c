@@ -81,6 +81,7 @@ int aor_sse_peek_prelude(aor_dialect d, const char *ev, size_t len) {
             e++;
         size_t ll = (size_t)(e - s);
         if (ll >= 6 && memcmp(s, "event:", 6) == 0) {
+            /* The last event: field is the event's type (WHATWG). */
             const char *v = s + 6;
             if (v < e && *v == ' ')
                 v++; /* one space after the colon is not part of the value */
@@ -89,8 +90,6 @@ int aor_sse_peek_prelude(aor_dialect d, const char *ev, size_t len) {
             for (size_t i = 0; names[i]; i++)
                 if (strlen(names[i]) == vl && memcmp(names[i], v, vl) == 0)
                     prelude = 1;
-            if (!prelude)
-                return 0;
         }
         s = e < end && *e == '\r' && e + 1 < end && e[1] == '\n' ? e + 2 : e + 1;
     }

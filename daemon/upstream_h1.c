@@ -250,8 +250,12 @@ static void dns_follow_system_files(aor_h1 *h) {
         h->hosts = hosts;
         evdns_base_clear_host_addresses(h->dns);
         /* Missing or unreadable: evdns then adds the localhost entries alone. */
-        evdns_base_load_hosts(h->dns, hosts.known ? HOSTS_FILE : NULL);
-        aor_info("upstream DNS: %s changed: its entries are used from now on", HOSTS_FILE);
+        if (evdns_base_load_hosts(h->dns, hosts.known ? HOSTS_FILE : NULL) != 0 || !hosts.known)
+            aor_warn("upstream DNS: %s changed and could not be read: only localhost is "
+                     "known from it",
+                     HOSTS_FILE);
+        else
+            aor_info("upstream DNS: %s changed: its entries are used from now on", HOSTS_FILE);
     }
 }
 

@@ -741,6 +741,15 @@ def test_error_event_after_opening_events_in_later_reads_walks_on(env):
        (200, "B", "2", 0), "cut after message_start, content_block_start -> next key")
     eq(row(d, "A")["last_error_kind"], "transient", "A backed off as transient")
     d.admin("POST", "/admin/api/backoff/clear")
+    # An error in an event named as an opening one is an error all the same (QA).
+    err = ('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}')
+    for name in ("ping", "message_start"):
+        mock.script("secret-A", [{"status": 200, "content_type": "text/event-stream",
+                                  "body_text": "event: %s\ndata: %s\n\n" % (name, err)}])
+        r = env.curl(args)
+        eq((r.status, r.headers.get("x-aor-key"), r.headers.get("x-aor-attempts")),
+           (200, "B", "2"), "an overloaded_error in a %s event -> next key" % name)
+        d.admin("POST", "/admin/api/backoff/clear")
     # A good stream whose events come apart is forwarded whole and unchanged.
     mock.script("secret-A", [{"interval_ms": 100}])
     r = env.curl(args)

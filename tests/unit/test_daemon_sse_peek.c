@@ -148,6 +148,7 @@ static void test_prelude(void **state) {
     assert_int_equal(PRE(AOR_DIALECT_GEMINI, "event: message_start\n\n"), 0);
     /* The last event: field is the event's type (WHATWG): a later other one ends it. */
     assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: ping\nevent: error\n\n"), 0);
+    assert_int_equal(PRE(AOR_DIALECT_ANTHROPIC, "event: error\nevent: ping\n\n"), 1);
 #undef PRE
 }
 
