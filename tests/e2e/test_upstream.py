@@ -502,6 +502,29 @@ def test_libevent_messages_are_aord_log_lines(env):
         check("libevent: Nameserver" in log, "in aord.log too")
 
 
+def _named_upstreams(env, hosts):
+    """aord with one provider per name in hosts (provider "p<i>", model "m<i+1>", base_url
+    http://NAME:PORT of one plain mock), key A; returns (daemon, ask) where ask(model)
+    posts a chat request on the sidecar -> (status, headers, body)."""
+    mock = env.start_mock(tls=False)
+    mport = int(mock.url.rsplit(":", 1)[1])
+    port = aortest.free_port()
+    env.set_keys(KEY_A="secret-A")
+    cfg = '[daemon]\nlisten = 127.0.0.1:%d\n[key "A"]\nenv = KEY_A\n' % port
+    for i, host in enumerate(hosts):
+        cfg += ('[provider "p%d"]\ndialect = openai\nbase_url = http://%s:%d\nkeys = A\n'
+                "models = m%d\n" % (i, host, mport, i + 1))
+    env.write_config(cfg)
+    d = env.start_daemon()
+
+    def ask(model):
+        return d.http("POST", "/v1/chat/completions",
+                      json.dumps({"model": model, "messages": []}).encode(),
+                      {"authorization": "Bearer c", "content-type": "application/json"})
+
+    return d, ask
+
+
 def test_upstream_lookups_follow_a_changed_etc_hosts(env):
     """QA: aord's resolver read /etc/hosts once: a provider host added there later was
     published to the shim (its lookups use getaddrinfo), which redirected to aord, while
@@ -518,27 +541,13 @@ def test_upstream_lookups_follow_a_changed_etc_hosts(env):
         with open(hosts, "w") as f:
             f.write(orig)
         subprocess.run(["mount", "--bind", hosts, "/etc/hosts"], check=True)
-        mock = env.start_mock(tls=False)
-        mport = int(mock.url.rsplit(":", 1)[1])
-        port = aortest.free_port()
-        env.set_keys(KEY_A="secret-A")
-        env.write_config(
-            '[daemon]\nlisten = 127.0.0.1:%d\n[key "A"]\nenv = KEY_A\n'
-            '[provider "pa"]\ndialect = openai\nbase_url = http://late.test:%d\nkeys = A\n'
-            "models = m1\n" % (port, mport))
-        d = env.start_daemon()
-
-        def ask():
-            return d.http("POST", "/v1/chat/completions",
-                          json.dumps({"model": "m1", "messages": []}).encode(),
-                          {"authorization": "Bearer c", "content-type": "application/json"})
-
-        st, _, body = ask()
+        d, ask = _named_upstreams(env, ["late.test"])
+        st, _, body = ask("m1")
         eq(st, 502, "late.test is not known yet (%r)" % body[:200])
         d.admin("POST", "/admin/api/backoff/clear")
         with open(hosts, "a") as f:  # in place: the bind mount keeps the inode
             f.write("\n127.0.0.1 late.test\n")
-        st, _, body = ask()
+        st, _, body = ask("m1")
         eq(st, 200, "late.test through the edited /etc/hosts (%r)" % body[:200])
         check("upstream DNS: /etc/hosts changed" in d.stderr_text(), "said")
 
@@ -554,23 +563,7 @@ def test_upstream_lookups_follow_a_changed_resolv_conf(env):
         raise aortest.Skip(why)
     recs = {"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"]}
     with netns.NetNS(env, recs) as ns:
-        mock = env.start_mock(tls=False)
-        mport = int(mock.url.rsplit(":", 1)[1])
-        port = aortest.free_port()
-        env.set_keys(KEY_A="secret-A")
-        env.write_config(
-            '[daemon]\nlisten = 127.0.0.1:%d\n[key "A"]\nenv = KEY_A\n'
-            '[provider "pa"]\ndialect = openai\nbase_url = http://a.test:%d\nkeys = A\n'
-            "models = m1\n"
-            '[provider "pb"]\ndialect = openai\nbase_url = http://b.test:%d\nkeys = A\n'
-            "models = m2\n" % (port, mport, mport))
-        d = env.start_daemon()
-
-        def ask(model):
-            return d.http("POST", "/v1/chat/completions",
-                          json.dumps({"model": model, "messages": []}).encode(),
-                          {"authorization": "Bearer c", "content-type": "application/json"})
-
+        d, ask = _named_upstreams(env, ["a.test", "b.test"])
         st, _, body = ask("m1")
         eq(st, 200, "a.test through the first name server (%r)" % body[:200])
         ns._dnsmasq.kill()
