@@ -2261,10 +2261,11 @@ static int try_candidate(aor_proxy *p, const aor_candidate *cand) {
         int listed = 0;
         const char *up = aor_config_upstream_model(pc, p->model, &listed);
         if (strcmp(up, p->model) != 0) {
-            if (p->dialect == AOR_DIALECT_GEMINI) {
-                rel_owned = aor_dialect_path_set_model(rel, up);
-                if (rel_owned)
-                    rel = rel_owned;
+            /* Gemini names the model in the path, except in its OpenAI-compatible API
+             * (/v1beta/openai/...), whose body has it as OpenAI's does. */
+            if (p->dialect == AOR_DIALECT_GEMINI &&
+                (rel_owned = aor_dialect_path_set_model(rel, up)) != NULL) {
+                rel = rel_owned;
             } else {
                 size_t nl = 0;
                 p->upstream_body = aor_dialect_body_set_model(p->body, p->body_len, up, &nl);
@@ -2511,6 +2512,12 @@ aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const cha
     for (size_t i = 0; host && i < cfg->nproviders; i++)
         if (aor_config_provider_owns_host(&cfg->providers[i], host))
             return cfg->providers[i].dialect; /* an intercepted host: its provider's */
+    /* Gemini's OpenAI-compatible API (/v1beta/openai/...) on the sidecar is the Gemini
+     * providers', with their keys, as it is through the shim on Gemini's host (QA: it
+     * went to the OpenAI providers; with none configured, the client's Gemini key went
+     * to api.openai.com). */
+    if (!host && strncmp(path, "/v1beta/openai", 14) == 0 && (path[14] == '/' || !path[14]))
+        return AOR_DIALECT_GEMINI;
     return aor_dialect_of_path(path);
 }
 

@@ -784,6 +784,32 @@ def test_opening_events_are_held_for_3_s_at_most(env):
     eq(r.rc, 18, "curl: partial transfer (%s)" % r.stderr.strip())
 
 
+def test_geminis_openai_compatible_api_goes_to_the_gemini_providers(env):
+    """QA: on the sidecar, /v1beta/openai/... (the OpenAI SDK pointed at Gemini's
+    OpenAI-compatible API) went to the OpenAI-dialect providers, and with none configured
+    the client's Gemini key went to api.openai.com. It is the Gemini providers' (their
+    keys, backoff, walk), as through the shim on Gemini's host; a model alias is applied
+    in the body there, where this API names the model (it was not applied on either
+    path)."""
+    mock, d = setup(env, dialect="gemini", host="generativelanguage.googleapis.com",
+                    models="flash=gemini-x")
+    mock.script("secret-A", [{"status": 429, "times": -1}])
+    body = {"model": "flash", "messages": [{"role": "user", "content": "hi"}]}
+    st, hdrs, got = d.http("POST", "/v1beta/openai/chat/completions", body,
+                           {"authorization": "Bearer client-gemini-key"})
+    eq((st, hdrs.get("x-aor-provider"), hdrs.get("x-aor-key"), hdrs.get("x-aor-attempts")),
+       (200, "p", "B", "2"), "sidecar: the gemini provider's keys, A then B")
+    last = mock.log()[-1]
+    eq((last["path"], last["key"], last["model"]),
+       ("/v1beta/openai/chat/completions", "secret-B", "gemini-x"), "upstream request")
+    check(b"choices" in got, "the OpenAI-shaped answer: %r" % got[:200])
+    r = env.curl(["https://generativelanguage.googleapis.com/v1beta/openai/chat/completions",
+                  "-H", "Authorization: Bearer client-gemini-key",
+                  "-H", "content-type: application/json", "-d", json.dumps(body)])
+    eq((r.status, r.headers.get("x-aor-key")), (200, "B"), "shim: the same")
+    eq(mock.log()[-1]["model"], "gemini-x", "shim: the alias applied in the body")
+
+
 # --- §5.2 models ------------------------------------------------------------------
 
 def test_model_mapping_and_unlisted_model(env):
