@@ -361,11 +361,32 @@ int aor_cfg_add_implicit(aor_config *cfg) {
         const char *why = NULL;
         if (aor_cfg_parse_url(kn->base_url, &url, &why) != 0)
             return -1; /* only ENOMEM: the table is valid */
-        int taken = 0;
-        for (size_t j = 0; j < cfg->nproviders && !taken; j++)
-            taken = strcmp(cfg->providers[j].name, kn->name) == 0 ||
-                    aor_config_provider_owns_host(&cfg->providers[j], url.host);
-        if (taken) {
+        aor_provider_cfg *named = NULL;
+        int owned = 0;
+        for (size_t j = 0; j < cfg->nproviders; j++) {
+            if (strcmp(cfg->providers[j].name, kn->name) == 0)
+                named = &cfg->providers[j];
+            owned |= aor_config_provider_owns_host(&cfg->providers[j], url.host);
+        }
+        if (named && !owned) {
+            /* A section named after a known provider, with another base_url, takes its
+             * place, its host too, as if it listed it in intercept (docs/config.md: "to
+             * send a known host's traffic elsewhere, give it a section"; fresh-user pass:
+             * requests to api.openai.com without a model, models.list(), got 404 since
+             * nothing owned the host). */
+            char *h = strdup(url.host);
+            char **ni =
+                h ? realloc(named->intercept, (named->nintercept + 1) * sizeof *named->intercept)
+                  : NULL;
+            if (!ni) {
+                free(h);
+                aor_cfg_url_free(&url);
+                return -1;
+            }
+            named->intercept = ni;
+            named->intercept[named->nintercept++] = h;
+        }
+        if (named || owned) {
             aor_cfg_url_free(&url);
             continue;
         }

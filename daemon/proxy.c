@@ -2421,8 +2421,7 @@ static int start_next(aor_proxy *p) {
         if (p->host && !owned) /* review: "serves model" misled when the host was the gap */
             snprintf(msg, sizeof msg,
                      "aor: no provider serves model '%s' on %s: no [provider] section owns that "
-                     "host (a section named after its provider with another base_url takes "
-                     "its place; add intercept = %s to the one that should serve it)",
+                     "host (add intercept = %s to the one that should serve it)",
                      p->model ? p->model : "", p->host, p->host);
         else if (speaks && p->model)
             snprintf(msg, sizeof msg, "aor: no configured provider serves model '%s'", p->model);

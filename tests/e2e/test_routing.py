@@ -1062,19 +1062,21 @@ def test_gemini_query_key_is_percent_decoded(env):
     eq(mock.log()[-1]["query"], "alt=json&&x=%41&", "the query upstream")
 
 
-def test_a_builtin_host_whose_provider_name_a_section_took_is_named(env):
+def test_a_section_named_after_a_known_provider_owns_its_host(env):
     """A section named "openai" with another base_url takes the known provider's place,
-    so nothing owns api.openai.com: a request to it with a model no section lists got
-    404 "no configured provider serves model 'zz'" (review). The 404 now names the host
-    and the fix."""
+    its host too (docs/config.md "to send a known host's traffic elsewhere, give it a
+    section"). Nothing owned api.openai.com then: a request to it without a model
+    (models.list()) or with a model no section lists got 404 "no provider serves model ''
+    on api.openai.com" (fresh-user pass). It goes to the section, with its key."""
     mock, d = setup(env, keys=(("A", 0),), host="localhost", prov="openai")
     r = chat(env, model="zz")
-    eq(r.status, 404, "status (%s)" % r.body[:300])
-    msg = r.json()["error"]["message"]
-    check("no [provider] section owns that host" in msg and "api.openai.com" in msg
-          and "intercept = api.openai.com" in msg, "names the host and the fix: %r" % msg)
-    eq(mock.requests(), [], "nothing went upstream")
-    eq(chat(env).status, 200, "a model the section lists still goes to it")
+    eq((r.status, r.headers.get("x-aor-provider"), r.headers.get("x-aor-key")),
+       (200, "openai", "A"), "an unlisted model (%s)" % r.body[:300])
+    eq(mock.log()[-1]["key"], "secret-A", "with the section's key")
+    r = env.curl(["https://api.openai.com/v1/models", "-H", "Authorization: Bearer c"])
+    eq((r.status, r.headers.get("x-aor-key")), (200, "A"), "GET /v1/models: %s" % r.body[:300])
+    eq(mock.log()[-1]["path"], "/v1/models", "upstream path")
+    eq(chat(env).status, 200, "a model the section lists goes to it as before")
 
 
 def parallel_clients(env, n, tag, stream):

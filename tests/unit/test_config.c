@@ -1825,6 +1825,11 @@ static void test_implicit_known_providers(void **state) {
     assert_int_equal(cfg->nkeys, 1);       /* the environment's keys are not read */
     assert_false(cfg->providers[0].implicit);
     assert_false(cfg->providers[1].implicit);
+    /* The section named openai owns api.openai.com, as if it listed it in intercept;
+     * "or" intercepts openrouter.ai itself: nothing is added to it. */
+    assert_true(aor_config_provider_owns_host(&cfg->providers[0], "api.openai.com"));
+    assert_int_equal(cfg->providers[0].nintercept, 1);
+    assert_int_equal(cfg->providers[1].nintercept, 1);
     const char *want[] = {"anthropic", "gemini", "mistral",  "groq",
                           "deepseek",  "xai",    "together", "fireworks"};
     for (size_t i = 0; i < 8; i++) {
@@ -1838,6 +1843,17 @@ static void test_implicit_known_providers(void **state) {
     assert_string_equal(cfg->providers[2].base_url, "https://api.anthropic.com");
     assert_int_equal(cfg->providers[2].dialect, AOR_DIALECT_ANTHROPIC);
     assert_string_equal(cfg->providers[3].host, "generativelanguage.googleapis.com");
+    aor_config_free(cfg);
+    /* Another section that intercepts the known host keeps it: the named one gets none. */
+    text = "[key \"a\"]\nenv = TEST_KEY_A\n"
+           "[provider \"openai\"]\ndialect = openai\nbase_url = https://gw.example\n"
+           "keys = a\nmodels = gpt-4o\n"
+           "[provider \"mine\"]\ndialect = openai\nbase_url = https://y.example\n"
+           "intercept = api.openai.com\nkeys = a\nmodels = m\n";
+    cfg = load_ok(text, NULL);
+    assert_int_equal(cfg->providers[0].nintercept, 0);
+    assert_false(aor_config_provider_owns_host(&cfg->providers[0], "api.openai.com"));
+    assert_true(aor_config_provider_owns_host(&cfg->providers[1], "api.openai.com"));
     aor_config_free(cfg);
     unsetenv("ANTHROPIC_API_KEY");
 }
