@@ -118,6 +118,14 @@ static int fail(aor_http_reader *r, int status, const char *why) {
     return -1;
 }
 
+/* 413 for a body over r->body_max, saying where the limit is set (fresh-user pass: "larger
+ * than body_max" named neither). */
+static int fail_too_large(aor_http_reader *r) {
+    return fail(r, 413,
+                "request body larger than body_max (set in the [daemon] section of aor.ini; "
+                "default 32M)");
+}
+
 /* Appends at..len to *s, a string of q's chunks (NULL: a new one). *s must be the string
  * built last: fragments of one token arrive together, before the next token starts. */
 static int append(aor_http_request *q, char **s, const char *at, size_t len) {
@@ -335,7 +343,7 @@ static int on_headers_complete(llhttp_t *p) {
     }
     int has_length = (p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED);
     if (has_length && p->content_length > r->body_max)
-        return fail(r, 413, "request body larger than body_max");
+        return fail_too_large(r);
     q->method = p->method;
     q->http_major = p->http_major;
     q->http_minor = p->http_minor;
@@ -375,7 +383,7 @@ static int on_headers_complete(llhttp_t *p) {
 static int on_body(llhttp_t *p, const char *at, size_t len) {
     aor_http_reader *r = p->data;
     if (evbuffer_get_length(r->req->body) + len > r->body_max)
-        return fail(r, 413, "request body larger than body_max");
+        return fail_too_large(r);
     if (evbuffer_add(r->req->body, at, len) < 0)
         return fail(r, 500, "out of memory");
     return 0;

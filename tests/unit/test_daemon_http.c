@@ -940,7 +940,7 @@ static void test_body_too_large(void **state) {
     /* By Content-Length: refused at the headers, before any body byte. */
     static const char cl[] = "POST /v1/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n";
     assert_int_equal(expect_error(cl, sizeof cl - 1, 0, 16, &why), 413);
-    assert_non_null(strstr(why, "body"));
+    assert_non_null(strstr(why, "body_max (set in the [daemon] section of aor.ini"));
     assert_int_equal(expect_error(cl, sizeof cl - 1, 1, 16, &why), 413);
     /* Exactly body_max is fine. */
     static const char fits[] = "POST /v1/x HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd";
