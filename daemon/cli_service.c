@@ -265,6 +265,66 @@ oom:
     return -1;
 }
 
+/* 1 when the text of an env file (VAR=value lines) assigns name. */
+static int env_text_sets(const char *text, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        l += strspn(l, " \t");
+        if (strncmp(l, "export ", 7) == 0)
+            l += 7 + strspn(l + 7, " \t");
+        if (strncmp(l, name, nl) == 0 && (l[nl] == '=' || l[nl] == ' ' || l[nl] == '\t'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The service does not get this shell's environment: says so on stderr, naming the keys'
+ * variables that neither env_file nor the service's env file ($XDG_CONFIG_HOME/aor/env)
+ * sets (fresh-user pass: the unit was written, and its aord exited 2 for an unset
+ * OPENAI_API_KEY, which RestartPreventExitStatus makes final). Nothing when the config
+ * names an env_file (aord reads that one itself) or has no keys. */
+static void note_keys_environment(const aor_config *cfg) {
+    if (!cfg || cfg->nkeys == 0 || cfg->env_file)
+        return;
+    char *dir = aor_path_config_dir(), *path = NULL, *text = NULL;
+    if (!dir || asprintf(&path, "%s/env", dir) < 0) {
+        path = NULL;
+        goto out;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (1 << 20) &&
+            (text = calloc(1, (size_t)st.st_size + 1)) != NULL &&
+            read(fd, text, (size_t)st.st_size) < 0) {
+            free(text);
+            text = NULL;
+        }
+        close(fd);
+    }
+    int missing = 0;
+    for (size_t i = 0; i < cfg->nkeys; i++) {
+        const char *var = cfg->keys[i].env;
+        if (!var || (text && env_text_sets(text, var)))
+            continue;
+        fprintf(stderr, "%s%s",
+                missing++ ? ", "
+                          : "aor: note: the service does not get this "
+                            "shell's environment, and ",
+                var);
+    }
+    if (missing)
+        fprintf(stderr,
+                " %s set nowhere it reads: put %s in %s as NAME=value lines (mode 0600), or "
+                "name a file with env_file in aor.ini; else the service's aord stops at once "
+                "(exit 2)\n",
+                missing == 1 ? "is" : "are", missing == 1 ? "it" : "them", path);
+out:
+    free(text);
+    free(path);
+    free(dir);
+}
+
 /* The XDG variables the service needs (xdg_elsewhere), as systemd lines
  * `Environment=NAME=value` (the assignment quoted like ExecStart's words, '$' kept: no
  * expansion there), or as the plist's EnvironmentVariables dictionary (XML-escaped).
@@ -618,6 +678,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
         running = running > 0 ? running : -1;
     else
         running = 0;
+    note_keys_environment(cfg);
     aor_config_free(cfg);
     int rc = AOR_CLI_FAIL;
     char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL, *xdgenv = NULL;

@@ -1558,6 +1558,28 @@ def test_install_service_env_file_follows_xdg_config_home(env):
         check("EnvironmentFile" not in r.stderr, "systemd-analyze: %s" % r.stderr)
 
 
+def test_install_service_names_the_keys_the_service_will_not_see(env):
+    """Fresh-user pass: install-service wrote the unit without a word about the keys'
+    variables, which were only in the shell; the service's aord exited 2 for them (final,
+    RestartPreventExitStatus). It names those its env file does not set, and where to put
+    them; nothing once the file sets them, or with env_file in the config."""
+    setup(env, start=False)
+    rc, out, err = aor(env, "install-service", "--print", "--systemd")
+    eq(rc, 0, "printed (stderr %r)" % err)
+    envfile = os.path.join(env.env["XDG_CONFIG_HOME"], "aor", "env")
+    check("KEY_A, KEY_B are set nowhere it reads: put them in %s" % envfile in err,
+          "names both and the file: %r" % err)
+    with open(envfile, "w") as f:
+        f.write("KEY_A=x\n")
+    os.chmod(envfile, 0o600)
+    rc, out, err = aor(env, "install-service", "--print", "--systemd")
+    check("and KEY_B is set nowhere" in err and "KEY_A" not in err, "only KEY_B: %r" % err)
+    with open(envfile, "a") as f:
+        f.write("KEY_B=y\n")
+    rc, out, err = aor(env, "install-service", "--print", "--systemd")
+    eq((rc, err), (0, ""), "nothing to say")
+
+
 def test_install_service_passes_the_chosen_config(env):
     """QA: `aor --config FILE install-service` (or AOR_CONFIG) wrote ExecStart without
     --config, so the service ran another configuration. The file goes in as an absolute
