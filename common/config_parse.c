@@ -991,6 +991,13 @@ static void option(aor_cfg_parse_ctx *c, const char *name, const char *value) {
     if (id < 0) {
         char homebuf[160];
         other_homes(s->type, name, homebuf, sizeof homebuf);
+        for (size_t t = 1; !hint && !homebuf[0] && t <= NSEC_NAMES; t++) {
+            /* A misspelt option of another section (fresh-user pass: `stratgy` in a
+             * [provider] got no hint): suggested with where it belongs. */
+            if ((aor_cfg_sec_type)t != s->type && s->type != SEC_BAD &&
+                (hint = aor_cfg_suggest(name, sec_opts[t].names, sec_opts[t].n)) != NULL)
+                other_homes(s->type, hint, homebuf, sizeof homebuf);
+        }
         aor_cfg_err(c->errs, line, "unknown option %s in %s%s%s%s%s",
                     aor_cfg_show(name, b1, sizeof b1), aor_cfg_sec_label(s, b2, sizeof b2),
                     hint ? "; did you mean " : "", hint ? hint : "", hint ? "?" : "", homebuf);

@@ -1105,7 +1105,9 @@ static void test_rule7_hint_names_every_home(void **state) {
                        "models = m\n"                   /* 7 */
                        "max_opaque_retries = 1\n"       /* 8 */
                        "[model \"m\"]\n"                /* 9 */
-                       "priority = 2\n";                /* 10 */
+                       "priority = 2\n"                 /* 10 */
+                       "[provider \"q\"]\n"             /* 11 */
+                       "stratgy = priority\n";          /* 12 */
     char *path = NULL;
     char *errs = load_err(text, &path);
     assert_err(errs, path, 8,
@@ -1114,8 +1116,10 @@ static void test_rule7_hint_names_every_home(void **state) {
     assert_err(errs, path, 10,
                "unknown option priority in [model \"m\"] (priority belongs in [key \"NAME\"] or "
                "[provider \"NAME\"])");
-    fprintf(stderr, "ERRS[%s]\n", errs);
-    assert_int_equal(count_lines(errs), 2);
+    /* A misspelt option of another section: the hint and where it belongs (fresh-user). */
+    assert_err(errs, path, 12,
+               "unknown option stratgy in [provider \"q\"]; did you mean strategy? (strategy "
+               "belongs in [routing])");
     free(errs);
     free(path);
 }
