@@ -283,7 +283,7 @@ static int env_text_sets(const char *text, const char *name) {
  * sets (fresh-user pass: the unit was written, and its aord exited 2 for an unset
  * OPENAI_API_KEY, which RestartPreventExitStatus makes final). Nothing when the config
  * names an env_file (aord reads that one itself) or has no keys. */
-static void note_keys_environment(const aor_config *cfg) {
+static void note_keys_environment(const aor_config *cfg, int launchd) {
     if (!cfg || cfg->nkeys == 0 || cfg->env_file)
         return;
     char *dir = aor_path_config_dir(), *path = NULL, *text = NULL;
@@ -291,7 +291,8 @@ static void note_keys_environment(const aor_config *cfg) {
         path = NULL;
         goto out;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* The launchd agent has no env file of its own (scripts/aord.plist): env_file only. */
+    int fd = launchd ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd >= 0) {
         struct stat st;
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (1 << 20) &&
@@ -313,7 +314,13 @@ static void note_keys_environment(const aor_config *cfg) {
                             "shell's environment, and ",
                 var);
     }
-    if (missing)
+    if (missing && launchd)
+        fprintf(stderr,
+                " %s set nowhere it reads: name a file of NAME=value lines (mode 0600) with "
+                "env_file in [daemon] of aor.ini; else the agent's aord stops at once "
+                "(exit 2)\n",
+                missing == 1 ? "is" : "are");
+    else if (missing)
         fprintf(stderr,
                 " %s set nowhere it reads: put %s in %s as NAME=value lines (mode 0600), or "
                 "name a file with env_file in aor.ini; else the service's aord stops at once "
@@ -678,7 +685,7 @@ int aor_cli_cmd_install_service(aor_cli *c, int argc, char **argv) {
         running = running > 0 ? running : -1;
     else
         running = 0;
-    note_keys_environment(cfg);
+    note_keys_environment(cfg, launchd);
     aor_config_free(cfg);
     int rc = AOR_CLI_FAIL;
     char *unit = NULL, *dest = NULL, *dir = NULL, *envline = NULL, *xdgenv = NULL;
