@@ -2515,7 +2515,7 @@ aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const cha
      * providers', with their keys, as it is through the shim on Gemini's host (QA: it
      * went to the OpenAI providers; with none configured, the client's Gemini key went
      * to api.openai.com). */
-    if (!host && strncmp(path, "/v1beta/openai", 14) == 0 && (path[14] == '/' || !path[14]))
+    if (!host && path && strncmp(path, "/v1beta/openai", 14) == 0 && (path[14] == '/' || !path[14]))
         return AOR_DIALECT_GEMINI;
     return aor_dialect_of_path(path);
 }
