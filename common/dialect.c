@@ -708,8 +708,9 @@ aor_dialect aor_dialect_of_path(const char *path) {
     size_t plen = strcspn(path, "?#");
     if (has_prefix_seg(path, plen, "/v1/messages"))
         return AOR_DIALECT_ANTHROPIC;
-    if (has_prefix_seg(path, plen, "/v1beta/openai"))
-        return AOR_DIALECT_OPENAI; /* Gemini's OpenAI-compatible endpoint */
+    /* /v1beta/openai/... too: Gemini's OpenAI-compatible API is the Gemini providers',
+     * with their keys, its bodies OpenAI-shaped (QA: on the sidecar it went to the OpenAI
+     * providers, and with none configured a client's Gemini key to api.openai.com). */
     if ((plen >= 8 && memcmp(path, "/v1beta/", 8) == 0) ||
         (plen >= 9 && memcmp(path, "/v1alpha/", 9) == 0))
         return AOR_DIALECT_GEMINI; /* v1alpha: Gemini's preview API (QA: sent to OpenAI) */

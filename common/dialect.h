@@ -114,9 +114,9 @@ char *aor_dialect_error_body(aor_dialect d, int status, const char *code, const 
                              size_t *len);
 
 /* Dialect of a sidecar/intercepted request path (query ignored): /v1/messages and below
- * -> anthropic; /v1beta/openai/... (Gemini's OpenAI-compatible API) -> openai; other
- * /v1beta/..., /v1alpha/... and /v1/models/{model}:{method} -> gemini; everything else (including
- * /v1/models and /v1/models/{id}) -> openai. NULL -> openai. */
+ * -> anthropic; /v1beta/... (Gemini's OpenAI-compatible /v1beta/openai/... too: the
+ * Gemini providers'), /v1alpha/... and /v1/models/{model}:{method} -> gemini; everything else
+ * (including /v1/models and /v1/models/{id}) -> openai. NULL -> openai. */
 aor_dialect aor_dialect_of_path(const char *path);
 
 #endif

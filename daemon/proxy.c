@@ -2511,12 +2511,6 @@ aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const cha
     for (size_t i = 0; host && i < cfg->nproviders; i++)
         if (aor_config_provider_owns_host(&cfg->providers[i], host))
             return cfg->providers[i].dialect; /* an intercepted host: its provider's */
-    /* Gemini's OpenAI-compatible API (/v1beta/openai/...) on the sidecar is the Gemini
-     * providers', with their keys, as it is through the shim on Gemini's host (QA: it
-     * went to the OpenAI providers; with none configured, the client's Gemini key went
-     * to api.openai.com). */
-    if (!host && path && strncmp(path, "/v1beta/openai", 14) == 0 && (path[14] == '/' || !path[14]))
-        return AOR_DIALECT_GEMINI;
     return aor_dialect_of_path(path);
 }
 

@@ -13,10 +13,9 @@
 typedef struct aor_proxy aor_proxy;
 
 /* The API (dialect) of a request: the provider's that owns host (an intercepted
- * connection), else the one of path (aor_dialect_of_path; openai for NULL or unknown),
- * except Gemini's OpenAI-compatible /v1beta/openai/..., which is gemini's on the sidecar
- * too. Used for the providers a request may go to and the answer's error shape. Can't
- * fail. Source: spec §5.2, §5.6, §8. */
+ * connection), else the one of path (aor_dialect_of_path; openai for NULL or unknown).
+ * Used for the providers a request may go to and the answer's error shape. Can't fail.
+ * Source: spec §5.2, §5.6, §8. */
 aor_dialect aor_proxy_dialect(const aor_config *cfg, const char *host, const char *path);
 
 /* Whether the sidecar forwards a request for path (the request target without its query

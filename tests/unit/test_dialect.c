@@ -346,7 +346,7 @@ static void test_dialect_of_path(void **state) {
         {"/v1alpha/models/gemini-2.0-flash:generateContent", AOR_DIALECT_GEMINI},
         {"/v1alphax/models", AOR_DIALECT_OPENAI},
         {"/v1/models/gemini-1.5-pro:generateContent", AOR_DIALECT_GEMINI},
-        {"/v1beta/openai/chat/completions", AOR_DIALECT_OPENAI},
+        {"/v1beta/openai/chat/completions", AOR_DIALECT_GEMINI},
         {"/v1/models", AOR_DIALECT_OPENAI},
         {"/v1/models/gpt-4o", AOR_DIALECT_OPENAI},
         {"/v1/models/gpt-4o?x=a:b", AOR_DIALECT_OPENAI},
