@@ -1537,12 +1537,16 @@ static int sse_peek_decide(aor_proxy *p, const char *data, size_t len) {
             evlen = hl - evoff;
         } else {
             const char *h = (const char *)evbuffer_pullup(p->held, (ssize_t)(evoff + evlen));
-            /* An error in an event named as an opening one is still an error (QA: a ping
-             * whose data was an overloaded_error was held, then sent as a success). */
-            if (h && aor_sse_peek_prelude(p->dialect, h + evoff, evlen) &&
-                !event_is_error(p, h + evoff, evlen, &p->sse_verdict) && prelude_hold(p) == 0) {
-                aor_sse_peek_next(&p->peek);
-                continue;
+            if (h && aor_sse_peek_prelude(p->dialect, h + evoff, evlen)) {
+                /* An error in an event named as an opening one is still an error (QA: a
+                 * ping whose data was an overloaded_error was held, then sent as a
+                 * success); the verdict is in sse_verdict already. */
+                if (event_is_error(p, h + evoff, evlen, &p->sse_verdict))
+                    return -1;
+                if (prelude_hold(p) == 0) {
+                    aor_sse_peek_next(&p->peek);
+                    continue;
+                }
             }
         }
         return held_events_have_error(p, evoff, evlen) ? -1 : 1;
